@@ -1,0 +1,43 @@
+# recpipe — every target installs what it needs first (stamp file in .venv).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+RUNS ?= runs
+
+.PHONY: install run test test-fast lint format bench clean
+
+install: $(STAMP)
+
+# torch 2.13.0 (CPU wheel), then fbgemm-gpu-cpu / torchrec with --no-deps: torchrec declares the CUDA
+# fbgemm-gpu, which would overwrite the CPU library and fail to load.
+$(STAMP): pyproject.toml requirements/lock.txt
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --disable-pip-version-check "pip==24.3.1"
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q --no-deps fbgemm-gpu-cpu==1.8.0 torchrec==1.8.0
+	$(PIP) install -q -r requirements/lock.txt
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+	$(PY) -c "import torch, fbgemm_gpu, torchrec, pyarrow, kfp, mlflow; print('recpipe deps ok: torch', torch.__version__, 'torchrec', torchrec.__version__)"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/recpipe run --runs $(RUNS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check recpipe components pipelines tests benchmarks
+	$(VENV)/bin/ruff format --check recpipe components pipelines tests benchmarks
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix recpipe components pipelines tests benchmarks
+	$(VENV)/bin/ruff format recpipe components pipelines tests benchmarks
+
+clean:
+	rm -rf $(RUNS) .pytest_cache

@@ -1,0 +1,372 @@
+"""Typed recpipe configuration (YAML), validated with errors that name the key path and allowed values.
+
+The config describes data, features, feature groups, the model, training, evaluation, export and
+tracking. Modules never receive it whole: builders turn the relevant section into constructor
+arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A config file failed validation; the message names the file, key path and what was expected."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# ----------------------------------------------------------------------------------------------- data
+class CsvOptions(_Strict):
+    delimiter: str = ","
+    header: bool = True
+    # Explicit column names (and types, "int64"/"float64"/"string") for files without a header.
+    columns: list[str] | None = None
+    column_types: dict[str, str] = Field(default_factory=dict)
+
+
+class SplitConfig(_Strict):
+    """How ingest splits one table into train and eval: the last ``eval_last_days`` of ``time_column``,
+    or a deterministic hashed ``eval_fraction`` of rows."""
+
+    time_column: str | None = "time_stamp"
+    eval_last_days: int = Field(1, ge=1)
+    eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)
+
+
+class DataConfig(_Strict):
+    train: str | None = None
+    eval: str | None = None
+    csv: CsvOptions = Field(default_factory=CsvOptions)
+    label: str
+    weight: str | None = None
+    batch_size: int = Field(8192, ge=1)
+    num_workers: int = Field(0, ge=0)
+    split: SplitConfig = Field(default_factory=SplitConfig)
+    on_bad_row: Literal["error", "skip"] = "error"
+    # Negative down-sampling at ingestion; the rate is recorded so evaluation can re-calibrate.
+    neg_sample_rate: float = Field(1.0, gt=0.0, le=1.0)
+    # Columns training never reads: the true click probability of synthetic data, the GAUC group key.
+    oracle_column: str | None = "true_prob"
+    group_column: str | None = None
+
+
+# ------------------------------------------------------------------------------------------- features
+class _IdMappingMixin(_Strict):
+    hash_bucket_size: int | None = Field(None, ge=1)
+    num_buckets: int | None = Field(None, ge=1)
+    vocab_list: list[str] | None = None
+    vocab_file: str | None = None
+    # Fit a vocabulary from the training split: ids seen fewer than min_freq times map to UNK.
+    min_freq: int | None = Field(None, ge=1)
+    default_bucket: int | None = Field(None, ge=0)
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+    # Zero-collision hashing (TorchRec managed collision) instead of id % num_buckets.
+    zch: bool = False
+    zch_size: int | None = Field(None, ge=1)
+    # Value used when the column is null; None means the feature is absent (no id) in that row.
+    default_value: str | None = None
+
+    @model_validator(mode="after")
+    def _one_mapping(self) -> _IdMappingMixin:
+        given = [
+            k
+            for k in ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file", "min_freq")
+            if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "exactly one id mapping is required, one of hash_bucket_size, num_buckets, vocab_list, "
+                f"vocab_file, min_freq; got {given or 'none'}"
+            )
+        return self
+
+
+class IdFeatureConfig(_IdMappingMixin):
+    kind: Literal["id"]
+    name: str
+    column: str | None = None
+    pooling: Literal["sum", "mean"] = "sum"
+
+
+_NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
+
+
+class RawFeatureConfig(_Strict):
+    kind: Literal["raw"]
+    name: str
+    column: str | None = None
+    # With boundaries: bucketized into len(boundaries)+1 ids and embedded; otherwise a dense column.
+    boundaries: list[float] | None = None
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+    # Fit len = num_quantile_buckets - 1 boundaries from training-split quantiles instead of listing them.
+    num_quantile_buckets: int | None = Field(None, ge=2)
+    # "log(x+3)", "zscore" or "log(x+3),zscore" (zscore statistics are fitted on the training split).
+    normalizer: str | None = None
+    default: float = 0.0
+
+    @field_validator("boundaries")
+    @classmethod
+    def _sorted(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and any(b >= a for b, a in zip(v, v[1:])):
+            raise ValueError("boundaries must be strictly increasing")
+        return v
+
+    @field_validator("normalizer")
+    @classmethod
+    def _normalizer(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or not _NORMALIZER.match(v)):
+            raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
+        return v
+
+
+class SubFeatureConfig(_IdMappingMixin):
+    name: str
+
+
+class SequenceFeatureConfig(_Strict):
+    kind: Literal["sequence"]
+    name: str
+    column: str | None = None
+    sequence_length: int = Field(100, ge=1)
+    delimiter: str = "|"
+    sub_delimiter: str = "\x03"
+    sub_features: list[SubFeatureConfig] = Field(min_length=1)
+
+
+FeatureConfig = Annotated[
+    IdFeatureConfig | RawFeatureConfig | SequenceFeatureConfig, Field(discriminator="kind")
+]
+
+
+class FeatureGroupConfig(_Strict):
+    name: str
+    type: Literal["deep", "sequence"]
+    features: list[str] = Field(min_length=1)
+
+
+# ---------------------------------------------------------------------------------------------- model
+class MlpConfig(_Strict):
+    hidden_units: list[int] = Field(min_length=1)
+    activation: Literal["relu", "gelu", "silu", "dice"] = "relu"
+    batch_norm: bool = False
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+
+class TowerConfig(_Strict):
+    group: str
+    mlp: MlpConfig
+
+
+class DinTowerConfig(_Strict):
+    group: str
+    attn_mlp: MlpConfig
+    # "jagged" computes attention on real items only; "padded" is the reference formula (benchmarks).
+    attention: Literal["jagged", "padded", "mean_pool"] = "jagged"
+
+
+class MultiTowerDinConfig(_Strict):
+    type: Literal["multi_tower_din"]
+    towers: list[TowerConfig]
+    din_towers: list[DinTowerConfig]
+    final: MlpConfig
+
+
+class DlrmConfig(_Strict):
+    type: Literal["dlrm"]
+    dense_mlp: MlpConfig
+    over_mlp: MlpConfig
+    # Which group holds the sparse features (pooled) that interact with the dense vector.
+    sparse_group: str = "sparse"
+    embedding_init: Literal["uniform", "xavier_uniform", "normal"] = "uniform"
+    embedding_init_scale: float | None = Field(None, gt=0.0)
+
+
+ModelConfig = Annotated[MultiTowerDinConfig | DlrmConfig, Field(discriminator="type")]
+
+
+# ---------------------------------------------------------------------------------------------- train
+class OptimizerConfig(_Strict):
+    type: Literal["adagrad", "rowwise_adagrad", "adam", "sgd"]
+    lr: float = Field(gt=0.0)
+    eps: float = 1e-8
+    weight_decay: float = Field(0.0, ge=0.0)
+
+
+class TrainConfig(_Strict):
+    sparse_optimizer: OptimizerConfig = Field(
+        default_factory=lambda: OptimizerConfig(type="adagrad", lr=1e-3)
+    )
+    dense_optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(type="adam", lr=1e-3))
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1)
+    grad_clip_norm: float | None = Field(None, gt=0.0)
+    eval_every_steps: int | None = Field(None, ge=1)
+    checkpoint_every_steps: int | None = Field(None, ge=1)
+    keep_last_checkpoints: int = Field(2, ge=1)
+    nproc_per_node: int = Field(1, ge=1)
+    seed: int = 0
+    log_every_steps: int = Field(50, ge=1)
+    # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
+    sharding: dict[str, Literal["table_wise", "row_wise", "column_wise", "data_parallel"]] = Field(
+        default_factory=dict
+    )
+
+
+# ------------------------------------------------------------------------------------ eval and export
+class GateConfig(_Strict):
+    min_auc: float = Field(0.5, ge=0.0, le=1.0)
+    max_auc_drop: float = Field(0.005, ge=0.0, le=1.0)
+    max_logloss_rise: float = Field(0.01, ge=0.0)
+
+
+class EvalConfig(_Strict):
+    gate: GateConfig = Field(default_factory=GateConfig)
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    gauc_group: str | None = None
+
+
+BACKENDS = ("jit", "aoti", "onnx", "rtp", "trt")
+
+
+class ExportConfig(_Strict):
+    backends: list[Literal["jit", "aoti", "onnx", "rtp", "trt"]] = Field(
+        default_factory=lambda: ["jit", "aoti", "onnx", "rtp"]
+    )
+    max_abs_logit_diff: float = Field(1e-4, gt=0.0)
+
+
+class TrackingConfig(_Strict):
+    uri: str | None = None
+    experiment: str = "recpipe"
+    registered_model: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------- root
+class RecpipeConfig(_Strict):
+    name: str
+    data: DataConfig
+    features: list[FeatureConfig] = Field(min_length=1)
+    feature_groups: list[FeatureGroupConfig] = Field(min_length=1)
+    model: ModelConfig
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="after")
+    def _cross_refs(self) -> RecpipeConfig:
+        names: list[str] = []
+        for f in self.features:
+            names.append(f.name)
+            if isinstance(f, SequenceFeatureConfig):
+                names.extend(f"{f.name}__{s.name}" for s in f.sub_features)
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate feature names {dup}")
+        known = set(names)
+        groups = {g.name for g in self.feature_groups}
+        for g in self.feature_groups:
+            missing = [n for n in g.features if n not in known]
+            if missing:
+                raise ValueError(
+                    f"feature group {g.name!r} names unknown features {missing}; known: {sorted(known)}"
+                )
+        if isinstance(self.model, MultiTowerDinConfig):
+            used = [t.group for t in self.model.towers] + [t.group for t in self.model.din_towers]
+        else:
+            used = [self.model.sparse_group]
+        bad = [g for g in used if g not in groups]
+        if bad:
+            raise ValueError(f"model refers to unknown feature groups {bad}; defined: {sorted(groups)}")
+        return self
+
+    @property
+    def model_type(self) -> str:
+        return self.model.type
+
+    @property
+    def registered_model_name(self) -> str:
+        return self.tracking.registered_model or self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON form: the config hash recorded in lineage."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"invalid config {source}:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        msg = e["msg"]
+        ctx = e.get("ctx") or {}
+        if "expected" in ctx:
+            msg = f"{msg} (allowed: {ctx['expected']})"
+        got = e.get("input")
+        if e["type"] not in ("missing",) and not isinstance(got, dict | list):
+            msg = f"{msg}; got {got!r}"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict[str, Any], source: str = "<dict>") -> RecpipeConfig:
+    """Validate a config mapping; raises ConfigError naming every bad key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"invalid config {source}: the top level must be a mapping, got {type(data).__name__}"
+        )
+    try:
+        return RecpipeConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, source)) from None
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RecpipeConfig:
+    """Load and validate a YAML config; ``overrides`` maps dotted key paths to values."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+    for key, value in (overrides or {}).items():
+        set_dotted(data, key, value)
+    return parse_config(data, str(path))
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``data['a']['b'] = value`` for key ``'a.b'``, creating mappings on the way."""
+    node = data
+    parts = key.split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {key!r}: {p!r} is not a mapping")
+    node[parts[-1]] = value
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings to dotted keys (MLflow params)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out

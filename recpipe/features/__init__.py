@@ -1,0 +1,1 @@
+"""Features: FeatureSpec, fitting, vectorized feature generation (FG) and fg.json."""

@@ -1,0 +1,142 @@
+"""Fit what FG must learn from the training split: vocabularies (``min_freq``), quantile boundaries
+(``num_quantile_buckets``) and zscore statistics. One streaming pass, only when something needs it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+import pyarrow.compute as pc
+
+from recpipe.config import IdFeatureConfig, RawFeatureConfig, RecpipeConfig, SequenceFeatureConfig
+from recpipe.data.sharding import Shard
+from recpipe.data.types import Source
+from recpipe.features.build import build_feature_spec, parse_normalizer
+from recpipe.features.fg import to_float
+from recpipe.features.hashing import to_string_array
+from recpipe.features.spec import FeatureSpec, IdMapping
+
+QUANTILE_SAMPLE_ROWS = 1_000_000
+
+
+def _needs(cfg: RecpipeConfig) -> tuple[dict[str, str], dict[str, int], dict[str, float | None]]:
+    """(vocab key → column or sequence name, quantile key → buckets, zscore key → log offset)."""
+    vocab: dict[str, str] = {}
+    quant: dict[str, int] = {}
+    zscore: dict[str, float | None] = {}
+    for f in cfg.features:
+        if isinstance(f, IdFeatureConfig) and f.min_freq is not None:
+            vocab[f.name] = f.column or f.name
+        elif isinstance(f, SequenceFeatureConfig):
+            for s in f.sub_features:
+                if s.min_freq is not None:
+                    vocab[f"{f.name}__{s.name}"] = f.name
+        elif isinstance(f, RawFeatureConfig):
+            if f.num_quantile_buckets is not None and f.boundaries is None:
+                quant[f.name] = f.num_quantile_buckets
+            offset, z = parse_normalizer(f.normalizer)
+            if z and f.boundaries is None and f.num_quantile_buckets is None:
+                zscore[f.name] = offset
+    return vocab, quant, zscore
+
+
+def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
+    """The FeatureSpec for ``cfg`` with fitted vocabularies, boundaries and statistics.
+
+    Args:
+        cfg (RecpipeConfig): the config.
+        source (Source | None): the training split; may be None when nothing needs fitting.
+    """
+    spec = build_feature_spec(cfg)
+    vocab_keys, quant_keys, z_keys = _needs(cfg)
+    if not (vocab_keys or quant_keys or z_keys):
+        return spec
+    if source is None:
+        raise ValueError(
+            "the config asks for fitted features (min_freq / quantiles / zscore) but no training data was given"
+        )
+    counters: dict[str, Counter] = {k: Counter() for k in vocab_keys}
+    samples: dict[str, list[np.ndarray]] = {k: [] for k in quant_keys}
+    sampled = 0
+    moments: dict[str, list[float]] = {k: [0.0, 0.0, 0.0] for k in z_keys}
+    seqs = {s.name: s for s in spec.sequences}
+    for sb in source.iter_batches(Shard(0, 1)):
+        batch = sb.batch
+        for key in vocab_keys:
+            feat = spec.feature(key)
+            if feat.sequence is None:
+                arr = to_string_array(batch.column(feat.column))
+            else:
+                s = seqs[feat.sequence]
+                items = pc.list_flatten(
+                    pc.split_pattern(pc.fill_null(batch.column(s.column), ""), s.delimiter)
+                )
+                items = items.filter(pc.not_equal(items, ""))
+                subs = pc.split_pattern(items, s.sub_delimiter)
+                j = s.sub_features.index(key)
+                arr = pc.list_element(subs.filter(pc.greater(pc.list_value_length(subs), j)), j)
+            vc = pc.value_counts(arr.drop_null())
+            counters[key].update(dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())))
+        if sampled < QUANTILE_SAMPLE_ROWS:
+            for key in quant_keys:
+                x, _ = to_float(batch.column(spec.feature(key).column), np.nan, key)
+                samples[key].append(x[np.isfinite(x)])
+            sampled += batch.num_rows
+        for d in spec.dense:
+            if d.name in z_keys:
+                x, _ = to_float(batch.column(d.column), d.default, d.column)
+                if d.log_offset is not None:
+                    x = np.log(np.clip(x + d.log_offset, 1e-12, None))
+                x = x[np.isfinite(x)]
+                m = moments[d.name]
+                m[0] += x.size
+                m[1] += float(x.sum())
+                m[2] += float((x * x).sum())
+    sparse = []
+    for f in spec.sparse:
+        if f.name in vocab_keys:
+            min_freq = _min_freq(cfg, f.name)
+            vocab = sorted(
+                (v for v, c in counters[f.name].items() if c >= min_freq),
+                key=lambda v: (-counters[f.name][v], v),
+            )
+            f = dataclasses.replace(
+                f,
+                mapping=IdMapping(
+                    "vocab", len(vocab) + 1, vocab=vocab, default_value=f.mapping.default_value
+                ),
+            )
+        elif f.name in quant_keys:
+            values = np.concatenate(samples[f.name]) if samples[f.name] else np.zeros(0)
+            q = (
+                np.quantile(values, np.linspace(0, 1, quant_keys[f.name] + 1)[1:-1])
+                if values.size
+                else np.zeros(0)
+            )
+            bounds = [float(b) for b in np.unique(q)]
+            f = dataclasses.replace(f, boundaries=bounds, mapping=IdMapping("identity", len(bounds) + 1))
+        sparse.append(f)
+    dense = []
+    for d in spec.dense:
+        if d.name in z_keys:
+            n, s1, s2 = moments[d.name]
+            mean = s1 / max(n, 1)
+            std = float(np.sqrt(max(s2 / max(n, 1) - mean * mean, 0.0))) or 1.0
+            d = dataclasses.replace(d, mean=mean, std=std)
+        dense.append(d)
+    return dataclasses.replace(spec, sparse=sparse, dense=dense)
+
+
+def _min_freq(cfg: RecpipeConfig, key: str) -> int:
+    for f in cfg.features:
+        if isinstance(f, IdFeatureConfig) and f.name == key:
+            return int(f.min_freq or 1)
+        if isinstance(f, SequenceFeatureConfig):
+            for s in f.sub_features:
+                if f"{f.name}__{s.name}" == key:
+                    return int(s.min_freq or 1)
+    raise KeyError(key)
+
+
+__all__ = ["fit_feature_spec"]

@@ -1,0 +1,273 @@
+"""FeatureSpec: the one schema object, shared by training and serving and written as ``fg.json``.
+
+It says, for every feature, where its values come from, how raw values become ids or dense floats,
+and which embedding table the ids look up. Sequences are described by their sub-features; each
+sub-feature becomes one jagged KeyedJaggedTensor key ``<sequence>__<sub>`` whose table is shared by
+name with the target feature of the same name (``click_50_seq__adgroup_id`` looks up ``adgroup_id``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+FG_FORMAT_VERSION = 1
+
+
+class FeatureSpecError(ValueError):
+    """A FeatureSpec (or fg.json) is inconsistent or unreadable."""
+
+
+@dataclass(frozen=True)
+class IdMapping:
+    """How a raw value becomes a row id of an embedding table.
+
+    Args:
+        kind (str): ``"hash"`` (stable 64-bit FNV-1a of the string form, mod ``size``), ``"mod"``
+            (integer id mod ``size``), ``"vocab"`` (position in ``vocab`` plus one; 0 is UNK) or
+            ``"identity"`` (already an id in ``[0, size)``: bucketized raw features).
+        size (int): number of table rows the mapping can produce.
+        vocab (list[str] | None): the vocabulary for ``"vocab"``.
+        default_value (str | None): replaces nulls before mapping; ``None`` leaves the feature absent.
+
+    Example::
+
+        IdMapping("mod", 846812)       # adgroup_id: id % 846812
+        IdMapping("hash", 20)          # pid: fnv1a64("430548_1007") % 20
+    """
+
+    kind: Literal["hash", "mod", "vocab", "identity"]
+    size: int
+    vocab: list[str] | None = None
+    default_value: str | None = None
+    unk_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise FeatureSpecError(f"id mapping size must be >= 1, got {self.size}")
+        if self.kind == "vocab" and self.vocab is None:
+            raise FeatureSpecError("a vocab mapping needs its vocabulary")
+
+
+@dataclass(frozen=True)
+class SparseFeature:
+    """One KeyedJaggedTensor key: a single-valued id feature, a bucketized raw feature, or one
+    sub-feature of a sequence (then ``sequence`` names the parent and values are jagged per row).
+
+    Args:
+        name (str): the KJT key.
+        column (str): source column.
+        mapping (IdMapping): raw value → row id.
+        table (str): embedding table name (shared by name).
+        embedding_dim (int): table dim.
+        pooling (str): ``"sum"`` or ``"mean"`` when pooled.
+        boundaries (list[float] | None): bucketize a raw float column instead of mapping ids.
+        sequence (str | None): parent sequence feature name for sub-features.
+        zch (bool): use a managed-collision (zero-collision hashing) module for this feature.
+    """
+
+    name: str
+    column: str
+    mapping: IdMapping
+    table: str
+    embedding_dim: int
+    pooling: str = "sum"
+    boundaries: list[float] | None = None
+    raw_default: float = 0.0
+    sequence: str | None = None
+    zch: bool = False
+    zch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class DenseFeature:
+    """One column of ``Batch.dense``: ``(log(x + log_offset) - mean) / std`` with nulls → ``default``."""
+
+    name: str
+    column: str
+    default: float = 0.0
+    log_offset: float | None = None
+    mean: float = 0.0
+    std: float = 1.0
+
+
+@dataclass(frozen=True)
+class SequenceFeature:
+    """A multi-value history column: items split by ``delimiter``, sub-values by ``sub_delimiter``.
+
+    Items are ordered most recent first; only the first ``max_length`` items are kept.
+    """
+
+    name: str
+    column: str
+    max_length: int
+    delimiter: str
+    sub_delimiter: str
+    sub_features: list[str]  # KJT keys, in sub-value order
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """An embedding table and the KJT keys that look it up."""
+
+    name: str
+    num_embeddings: int
+    embedding_dim: int
+    feature_names: list[str]
+    # True when any of its features is a sequence sub-feature: lives in an EmbeddingCollection.
+    sequence: bool
+
+
+@dataclass(frozen=True)
+class FeatureGroup:
+    """A named set of features the model consumes together (``deep`` or ``sequence``)."""
+
+    name: str
+    type: Literal["deep", "sequence"]
+    sparse: list[str]
+    dense: list[str]
+    # For sequence groups: (query key, history key) pairs matched by sub-feature name.
+    query: list[str] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FeatureSpec:
+    """Everything FG needs to turn Arrow rows into a ``Batch``, and the model needs to build tables.
+
+    Args:
+        sparse (list[SparseFeature]): KJT keys in batch order.
+        dense (list[DenseFeature]): ``Batch.dense`` columns in order, ``(B, len(dense))``.
+        sequences (list[SequenceFeature]): history columns and their sub-feature keys.
+        groups (list[FeatureGroup]): feature groups for the model.
+        label (str): label column; ``weight`` optional sample-weight column.
+
+    Example::
+
+        spec = build_feature_spec(load_config("configs/din_taobao_small.yaml"))
+        spec.sparse_keys()[:2]  # ['user_id', 'cms_segid']
+        # a batch of B=2 rows, history lengths 3 and 0:
+        #   click_50_seq__adgroup_id: [[a1, a2, a3], []]  -> values (3,), lengths [3, 0]
+    """
+
+    sparse: list[SparseFeature]
+    dense: list[DenseFeature]
+    sequences: list[SequenceFeature]
+    groups: list[FeatureGroup]
+    label: str
+    weight: str | None = None
+    group_column: str | None = None
+    version: int = FG_FORMAT_VERSION
+
+    # ------------------------------------------------------------------ queries
+    def sparse_keys(self) -> list[str]:
+        return [f.name for f in self.sparse]
+
+    def dense_names(self) -> list[str]:
+        return [f.name for f in self.dense]
+
+    @property
+    def dense_dim(self) -> int:
+        return len(self.dense)
+
+    def feature(self, name: str) -> SparseFeature:
+        for f in self.sparse:
+            if f.name == name:
+                return f
+        raise FeatureSpecError(f"no sparse feature {name!r}; known: {self.sparse_keys()}")
+
+    def group(self, name: str) -> FeatureGroup:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise FeatureSpecError(f"no feature group {name!r}; known: {[g.name for g in self.groups]}")
+
+    def tables(self) -> list[TableSpec]:
+        """Embedding tables in first-use order, with every KJT key that looks each one up."""
+        order: dict[str, list[SparseFeature]] = {}
+        for f in self.sparse:
+            order.setdefault(f.table, []).append(f)
+        out = []
+        for name, feats in order.items():
+            dims = {f.embedding_dim for f in feats}
+            sizes = {f.mapping.size for f in feats}
+            if len(dims) != 1:
+                raise FeatureSpecError(
+                    f"table {name!r} is shared by features with different dims {sorted(dims)}"
+                )
+            out.append(
+                TableSpec(
+                    name=name,
+                    num_embeddings=max(sizes),
+                    embedding_dim=dims.pop(),
+                    feature_names=[f.name for f in feats],
+                    sequence=any(f.sequence is not None for f in feats),
+                )
+            )
+        return out
+
+    def input_columns(self) -> list[str]:
+        """Source columns FG reads (label and weight included)."""
+        cols = [f.column for f in self.sparse if f.sequence is None]
+        cols += [s.column for s in self.sequences] + [f.column for f in self.dense] + [self.label]
+        if self.weight:
+            cols.append(self.weight)
+        if self.group_column:
+            cols.append(self.group_column)
+        return list(dict.fromkeys(cols))
+
+    # ------------------------------------------------------------------ serialization
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FeatureSpec:
+        version = int(d.get("version", 0))
+        if version > FG_FORMAT_VERSION:
+            raise FeatureSpecError(
+                f"fg.json format version {version} is newer than this recpipe understands ({FG_FORMAT_VERSION})"
+            )
+        try:
+            sparse = [SparseFeature(**{**f, "mapping": IdMapping(**f["mapping"])}) for f in d["sparse"]]
+            return cls(
+                sparse=sparse,
+                dense=[DenseFeature(**f) for f in d["dense"]],
+                sequences=[SequenceFeature(**s) for s in d["sequences"]],
+                groups=[FeatureGroup(**g) for g in d["groups"]],
+                label=d["label"],
+                weight=d.get("weight"),
+                group_column=d.get("group_column"),
+                version=version,
+            )
+        except (KeyError, TypeError) as err:
+            raise FeatureSpecError(f"malformed FeatureSpec: {err}") from None
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``fg.json`` atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fg.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.to_dict(), fh, indent=1, ensure_ascii=True)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> FeatureSpec:
+        path = Path(path)
+        if path.is_dir():
+            path = path / "fg.json"
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise FeatureSpecError(f"no FeatureSpec at {path}") from None
+        except json.JSONDecodeError as err:
+            raise FeatureSpecError(f"{path} is not valid JSON: {err}") from None

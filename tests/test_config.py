@@ -1,0 +1,106 @@
+"""Config validation: shipped configs load; errors name the key path and the allowed values."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recpipe.config import ConfigError, load_config, parse_config
+from recpipe.features.build import build_feature_spec
+
+CONFIGS = sorted(Path("configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_load(path):
+    cfg = load_config(path)
+    spec = build_feature_spec(cfg)
+    assert spec.sparse
+
+
+def test_din_taobao_reproduces_the_seed():
+    cfg = load_config("configs/din_taobao.yaml")
+    spec = build_feature_spec(cfg)
+    ids = [f for f in cfg.features if f.kind == "id"]
+    assert len(ids) == 15
+    buckets = {f.name: f.num_buckets for f in ids if f.num_buckets}
+    assert buckets["user_id"] == 1141730 and buckets["adgroup_id"] == 846812 and buckets["cate_id"] == 12961
+    assert buckets["brand"] == 461498 and buckets["campaign_id"] == 423438 and buckets["customer"] == 255877
+    pid = next(f for f in ids if f.name == "pid")
+    assert pid.hash_bucket_size == 20
+    price = next(f for f in cfg.features if f.name == "price")
+    assert price.kind == "raw" and len(price.boundaries) == 100
+    seq = next(f for f in cfg.features if f.kind == "sequence")
+    assert (seq.name, seq.sequence_length, seq.delimiter, seq.sub_delimiter) == (
+        "click_50_seq",
+        100,
+        "|",
+        "\x03",
+    )
+    assert [s.name for s in seq.sub_features] == ["adgroup_id", "cate_id", "brand"]
+    tables = {t.name: t for t in spec.tables()}
+    assert tables["adgroup_id"].feature_names == ["adgroup_id", "click_50_seq__adgroup_id"]
+    assert tables["adgroup_id"].sequence and not tables["user_id"].sequence
+    # The seed's embedding memory: 3,142,478 id rows (+ the 101 price buckets) x 16 x 4 bytes.
+    rows = sum(t.num_embeddings for t in spec.tables())
+    assert rows - tables["price"].num_embeddings == 3_142_478
+    m = cfg.model
+    assert m.towers[0].mlp.hidden_units == [512, 256, 128]
+    assert m.din_towers[0].attn_mlp.hidden_units == [256, 64]
+    assert m.final.hidden_units == [64]
+    assert (cfg.train.sparse_optimizer.type, cfg.train.sparse_optimizer.lr) == ("adagrad", 0.001)
+    assert (cfg.train.dense_optimizer.type, cfg.train.dense_optimizer.lr) == ("adam", 0.001)
+    assert cfg.data.batch_size == 8192 and cfg.data.label == "clk"
+    assert [g.name for g in cfg.feature_groups] == ["deep", "seq"]
+
+
+def test_dlrm_criteo_shape():
+    cfg = load_config("configs/dlrm_criteo.yaml")
+    spec = build_feature_spec(cfg)
+    assert len(spec.dense) == 13 and all(d.log_offset == 3.0 for d in spec.dense)
+    assert len(spec.sparse) == 26
+    assert cfg.model.dense_mlp.hidden_units[-1] == 16
+
+
+def _raw(path="configs/din_taobao_small.yaml"):
+    return yaml.safe_load(Path(path).read_text())
+
+
+def test_error_names_key_path_and_allowed_values():
+    d = _raw()
+    d["train"]["sparse_optimizer"]["type"] = "adadelta"
+    with pytest.raises(ConfigError) as e:
+        parse_config(d, "x.yaml")
+    msg = str(e.value)
+    assert "x.yaml" in msg and "train.sparse_optimizer.type" in msg
+    assert "'adagrad'" in msg and "adadelta" in msg
+
+
+def test_error_unknown_key_and_bad_group_reference():
+    d = _raw()
+    d["data"]["batchsize"] = 3
+    with pytest.raises(ConfigError, match=r"data\.batchsize"):
+        parse_config(d)
+    d = _raw()
+    d["feature_groups"][0]["features"].append("nope")
+    with pytest.raises(ConfigError, match="unknown features.*nope"):
+        parse_config(d)
+
+
+def test_error_two_id_mappings_and_bad_normalizer():
+    d = _raw()
+    d["features"][0]["hash_bucket_size"] = 10
+    with pytest.raises(ConfigError, match="exactly one id mapping"):
+        parse_config(d)
+    d = _raw("configs/dlrm_criteo_small.yaml")
+    d["features"][0]["normalizer"] = "sqrt(x)"
+    with pytest.raises(ConfigError, match="normalizer"):
+        parse_config(d)
+
+
+def test_missing_file_and_overrides(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    cfg = load_config("configs/din_taobao_small.yaml", overrides={"data.batch_size": 7})
+    assert cfg.data.batch_size == 7
+    assert cfg.digest() != load_config("configs/din_taobao_small.yaml").digest()
