@@ -1,0 +1,24 @@
+"""Data inputs: sources (Parquet, CSV/TSV, ODPS) read as exactly sharded Arrow batches, and synthetic
+Taobao / Criteo generators (:mod:`recpipe.data.synthetic`)."""
+
+from recpipe.data.csv import CsvSource, criteo_csv_options
+from recpipe.data.odps import OdpsCredentialsError, OdpsSource, OdpsTableRef, parse_odps_uri
+from recpipe.data.parquet import ParquetSource
+from recpipe.data.sharding import Shard
+from recpipe.data.sources import open_source
+from recpipe.data.types import DataError, Source, SourceBatch
+
+__all__ = [
+    "CsvSource",
+    "DataError",
+    "OdpsCredentialsError",
+    "OdpsSource",
+    "OdpsTableRef",
+    "ParquetSource",
+    "Shard",
+    "Source",
+    "SourceBatch",
+    "criteo_csv_options",
+    "open_source",
+    "parse_odps_uri",
+]

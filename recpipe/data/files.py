@@ -1,0 +1,156 @@
+"""Resolve a data URI (file, folder or glob; local or object store) into an ordered list of files."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow.fs as pafs
+
+from recpipe.data.types import DataError
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4")
+_GLOB_CHARS = set("*?[")
+
+Format = Literal["parquet", "csv"]
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """The files behind a URI, sorted, on one filesystem.
+
+    Args:
+        uri (str): what the user gave.
+        filesystem (pafs.FileSystem): where the files live.
+        paths (list[str]): filesystem paths of the files, in dataset order.
+
+    Example::
+
+        files = resolve_files("s3://bucket/train/*.parquet")
+        files.paths    # ["bucket/train/part-00000.parquet", ...]
+        files.name(0)  # "s3://bucket/train/part-00000.parquet"
+    """
+
+    uri: str
+    filesystem: pafs.FileSystem
+    paths: list[str]
+
+    def name(self, i: int) -> str:
+        """The user-facing name of file ``i`` (with the URI scheme for object stores)."""
+        scheme = _scheme(self.uri)
+        return f"{scheme}://{self.paths[i]}" if scheme else self.paths[i]
+
+
+def _scheme(uri: str) -> str | None:
+    if "://" not in uri:
+        return None
+    scheme = uri.split("://", 1)[0]
+    return None if scheme == "file" else scheme
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if _scheme(uri) is None:
+        local = uri.split("://", 1)[1] if uri.startswith("file://") else uri
+        return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(local))
+    return pafs.FileSystem.from_uri(uri)
+
+
+def strip_compression(name: str) -> str:
+    """``name`` without a trailing ``.gz``/``.bz2``/``.zst``/``.lz4``."""
+    for suffix in COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def format_of_name(path: str) -> Format | None:
+    """``"parquet"`` or ``"csv"`` from the file name's suffix (compression suffixes ignored), else None."""
+    name = strip_compression(path.lower())
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(CSV_SUFFIXES):
+        return "csv"
+    return None
+
+
+def _hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+
+
+def _list_folder(fs: pafs.FileSystem, folder: str) -> list[str]:
+    infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True))
+    files = [
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.File and not _hidden(i.path[len(folder) :].lstrip("/"))
+    ]
+    by_format = {f: [p for p in files if format_of_name(p) == f] for f in ("parquet", "csv")}
+    # Prefer files with a data suffix; a folder of suffix-less files (part-00000, day_0) is taken whole.
+    chosen = by_format["parquet"] or by_format["csv"] or files
+    return sorted(chosen)
+
+
+def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
+    parts = pattern.split("/")
+    first_glob = next(i for i, p in enumerate(parts) if _GLOB_CHARS & set(p))
+    base = "/".join(parts[:first_glob]) or "/"
+    recursive = len(parts) - first_glob > 1
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=recursive, allow_not_found=True))
+    except OSError as e:  # e.g. a permission error on the base folder
+        raise DataError(f"cannot list {base!r} for pattern {pattern!r}: {e}") from e
+    matched = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        path_parts = info.path.split("/")
+        if len(path_parts) == len(parts) and all(
+            fnmatch.fnmatchcase(a, b) for a, b in zip(path_parts, parts)
+        ):
+            matched.append(info.path)
+    return sorted(matched)
+
+
+def resolve_files(uri: str) -> DataFiles:
+    """The files of ``uri``: one file, every data file of a folder (recursively, sorted; names starting
+    with ``_`` or ``.`` skipped; Parquet files preferred over CSV over others), or a glob's matches.
+
+    Args:
+        uri (str): a local path or ``s3://``, ``gs://``, ``hdfs://``, ``file://`` URI, optionally a glob.
+
+    Raises:
+        DataError: nothing exists at ``uri`` or it holds no files.
+
+    Example::
+
+        resolve_files("/data/criteo/day_*.tsv.gz").paths
+    """
+    fs, path = _filesystem(uri)
+    path = path.rstrip("/") or "/"
+    if _GLOB_CHARS & set(path):
+        paths = _glob(fs, path)
+        if not paths:
+            raise DataError(f"no files match {uri!r}")
+        return DataFiles(uri, fs, paths)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise DataError(f"no such file or folder: {uri!r}")
+    if info.type == pafs.FileType.File:
+        return DataFiles(uri, fs, [path])
+    paths = _list_folder(fs, path)
+    if not paths:
+        raise DataError(f"no data files in folder {uri!r} (names starting with '_' or '.' are skipped)")
+    return DataFiles(uri, fs, paths)
+
+
+def detect_format(files: DataFiles) -> Format:
+    """The format of ``files``: from the first file's suffix, or its leading bytes (``PAR1`` = Parquet)."""
+    by_name = format_of_name(files.paths[0])
+    if by_name is not None:
+        return by_name
+    with files.filesystem.open_input_file(files.paths[0]) as f:
+        return "parquet" if f.read(4) == b"PAR1" else "csv"

@@ -1,0 +1,208 @@
+"""Synthetic Taobao and Criteo generators: schema, determinism, label model, chunking, raw TSV."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import recpipe.data.synthetic.common as common
+from recpipe.data import CsvSource, criteo_csv_options
+from recpipe.data.synthetic import GenerateReport, generate, write_criteo_tsv
+from recpipe.data.synthetic.criteo import CARDINALITIES, hex_strings
+from recpipe.data.synthetic.taobao import FIRST_DAY, NUM_BUCKETS, PIDS
+
+TAOBAO_SCHEMA = pa.schema(
+    [(c, pa.int64()) for c in NUM_BUCKETS]
+    + [
+        ("price", pa.float64()),
+        ("pid", pa.string()),
+        ("clk", pa.int64()),
+        ("time_stamp", pa.int64()),
+        ("click_50_seq", pa.string()),
+        ("true_prob", pa.float64()),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def taobao(tmp_path_factory: pytest.TempPathFactory) -> tuple[GenerateReport, pa.Table]:
+    report = generate("taobao", 20_000, tmp_path_factory.mktemp("taobao"), seed=3, chunk_rows=8_000)
+    return report, pq.read_table(Path(report.files[0]).parent)
+
+
+@pytest.fixture(scope="module")
+def criteo(tmp_path_factory: pytest.TempPathFactory) -> tuple[GenerateReport, pa.Table]:
+    report = generate("criteo", 20_000, tmp_path_factory.mktemp("criteo"), seed=3, chunk_rows=8_000)
+    return report, pq.read_table(Path(report.files[0]).parent)
+
+
+def _history_lengths(seq: pa.ChunkedArray) -> np.ndarray:
+    lengths = pc.list_value_length(pc.split_pattern(seq, "|")).to_numpy()
+    return np.where(pc.equal(seq, "").to_numpy(), 0, lengths)
+
+
+def test_taobao_schema_files_and_meta(taobao: tuple[GenerateReport, pa.Table]) -> None:
+    report, table = taobao
+    assert table.schema == TAOBAO_SCHEMA
+    assert report.rows == table.num_rows == 20_000
+    assert [Path(f).name for f in report.files] == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+        "part-00002.parquet",
+    ]
+    meta = json.loads(Path(report.meta).read_text())
+    assert meta["kind"] == "taobao" and meta["rows"] == 20_000 and meta["seed"] == 3
+    assert meta["positive_rate"] == report.positive_rate and meta["oracle_auc"] == report.oracle_auc
+    assert [c["name"] for c in meta["columns"]] == TAOBAO_SCHEMA.names
+
+
+def test_taobao_label_model(taobao: tuple[GenerateReport, pa.Table]) -> None:
+    report, table = taobao
+    clk, prob = table["clk"].to_numpy(), table["true_prob"].to_numpy()
+    assert report.positive_rate == pytest.approx(clk.mean())
+    assert 0.04 <= report.positive_rate <= 0.06
+    assert 0.72 <= report.oracle_auc <= 0.82
+    assert prob.mean() == pytest.approx(0.05, abs=0.006)
+    assert ((prob > 0) & (prob < 1)).all()
+
+
+def test_taobao_history_effect_needs_the_candidate(taobao: tuple[GenerateReport, pa.Table]) -> None:
+    _, table = taobao
+    seq, cate = table["click_50_seq"].to_pylist(), table["cate_id"].to_pylist()
+    in_history = np.array([f"\x03{c}\x03" in s for s, c in zip(seq, cate)])
+    prob = table["true_prob"].to_numpy()
+    assert 0.1 < in_history.mean() < 0.4
+    assert prob[in_history].mean() > 2 * prob[~in_history].mean()
+
+
+def test_taobao_history_lengths_and_format(taobao: tuple[GenerateReport, pa.Table]) -> None:
+    _, table = taobao
+    lengths = _history_lengths(table["click_50_seq"])
+    assert 3.0 <= lengths.mean() <= 5.0
+    assert lengths.max() <= 100 and lengths.max() >= 40
+    assert 0.15 <= (lengths == 0).mean() <= 0.21
+    items = [
+        item.split("\x03") for s in table["click_50_seq"].to_pylist()[:2000] if s for item in s.split("|")
+    ]
+    assert all(
+        len(i) == 3 and i[0].isdigit() and i[1].isdigit() and (i[2] == "" or i[2].isdigit()) for i in items
+    )
+
+
+def test_taobao_ids_and_ranges(taobao: tuple[GenerateReport, pa.Table]) -> None:
+    _, table = taobao
+    for column, buckets in NUM_BUCKETS.items():
+        values = table[column].drop_null().to_numpy()
+        assert values.min() >= 0 and values.max() < buckets, column
+    assert set(table["final_gender_code"].to_pylist()) == {1, 2}
+    assert set(table["shopping_level"].to_pylist()) == {1, 2, 3}
+    assert set(table["occupation"].to_pylist()) == {0, 1}
+    assert set(table["new_user_class_level"].to_pylist()) == {1, 2, 3, 4}
+    assert set(table["pid"].to_pylist()) == set(PIDS)
+    assert 0.1 < table["brand"].null_count / table.num_rows < 0.4
+    days = (table["time_stamp"].to_numpy() - FIRST_DAY) // 86_400
+    assert sorted(set(days.tolist())) == list(range(8))
+    price = table["price"].to_numpy()
+    assert price.min() > 0 and 40 < np.median(price) < 160
+
+
+def test_taobao_ad_attributes_are_a_function_of_the_ad(taobao: tuple[GenerateReport, pa.Table]) -> None:
+    _, table = taobao
+    grouped = table.group_by("adgroup_id").aggregate(
+        [
+            (c, "count_distinct", pc.CountOptions("all"))
+            for c in ("cate_id", "brand", "campaign_id", "customer", "price")
+        ]
+    )
+    for c in ("cate_id", "brand", "campaign_id", "customer", "price"):
+        assert pc.max(grouped[f"{c}_count_distinct"]).as_py() == 1, c
+    counts = table.group_by("adgroup_id").aggregate([("clk", "count")])["clk_count"].to_numpy()
+    top = np.sort(counts)[::-1][: counts.size // 100].sum() / counts.sum()
+    assert counts.max() > 50 * np.median(counts) and top > 0.15  # Zipf: a hot head and a long tail
+
+
+def test_generators_are_deterministic_per_seed(tmp_path: Path) -> None:
+    for kind in ("taobao", "criteo"):
+        a = pq.read_table(
+            Path(generate(kind, 3000, tmp_path / f"{kind}a", seed=7, chunk_rows=1000).meta).parent
+        )
+        b = pq.read_table(
+            Path(generate(kind, 3000, tmp_path / f"{kind}b", seed=7, chunk_rows=1000).meta).parent
+        )
+        c = pq.read_table(
+            Path(generate(kind, 3000, tmp_path / f"{kind}c", seed=8, chunk_rows=1000).meta).parent
+        )
+        assert a.equals(b), kind
+        assert not a.equals(c), kind
+
+
+def test_chunking_bounds_files_and_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(common, "ROW_GROUP_ROWS", 300)
+    report = generate("taobao", 5000, tmp_path, seed=0, chunk_rows=1000)
+    assert len(report.files) == 5
+    metas = [pq.read_metadata(f) for f in report.files]
+    assert [m.num_rows for m in metas] == [1000] * 5
+    assert [m.num_row_groups for m in metas] == [4] * 5
+    assert report.seconds > 0
+    again = generate("taobao", 2000, tmp_path, seed=0, chunk_rows=1000)  # stale parts are removed
+    assert sorted(p.name for p in tmp_path.glob("part-*.parquet")) == [Path(f).name for f in again.files]
+
+
+def test_generate_rejects_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown synthetic data kind 'movielens'"):
+        generate("movielens", 10, tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        generate("criteo", 0, tmp_path)
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        generate("criteo", 10, tmp_path, seed=-1)
+
+
+def test_criteo_schema_and_label_model(criteo: tuple[GenerateReport, pa.Table]) -> None:
+    report, table = criteo
+    expected = ["label"] + [f"I{i}" for i in range(1, 14)] + [f"C{i}" for i in range(1, 27)] + ["true_prob"]
+    assert table.schema.names == expected
+    assert all(table.schema.field(f"I{i}").type == pa.int64() for i in range(1, 14))
+    assert all(table.schema.field(f"C{i}").type == pa.string() for i in range(1, 27))
+    assert 0.23 <= report.positive_rate <= 0.27
+    assert 0.74 <= report.oracle_auc <= 0.81
+
+
+def test_criteo_values(criteo: tuple[GenerateReport, pa.Table]) -> None:
+    _, table = criteo
+    n = table.num_rows
+    hex8 = re.compile(r"^[0-9a-f]{8}$")
+    for i, card in enumerate(CARDINALITIES, start=1):
+        column = table[f"C{i}"]
+        assert all(hex8.match(v) for v in column.drop_null().to_pylist()[:500]), i
+        assert pc.count_distinct(column).as_py() <= card
+    assert pc.count_distinct(table["C9"]).as_py() == 3
+    assert table["C19"].null_count / n == pytest.approx(0.4, abs=0.03)
+    assert table["C1"].null_count == 0
+    for i in range(1, 14):
+        rate = table[f"I{i}"].null_count / n
+        assert 0.03 <= rate <= 0.43, i
+    assert pc.min(table["I2"]).as_py() == -3
+    assert all(pc.min(table[f"I{i}"]).as_py() >= 0 for i in range(1, 14) if i != 2)
+    assert pc.max(table["I5"]).as_py() > 10_000  # heavy tail
+
+
+def test_criteo_tsv_round_trip(criteo: tuple[GenerateReport, pa.Table], tmp_path: Path) -> None:
+    report, table = criteo
+    out = tmp_path / "day_0.tsv"
+    assert write_criteo_tsv(Path(report.meta).parent, out) == table.num_rows
+    first = out.read_text().split("\n", 1)[0].split("\t")
+    assert len(first) == 40 and first[0] in ("0", "1")
+    source = CsvSource(str(out), criteo_csv_options())
+    back = pa.Table.from_batches([sb.batch for sb in source.iter_batches()])
+    assert back.equals(table.drop_columns(["true_prob"]))
+
+
+def test_hex_strings() -> None:
+    assert hex_strings(np.array([255, 0xDEADBEEF], dtype=np.uint32)).to_pylist() == ["000000ff", "deadbeef"]
