@@ -20,10 +20,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
+from recpipe.batch import to_batch
 from recpipe.config import load_config  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
 from recpipe.features.build import build_feature_spec  # noqa: E402
-from recpipe.features.fg import FeatureGenerator, to_batch  # noqa: E402
+from recpipe.features.fg import FeatureGenerator  # noqa: E402
 from recpipe.features.rowwise import rowwise_fg  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

@@ -1,12 +1,15 @@
-"""The one batch type. Only :func:`recpipe.features.fg.to_batch` builds it; models, training,
+"""The one batch type. Only :func:`to_batch` builds it (from FG output); models, training,
 evaluation and export take nothing else."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.features.fg import FGOutput
 
 
 @dataclass
@@ -93,3 +96,22 @@ class Batch:
         self.labels = state["labels"]
         self.weights = state["weights"]
         self.groups = state["groups"]
+
+
+def to_batch(out: FGOutput, keys: list[str]) -> Batch:
+    """Build the Batch: dense ``(B, D)``, one jagged KJT over ``keys``, labels ``(B,)``."""
+    values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
+    lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
+    sparse = KeyedJaggedTensor(
+        keys=list(keys),
+        values=torch.from_numpy(values),
+        lengths=torch.from_numpy(lengths),
+        stride=out.num_rows,
+    )
+    return Batch(
+        dense=torch.from_numpy(out.dense),
+        sparse=sparse,
+        labels=torch.from_numpy(out.labels),
+        weights=None if out.weights is None else torch.from_numpy(out.weights),
+        groups=None if out.groups is None else torch.from_numpy(out.groups),
+    )

@@ -13,11 +13,11 @@ from typing import Literal
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from recpipe.batch import Batch
+from recpipe.batch import Batch, to_batch
 from recpipe.config import CsvOptions
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
-from recpipe.features.fg import FeatureGenerator, FGOutput, FGStats, to_batch
+from recpipe.features.fg import FeatureGenerator, FGOutput, FGStats
 from recpipe.features.spec import FeatureSpec
 
 

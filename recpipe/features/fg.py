@@ -19,10 +19,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import torch
-from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from recpipe.batch import Batch
 from recpipe.data.types import DataError
 from recpipe.features.hashing import fnv1a64, to_string_array
 from recpipe.features.spec import FeatureSpec, IdMapping, SequenceFeature, SparseFeature
@@ -124,25 +121,6 @@ class FGOutput:
         )
 
 
-def to_batch(out: FGOutput, keys: list[str]) -> Batch:
-    """Build the Batch: dense ``(B, D)``, one jagged KJT over ``keys``, labels ``(B,)``."""
-    values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
-    lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
-    sparse = KeyedJaggedTensor(
-        keys=list(keys),
-        values=torch.from_numpy(values),
-        lengths=torch.from_numpy(lengths),
-        stride=out.num_rows,
-    )
-    return Batch(
-        dense=torch.from_numpy(out.dense),
-        sparse=sparse,
-        labels=torch.from_numpy(out.labels),
-        weights=None if out.weights is None else torch.from_numpy(out.weights),
-        groups=None if out.groups is None else torch.from_numpy(out.groups),
-    )
-
-
 # ------------------------------------------------------------------------------------- primitives
 def _np(arr: pa.Array) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
@@ -236,7 +214,7 @@ class FeatureGenerator:
 
         fg = FeatureGenerator(spec, on_bad_row="skip")
         out = fg(record_batch, file="part-00000.parquet", first_row=0)
-        batch = to_batch(out, spec.sparse_keys())   # Batch(dense (B, D), sparse KJT, labels (B,))
+        batch = to_batch(out, spec.sparse_keys())   # recpipe.batch: Batch(dense, sparse KJT, labels)
         fg.stats.summary()                           # 'rows_read=... rows_emitted=... rows_skipped=...'
     """
 

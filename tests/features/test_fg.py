@@ -7,11 +7,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from recpipe.batch import to_batch
 from recpipe.config import load_config
 from recpipe.data.synthetic import generate
 from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
-from recpipe.features.fg import BadRowError, FeatureGenerator, to_batch
+from recpipe.features.fg import BadRowError, FeatureGenerator
 from recpipe.features.rowwise import rowwise_fg
 
 

@@ -1,0 +1,1 @@
+"""The ``recpipe`` command line."""

@@ -1,0 +1,117 @@
+"""``recpipe <command> …``: thin entries over ``recpipe.stages`` and the library.
+
+Each sub-command parses primitives and calls one library function; imports are lazy so
+``recpipe --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+
+def _print(result: Any) -> None:
+    if is_dataclass(result):
+        result = asdict(result)
+    print(json.dumps(result, indent=2, default=str))
+
+
+def _kv(items: list[str]) -> dict[str, Any]:
+    """``["a.b=3", "c=x"]`` → ``{"a.b": 3, "c": "x"}`` (values parsed as YAML scalars)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k] = yaml.safe_load(v)
+    return out
+
+
+# --------------------------------------------------------------------------------------- commands
+def cmd_data_generate(a: argparse.Namespace) -> int:
+    from recpipe.data.synthetic import generate
+
+    r = generate(a.kind, a.rows, a.out, seed=a.seed)
+    print(f"wrote {r.rows} rows to {a.out} ({len(r.files)} files, {r.seconds:.1f}s)")
+    print(f"positive_rate={r.positive_rate:.4f} oracle_auc={r.oracle_auc:.4f}")
+    return 0
+
+
+def cmd_ingest(a: argparse.Namespace) -> int:
+    from recpipe.config import load_config
+    from recpipe.stages import ingest
+
+    cfg = load_config(a.config)
+    _print(
+        ingest.run(
+            a.source,
+            a.out,
+            cfg.data.label,
+            cfg.data.split,
+            neg_sample_rate=a.neg_sample_rate if a.neg_sample_rate is not None else cfg.data.neg_sample_rate,
+            oracle_column=cfg.data.oracle_column,
+            csv=cfg.data.csv,
+        )
+    )
+    return 0
+
+
+def cmd_fit(a: argparse.Namespace) -> int:
+    from recpipe.stages import fit
+
+    _print(fit.run(a.config, a.train, a.out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="recpipe", description="Raw tables to a promoted, exported CTR model.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    data = sub.add_parser("data", help="synthetic data").add_subparsers(dest="data_command", required=True)
+    g = data.add_parser("generate", help="generate Taobao or Criteo-like data with a known click model")
+    g.add_argument("kind", choices=["taobao", "criteo"])
+    g.add_argument("--rows", type=int, required=True)
+    g.add_argument("--out", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(func=cmd_data_generate)
+
+    i = sub.add_parser("ingest", help="source → Parquet train/eval splits")
+    i.add_argument("--config", required=True)
+    i.add_argument(
+        "--source", required=True, help="odps://…, a Parquet/CSV path or URI, synthetic:taobao?rows=N"
+    )
+    i.add_argument("--out", required=True)
+    i.add_argument("--neg-sample-rate", type=float, default=None)
+    i.set_defaults(func=cmd_ingest)
+
+    f = sub.add_parser("fit", help="fit the FeatureSpec on the training split and write fg.json")
+    f.add_argument("--config", required=True)
+    f.add_argument("--train", required=True)
+    f.add_argument("--out", required=True, help="path of fg.json")
+    f.set_defaults(func=cmd_fit)
+
+    for register in _EXTRA:
+        register(sub)
+    return p
+
+
+# Later layers (train, evaluate, export, registry, pipeline) add their sub-commands here.
+_EXTRA: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"recpipe {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pipeline stages: ``run(paths, primitives) -> small result``. Components and the CLI call these."""

@@ -1,0 +1,34 @@
+"""fit: learn vocabularies / boundaries / statistics from the training split and write ``fg.json``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from recpipe.config import load_config
+from recpipe.data.sources import open_source
+from recpipe.features.fit import fit_feature_spec
+
+
+@dataclass
+class FitResult:
+    fg_json: str
+    features: int
+    tables: int
+    embedding_rows: int
+    digest: str
+
+
+def run(config_path: str | Path, train_dir: str, out_path: str | Path) -> FitResult:
+    """Fit the FeatureSpec of ``config_path`` on ``train_dir``; write it to ``out_path`` (fg.json)."""
+    cfg = load_config(config_path)
+    spec = fit_feature_spec(cfg, open_source(train_dir, csv=cfg.data.csv))
+    path = spec.save(out_path)
+    tables = spec.tables()
+    return FitResult(
+        fg_json=str(path),
+        features=len(spec.sparse) + len(spec.dense),
+        tables=len(tables),
+        embedding_rows=sum(t.num_embeddings for t in tables),
+        digest=spec.digest(),
+    )
