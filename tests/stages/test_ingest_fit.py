@@ -1,0 +1,111 @@
+"""ingest splits by time (or hashed fraction) and down-samples negatives; fit learns what FG needs."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from recpipe.config import SplitConfig, load_config, parse_config
+from recpipe.data.sources import open_source
+from recpipe.features.fit import fit_feature_spec
+from recpipe.features.spec import FeatureSpec, FeatureSpecError
+from recpipe.stages import fit, ingest
+
+
+def test_ingest_time_split_and_negative_downsampling(tmp_path):
+    r = ingest.run(
+        "synthetic:taobao?rows=20000&seed=2", tmp_path / "d", "clk", SplitConfig(), neg_sample_rate=0.25
+    )
+    train = pq.read_table(r.train_dir)
+    ev = pq.read_table(r.eval_dir)
+    assert (train.num_rows, ev.num_rows) == (r.train_rows, r.eval_rows)
+    # The eval split is exactly the last day; training keeps every positive and ~25% of negatives.
+    last_day = (
+        max(train.column("time_stamp").to_numpy().max(), ev.column("time_stamp").to_numpy().max()) // 86400
+    )
+    assert (ev.column("time_stamp").to_numpy() // 86400 == last_day).all()
+    assert (train.column("time_stamp").to_numpy() // 86400 < last_day).all()
+    raw = pq.read_table(tmp_path / "d" / "raw")
+    raw_train = raw.filter(np.asarray(raw.column("time_stamp").to_numpy() // 86400 < last_day))
+    pos = int(raw_train.column("clk").to_numpy().sum())
+    neg = raw_train.num_rows - pos
+    assert int(train.column("clk").to_numpy().sum()) == pos
+    assert r.negatives_dropped == neg - (train.num_rows - pos)
+    assert 0.2 < (train.num_rows - pos) / neg < 0.3
+    meta = json.loads((tmp_path / "d" / "_meta.json").read_text())
+    assert meta["neg_sample_rate"] == 0.25 and meta["train_digest"] == r.train_digest
+    assert 0.6 < r.oracle_auc < 0.9
+
+
+def test_ingest_fraction_split_is_deterministic(tmp_path):
+    a = ingest.run(
+        "synthetic:criteo?rows=3000",
+        tmp_path / "a",
+        "label",
+        SplitConfig(time_column=None, eval_fraction=0.2),
+    )
+    b = ingest.run(
+        "synthetic:criteo?rows=3000",
+        tmp_path / "b",
+        "label",
+        SplitConfig(time_column=None, eval_fraction=0.2),
+    )
+    assert a.train_rows + a.eval_rows == 3000 and 450 < a.eval_rows < 750
+    assert (a.train_digest, a.eval_digest) == (b.train_digest, b.eval_digest)
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("synthetic:movies?rows=10", "synthetic kind"),
+        ("synthetic:taobao?rows=abc", "rows and seed must be integers"),
+        ("/nonexistent/data", "nonexistent"),
+    ],
+)
+def test_ingest_bad_sources_name_the_parameter(tmp_path, source, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        ingest.run(source, tmp_path, "clk")
+
+
+def test_fit_writes_fg_json_roundtrip(tmp_path):
+    r = ingest.run("synthetic:taobao?rows=5000", tmp_path / "d", "clk")
+    res = fit.run("configs/din_taobao_small.yaml", r.train_dir, tmp_path / "fg.json")
+    spec = FeatureSpec.load(tmp_path / "fg.json")
+    assert spec.digest() == res.digest and res.tables == 16
+    d = json.loads((tmp_path / "fg.json").read_text())
+    d["version"] = 99
+    (tmp_path / "new.json").write_text(json.dumps(d))
+    with pytest.raises(FeatureSpecError, match="newer"):
+        FeatureSpec.load(tmp_path / "new.json")
+
+
+def test_fit_learns_vocab_quantiles_and_zscore(tmp_path):
+    r = ingest.run(
+        "synthetic:criteo?rows=4000",
+        tmp_path / "d",
+        "label",
+        SplitConfig(time_column=None, eval_fraction=0.1),
+    )
+    d = yaml.safe_load(open("configs/dlrm_criteo_small.yaml"))
+    d["features"][0]["normalizer"] = "log(x+3),zscore"
+    d["features"][1] = {"kind": "raw", "name": "I2", "num_quantile_buckets": 8, "embedding_dim": 16}
+    d["features"][13] = {"kind": "id", "name": "C1", "min_freq": 5, "embedding_dim": 16}
+    d["feature_groups"][0]["features"].remove("I2")
+    d["feature_groups"][1]["features"].append("I2")
+    cfg = parse_config(d)
+    spec = fit_feature_spec(cfg, open_source(r.train_dir))
+    train = pq.read_table(r.train_dir)
+    # zscore of log(x+3) with the training statistics
+    x = train.column("I1").to_numpy(zero_copy_only=False)
+    lx = np.log(np.where(np.isnan(x), 0.0, x) + 3)
+    i1 = spec.dense[0]
+    assert i1.mean == pytest.approx(lx.mean(), rel=1e-6) and i1.std == pytest.approx(lx.std(), rel=1e-6)
+    i2 = spec.feature("I2")
+    assert 1 <= len(i2.boundaries) <= 7 and i2.mapping.size == len(i2.boundaries) + 1
+    c1 = spec.feature("C1")
+    vals, counts = np.unique(np.asarray(train.column("C1").drop_null()), return_counts=True)
+    assert set(c1.mapping.vocab) == set(vals[counts >= 5].tolist())
+    assert c1.mapping.size == len(c1.mapping.vocab) + 1
+    assert load_config("configs/dlrm_criteo_small.yaml")  # the shipped file is untouched
