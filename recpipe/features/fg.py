@@ -134,12 +134,19 @@ def _present(arr: pa.Array) -> np.ndarray:
     return np.ones(len(arr), bool) if arr.null_count == 0 else ~_np(arr.is_null())
 
 
-def parse_uint(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def parse_uint(arr: pa.Array, byte_len: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Decimal strings → ``(int64 values, ok)``; ``ok`` is False for nulls, non-digits, empty or > 18 digits."""
-    ok = pc.and_(pc.ascii_is_decimal(arr), pc.less_equal(pc.binary_length(arr), 18))
-    ok_np = _np(pc.fill_null(ok, False)).astype(bool, copy=False)
-    parsed = pc.cast(pc.if_else(pc.fill_null(ok, False), arr, "0"), pa.int64())
-    return _np(parsed).astype(np.int64, copy=False), ok_np
+    if byte_len is None:
+        byte_len = _np(pc.fill_null(pc.binary_length(arr), 0))
+    # Empty strings become "0" (callers know them from byte_len) so one cast parses everything valid.
+    padded = pc.ascii_lpad(arr, width=1, padding="0")
+    if arr.null_count:
+        padded = pc.fill_null(padded, "0")
+    ok_np = _np(pc.fill_null(pc.ascii_is_decimal(padded), False)).astype(bool, copy=False)
+    ok_np &= (byte_len <= 18) & (byte_len > 0)
+    if not ok_np.all() and not (ok_np | (byte_len == 0)).all():
+        padded = pc.if_else(pa.array(ok_np), arr, "0")
+    return _np(pc.cast(padded, pa.int64())).astype(np.int64, copy=False), ok_np
 
 
 def map_ids(arr: pa.Array, m: IdMapping, column: str) -> tuple[np.ndarray, np.ndarray, _Bad | None]:
@@ -374,19 +381,22 @@ class FeatureGenerator:
             raise DataError(
                 f"column {s.column!r}: expected a string column for sequence {s.name!r}, got {arr.type}"
             )
-        text = pc.fill_null(arr, "")
+        text = pc.fill_null(arr, "") if arr.null_count else arr
         items = pc.split_pattern(text, pattern=s.delimiter)
         counts = _np(pc.list_value_length(items)).astype(np.int64)
-        counts[_np(pc.equal(text, ""))] = 0
+        counts[_np(pc.binary_length(text)) == 0] = 0
         kept = np.minimum(counts, s.max_length)
         truncated = int((counts > s.max_length).sum())
         total = int(kept.sum())
-        starts = np.asarray(items.offsets)[:-1].astype(np.int64)
         row_of_item = np.repeat(np.arange(n), kept)
-        first_kept = np.cumsum(kept) - kept
-        item_idx = np.repeat(starts, kept) + (np.arange(total) - np.repeat(first_kept, kept))
         flat_items = items.values
-        kept_items = flat_items if len(flat_items) == total else flat_items.take(pa.array(item_idx))
+        if len(flat_items) == total:
+            kept_items = flat_items
+        else:  # drop the items past max_length and the single "" item of each empty row
+            starts = np.asarray(items.offsets)[:-1].astype(np.int64)
+            first_kept = np.cumsum(kept) - kept
+            item_idx = np.repeat(starts, kept) + (np.arange(total) - np.repeat(first_kept, kept))
+            kept_items = flat_items.take(pa.array(item_idx))
         subs = pc.split_pattern(kept_items, pattern=s.sub_delimiter)
         nsub = len(s.sub_features)
         sub_counts = _np(pc.list_value_length(subs))
@@ -408,11 +418,19 @@ class FeatureGenerator:
         flat = subs.values
         last = max(len(flat) - 1, 0)
         feats = [self._feature(k) for k in s.sub_features]
-        empty_all = _np(pc.equal(flat, "")).astype(bool, copy=False)
+        flat_len = _np(pc.binary_length(flat)) if len(flat) else np.zeros(0, np.int32)
+        empty_all = flat_len == 0
         # Integer sub-values (mod mappings) are validated and parsed once for all sub-features.
-        uint_all, uint_ok = parse_uint(flat) if any(f.mapping.kind == "mod" for f in feats) else (None, None)
+        uint_all, uint_ok = (
+            parse_uint(flat, flat_len) if any(f.mapping.kind == "mod" for f in feats) else (None, None)
+        )
+        # When every item is well-formed, sub-value j of item i sits at i * nsub + j: strided views.
+        regular = len(flat) == total * nsub and not malformed.any()
         for j, (key, f) in enumerate(zip(s.sub_features, feats)):
-            take = np.minimum(sub_starts + j, last) if len(flat) else np.zeros(0, np.int64)
+            if regular:
+                take = slice(j, None, nsub)
+            else:
+                take = np.minimum(sub_starts + j, last) if len(flat) else np.zeros(0, np.int64)
             empty = empty_all[take]
             # An empty sub-value is a missing one: the default keeps items aligned across sub-features.
             fill = f.mapping.default_value
@@ -433,7 +451,8 @@ class FeatureGenerator:
                     bads.append(_Bad(row_of_item[bad_items], s.column, expected, kept_items, bad_items))
                 ids = np.mod(raw, f.mapping.size)
             else:
-                vals = flat.take(pa.array(take)) if len(flat) else pa.array([], pa.string())
+                idx = np.arange(j, len(flat), nsub) if regular else take
+                vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
                 if fill is not None and empty.any():
                     vals = pc.if_else(pa.array(empty), fill, vals)
                 ids, _, bad = map_ids(vals, f.mapping, s.column)
