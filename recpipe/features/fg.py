@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
 from recpipe.data.types import DataError
 from recpipe.features.hashing import fnv1a64, to_string_array
@@ -381,6 +382,9 @@ class FeatureGenerator:
             raise DataError(
                 f"column {s.column!r}: expected a string column for sequence {s.name!r}, got {arr.type}"
             )
+        fast = self._sequence_fast(arr, s, n, values, lengths)
+        if fast is not None:
+            return fast
         text = pc.fill_null(arr, "") if arr.null_count else arr
         items = pc.split_pattern(text, pattern=s.delimiter)
         counts = _np(pc.list_value_length(items)).astype(np.int64)
@@ -462,6 +466,90 @@ class FeatureGenerator:
             values[key] = ids
             lengths[key] = kept.astype(np.int32)
         return truncated
+
+    def _sequence_fast(
+        self,
+        arr: pa.Array,
+        s: SequenceFeature,
+        n: int,
+        values: dict[str, np.ndarray],
+        lengths: dict[str, np.ndarray],
+    ) -> int | None:
+        """The common case in one C++ pass: histories of decimal ids, nothing to truncate or reject.
+
+        Items become lines (``|`` → newline) parsed by Arrow's CSV reader with ``\x03`` as the field
+        delimiter. Returns None — and the general path above runs, which finds and names bad rows —
+        whenever anything is unusual: other bytes than digits and the two delimiters, empty items,
+        a wrong number of sub-values, a history longer than ``max_length``, ids of 19+ digits.
+        """
+        feats = [self._feature(k) for k in s.sub_features]
+        delim, sub = s.delimiter.encode(), s.sub_delimiter.encode()
+        if (
+            len(delim) != 1
+            or len(sub) != 1
+            or delim in b'\n\r"0123456789'
+            or sub in b'\n\r"0123456789'
+            or any(f.mapping.kind != "mod" for f in feats)
+            or any(
+                f.mapping.default_value is not None and not f.mapping.default_value.isdigit() for f in feats
+            )
+        ):
+            return None
+        if pa.types.is_large_string(arr.type):
+            offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
+        else:
+            offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + n + 1]
+        data = arr.buffers()[2]
+        raw = np.frombuffer(data, np.uint8)[offs[0] : offs[-1]] if data is not None else np.zeros(0, np.uint8)
+        rel = (offs - offs[0]).astype(np.int64)
+        if arr.null_count:
+            rel_len = np.diff(rel) * ~_np(arr.is_null())
+            if (rel_len != np.diff(rel)).any():
+                return None
+        d, c = delim[0], sub[0]
+        is_delim = raw == d
+        if not (((raw - 48) < 10) | is_delim | (raw == c)).all():
+            return None
+        row_len = np.diff(rel)
+        delim_rows = np.searchsorted(rel, np.flatnonzero(is_delim), side="right") - 1
+        counts = np.where(row_len > 0, np.bincount(delim_rows, minlength=n)[:n] + 1, 0)
+        if (counts > s.max_length).any():
+            return None
+        total = int(counts.sum())
+        text = np.insert(raw, rel[1:], d)  # one item per line, every row ends with a newline
+        text[text == d] = 10
+        names = [f"s{j}" for j in range(len(feats))]
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(pa.py_buffer(text)),
+                read_options=pacsv.ReadOptions(
+                    column_names=names, use_threads=False, block_size=max(1 << 20, text.size + 2)
+                ),
+                parse_options=pacsv.ParseOptions(delimiter=chr(c), quote_char=False, escape_char=False),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.int64()), strings_can_be_null=False
+                ),
+            )
+        except pa.ArrowInvalid:
+            return None
+        if table.num_rows != total:  # empty items were skipped as empty lines
+            return None
+        out: list[np.ndarray] = []
+        for name, f in zip(names, feats):
+            col = table.column(name)
+            if col.null_count:
+                if f.mapping.default_value is None:
+                    return None
+                col = pc.fill_null(col, int(f.mapping.default_value))
+            v = _np(col).astype(np.int64, copy=False)
+            if v.size and v.max() >= 10**18:
+                return None
+            out.append(np.mod(v, f.mapping.size))
+        kept = counts.astype(np.int32)
+        for key, v in zip(s.sub_features, out):
+            values[key] = v
+            lengths[key] = kept
+        return 0
 
     def _feature(self, key: str) -> SparseFeature:
         return self.spec.feature(key)

@@ -162,3 +162,17 @@ def test_criteo_dense_log_and_hash(tmp_path):
     i1 = rows[0]["I1"]
     expected = math.log((0.0 if i1 is None else i1) + 3.0)
     assert got.dense[0, 0] == pytest.approx(expected, rel=1e-6) or skipped
+
+
+def test_clean_histories_take_the_one_pass_path_and_equal_the_reference(taobao_rows, din_spec):
+    table = pa.Table.from_pylist(taobao_rows)
+    fg = FeatureGenerator(din_spec)
+    batch = table.combine_chunks().to_batches()[0]
+    seq = din_spec.sequences[0]
+    assert fg._sequence_fast(batch.column(seq.column), seq, batch.num_rows, {}, {}) == 0
+    want, skipped = rowwise_fg(din_spec, table)
+    assert skipped == 0
+    _assert_same(fg(table), want)
+    # A sliced batch (non-zero array offset) takes the same path with the same result.
+    part = table.slice(1000, 700)
+    _assert_same(fg(part), rowwise_fg(din_spec, part)[0])
