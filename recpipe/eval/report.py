@@ -1,0 +1,148 @@
+"""The evaluation report: every number the gate, the registry and the plots need, as one JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from recpipe.eval.metrics import MetricAccumulator
+
+# Scalar fields logged as MLflow metrics (oracle_auc only when present).
+SCALAR_METRICS = (
+    "auc",
+    "gauc",
+    "gauc_users",
+    "gauc_skipped_users",
+    "logloss",
+    "calibration",
+    "mean_prediction",
+    "positive_rate",
+    "rows",
+    "oracle_auc",
+)
+
+
+@dataclass
+class EvalReport:
+    """Metrics of one model on one evaluation set.
+
+    Args:
+        auc (float): exact ROC AUC over all rows (``nan`` with a single class).
+        gauc (float): impression-weighted mean of per-user AUC over users with both classes.
+        gauc_users (int): users that entered GAUC.
+        gauc_skipped_users (int): users skipped for having a single class.
+        logloss (float): mean binary cross-entropy (clipped).
+        calibration (float): mean prediction / observed positive rate (1.0 is calibrated).
+        positive_rate (float): observed CTR.
+        rows (int): evaluated rows, each counted once across ranks.
+        oracle_auc (float | None): AUC of the true click probability, for synthetic data.
+        mean_prediction (float): mean predicted probability.
+        threshold (float): the probability threshold of ``confusion``.
+        confusion (dict[str, int]): ``tp``, ``fp``, ``tn``, ``fn`` at ``threshold``.
+        roc (dict[str, list[float]]): ``fpr``, ``tpr``, ``thresholds``; at most 200 points.
+        calibration_curve (dict[str, list[float]]): ``mean_prediction``, ``observed_rate``, ``count``
+            per equal-count bin.
+        neg_sample_rate (float): the negative sampling rate predictions were re-calibrated with.
+        model (dict[str, Any]): what was evaluated: name, version, run id, checkpoint, ...
+
+    Example::
+
+        >>> r = build_report(acc, threshold=0.5, model_info={"name": "din", "version": 3})
+        >>> r.to_json("eval/report.json"); EvalReport.from_json("eval/report.json").auc == r.auc
+        True
+    """
+
+    auc: float
+    gauc: float
+    gauc_users: int
+    gauc_skipped_users: int
+    logloss: float
+    calibration: float
+    positive_rate: float
+    rows: int
+    oracle_auc: float | None = None
+    mean_prediction: float = float("nan")
+    threshold: float = 0.5
+    confusion: dict[str, int] = field(default_factory=dict)
+    roc: dict[str, list[float]] = field(default_factory=dict)
+    calibration_curve: dict[str, list[float]] = field(default_factory=dict)
+    neg_sample_rate: float = 1.0
+    model: dict[str, Any] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """The scalar metrics, for MLflow ``log_metrics`` (``oracle_auc`` only when known)."""
+        out = {k: float(getattr(self, k)) for k in SCALAR_METRICS if getattr(self, k) is not None}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown EvalReport fields {unknown}")
+        values = dict(data)
+        # JSON has no NaN: null stands for NaN in the float fields (oracle_auc keeps None).
+        for f in fields(cls):
+            if f.name in values and values[f.name] is None and f.type == "float":
+                values[f.name] = float("nan")
+        return cls(**values)
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write strict JSON (NaN and infinities become null) and return the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_json_safe(self.to_dict()), indent=2, sort_keys=True, allow_nan=False))
+        return path
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> EvalReport:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _json_safe(value.item())
+    return value
+
+
+def build_report(
+    acc: MetricAccumulator,
+    threshold: float = 0.5,
+    model_info: dict[str, Any] | None = None,
+    roc_points: int = 200,
+    calibration_bins: int = 10,
+) -> EvalReport:
+    """Compute an ``EvalReport`` from everything ``acc`` has seen."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    m = acc.compute()
+    return EvalReport(
+        auc=m.auc,
+        gauc=m.gauc,
+        gauc_users=m.gauc_users,
+        gauc_skipped_users=m.gauc_skipped_users,
+        logloss=m.logloss,
+        calibration=m.calibration,
+        positive_rate=m.positive_rate,
+        rows=m.rows,
+        oracle_auc=m.oracle_auc,
+        mean_prediction=m.mean_prediction,
+        threshold=threshold,
+        confusion=acc.confusion(threshold),
+        roc=acc.roc_curve(roc_points),
+        calibration_curve=acc.calibration_curve(calibration_bins),
+        neg_sample_rate=acc.neg_sample_rate,
+        model=dict(model_info or {}),
+    )

@@ -1,0 +1,68 @@
+"""MLflow tracking and registry for recpipe: the only package that imports mlflow.
+
+Runs (one per pipeline run, resumed by id), lineage, the model registry with the ``challenger`` and
+``champion`` aliases, and promotion under a lock. Everything takes and returns plain values.
+"""
+
+from recpipe.tracking.lineage import head_commit, lineage_tags, log_dataset_input
+from recpipe.tracking.lock import LockTimeout, promotion_lock
+from recpipe.tracking.models import load_pyfunc_model, log_pyfunc_model
+from recpipe.tracking.promotion import PromotionRefused, PromotionResult, promote, promotion_history, rollback
+from recpipe.tracking.registry import (
+    ALIAS_CHALLENGER,
+    ALIAS_CHAMPION,
+    eval_version_tags,
+    get_version,
+    get_version_by_alias,
+    list_models,
+    register_version,
+    set_alias,
+    set_version_tags,
+)
+from recpipe.tracking.runs import (
+    end_run,
+    log_artifact,
+    log_artifacts,
+    log_metrics,
+    log_model_dir,
+    log_params,
+    run_summary,
+    set_tags,
+    start_or_resume_run,
+)
+from recpipe.tracking.uri import artifact_root, tracking_uri
+
+__all__ = [
+    "ALIAS_CHALLENGER",
+    "ALIAS_CHAMPION",
+    "LockTimeout",
+    "PromotionRefused",
+    "PromotionResult",
+    "artifact_root",
+    "end_run",
+    "eval_version_tags",
+    "get_version",
+    "get_version_by_alias",
+    "head_commit",
+    "lineage_tags",
+    "list_models",
+    "load_pyfunc_model",
+    "log_artifact",
+    "log_artifacts",
+    "log_dataset_input",
+    "log_metrics",
+    "log_model_dir",
+    "log_params",
+    "log_pyfunc_model",
+    "promote",
+    "promotion_history",
+    "promotion_lock",
+    "register_version",
+    "rollback",
+    "run_summary",
+    "set_alias",
+    "set_tags",
+    "set_version_tags",
+    "start_or_resume_run",
+    "tracking_uri",
+]
