@@ -113,5 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# pipelines: stage sub-commands (train, evaluate, export, register, promote, models) and run/pipeline.
+from recpipe.cli import pipeline as _pipeline_cli  # noqa: E402
+from recpipe.cli import stages_cli as _stages_cli  # noqa: E402
+
+_EXTRA += [_stages_cli.register, _pipeline_cli.register]
+
+
 if __name__ == "__main__":
     sys.exit(main())

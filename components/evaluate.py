@@ -1,0 +1,35 @@
+"""evaluate: metrics of the candidate, the champion re-evaluated on the same data, the gate."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
+
+from components.image import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def evaluate(
+    config: Input[Artifact],
+    checkpoint: Input[Model],
+    eval_data: Input[Dataset],
+    run_id: str,
+    tracking_uri: str,
+    model_name: str,
+    metrics: Output[Metrics],
+    classification: Output[ClassificationMetrics],
+    report: Output[Artifact],
+) -> NamedTuple("GateOutputs", [("gate_passed", bool), ("gate_reasons", str)]):
+    """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix) and gate it against the
+    thresholds and the registry's ``champion`` (re-evaluated on the same eval data when possible)."""
+    from recpipe.stages import evaluate as stage
+
+    r = stage.run(
+        checkpoint.path, eval_data.path, report.path, config_path=config.path, champion_model=model_name,
+        tracking_uri=tracking_uri, run_id=run_id,
+    )  # fmt: skip
+    for name, value in r.kfp_metrics().items():
+        metrics.log_metric(name, value)
+    classification.log_roc_curve(r.roc_fpr, r.roc_tpr, r.roc_thresholds)
+    classification.log_confusion_matrix(["no click", "click"], r.confusion_matrix)
+    return (r.gate_passed, "\n".join(r.gate_reasons))

@@ -1,0 +1,31 @@
+"""export: the checkpoint to the configured serving backends, each parity-checked."""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Model, Output
+
+from components.image import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def export(
+    checkpoint: Input[Model],
+    eval_data: Input[Dataset],
+    backends: str,
+    run_id: str,
+    tracking_uri: str,
+    exported: Output[Model],
+) -> str:
+    """Export to ``backends`` (``jit,aoti,onnx,rtp,trt``) under one folder with a manifest per backend;
+    parity against the checkpoint is checked on eval rows. Returns ``backend=parity`` pairs."""
+    from recpipe.stages import export as stage
+
+    r = stage.run(
+        checkpoint.path,
+        backends,
+        exported.path,
+        data_uri=eval_data.path,
+        run_id=run_id,
+        tracking_uri=tracking_uri,
+    )
+    exported.metadata.update(r.summary())
+    return r.describe()

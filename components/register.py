@@ -1,0 +1,35 @@
+"""register (pyfunc model version, alias ``challenger``) and promote (alias ``champion``)."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Input, Model
+
+from components.image import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def register(
+    exported: Input[Model],
+    report: Input[Artifact],
+    run_id: str,
+    tracking_uri: str,
+    model_name: str,
+    data_digest: str,
+) -> NamedTuple("RegisterOutputs", [("version", int), ("outcome", str)]):
+    """Log an MLflow pyfunc model that scores raw feature rows (FG inside) and register it as a new
+    version of ``model_name`` with alias ``challenger`` and the evaluation as version tags."""
+    from recpipe.stages import register as stage
+
+    r = stage.run(
+        exported.path, report.path, model_name, tracking_uri, run_id=run_id, data_digest=data_digest
+    )
+    return (r.version, r.outcome())
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def promote(model_name: str, version: int, tracking_uri: str, run_id: str) -> str:
+    """Point alias ``champion`` at ``version`` (its gate passed); returns ``promoted: …``."""
+    from recpipe.stages import promote as stage
+
+    return stage.run(model_name, version, tracking_uri, run_id=run_id).outcome()

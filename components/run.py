@@ -1,0 +1,65 @@
+"""The pipeline run's first and last steps, and the record of a rejected candidate."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Output
+
+from components.image import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def start(
+    config_path: str,
+    data_source: str,
+    backends: str,
+    min_auc: float,
+    max_auc_drop: float,
+    max_logloss_rise: float,
+    workers: int,
+    gpus_per_worker: int,
+    mlflow_uri: str,
+    model_name: str,
+    node_selector: dict,
+    tolerations: list,
+    config_overrides: dict,
+    kfp_run_id: str,
+    config: Output[Artifact],
+) -> NamedTuple(
+    "StartOutputs",
+    [
+        ("run_id", str),
+        ("tracking_uri", str),
+        ("model_name", str),
+        ("backends", str),
+        ("pod_gpus", int),
+        ("pod_node_selector", dict),
+        ("pod_tolerations", list),
+    ],
+):
+    """Check every pipeline parameter (failing with its name), write the resolved config, start the
+    MLflow run that later steps resume by id, and say what the train pod itself asks for."""
+    from recpipe.stages import pipeline_run
+
+    r = pipeline_run.start(
+        config_path, data_source, config.path, backends, min_auc, max_auc_drop, max_logloss_rise, workers,
+        gpus_per_worker, mlflow_uri, model_name, config_overrides, node_selector, tolerations, kfp_run_id,
+    )  # fmt: skip
+    pod = r.train_pod
+    return (r.run_id, r.tracking_uri, r.model_name, r.backends, pod.gpus, pod.node_selector, pod.tolerations)
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def reject(run_id: str, tracking_uri: str, gate_reasons: str) -> str:
+    """Record a failed gate (a normal outcome) on the MLflow run; returns ``rejected: <reasons>``."""
+    from recpipe.stages import pipeline_run
+
+    return pipeline_run.reject(run_id, tracking_uri, gate_reasons)
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def finish(run_id: str, tracking_uri: str, outcome: str) -> str:
+    """End the MLflow run as FINISHED with the outcome; the outcome is the pipeline's output."""
+    from recpipe.stages import pipeline_run
+
+    return pipeline_run.finish(run_id, tracking_uri, outcome)

@@ -1,0 +1,38 @@
+"""train: torchrun on this pod (CPU or its GPUs), or a PyTorchJob across ``workers`` pods."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Model, Output
+
+from components.image import CUDA_IMAGE
+
+
+@dsl.component(base_image=CUDA_IMAGE, install_kfp_package=False)
+def train(
+    config: Input[Artifact],
+    train_data: Input[Dataset],
+    eval_data: Input[Dataset],
+    feature_spec: Input[Artifact],
+    run_id: str,
+    tracking_uri: str,
+    workers: int,
+    gpus_per_worker: int,
+    accelerator_type: str,
+    node_selector: dict,
+    tolerations: list,
+    image: str,
+    workspace_pvc: str,
+    checkpoint: Output[Model],
+) -> str:
+    """Train the model. ``workers > 1`` on a cluster creates a PyTorchJob (``workers`` pods ×
+    ``gpus_per_worker`` GPUs, NCCL) and streams its logs; otherwise torchrun runs here. A failure marks
+    the MLflow run FAILED with the reason. Returns where it ran (``local`` or the PyTorchJob name)."""
+    from recpipe.stages import train as stage
+
+    r = stage.run(
+        config.path, train_data.path, eval_data.path, checkpoint.path, fg_json=feature_spec.path,
+        workers=workers, gpus_per_worker=gpus_per_worker, accelerator=accelerator_type,
+        node_selector=node_selector, tolerations=tolerations, image=image, workspace_pvc=workspace_pvc,
+        run_id=run_id, tracking_uri=tracking_uri,
+    )  # fmt: skip
+    checkpoint.metadata.update({"world_size": r.world_size, "where": r.where, "seconds": r.seconds})
+    return r.where

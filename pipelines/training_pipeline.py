@@ -1,0 +1,206 @@
+"""The recpipe training pipeline: wiring only (components in ``components/``, logic in ``recpipe.stages``).
+
+    start → ingest → fit → train → evaluate ─┬─ gate passed: export → register (challenger) → [auto_promote] promote (champion)
+                                              └─ gate failed: reject (MLflow tag)
+                                           → finish (MLflow run FINISHED; the outcome is the pipeline output)
+
+``train`` with ``workers > 1`` launches a PyTorchJob and waits for it (the job's pods get the GPUs, node
+selector and tolerations); otherwise the train pod itself asks for ``gpus_per_worker`` accelerators.
+Kubernetes settings are attached here; ``kfp.local`` ignores them, so credentials are read from the
+environment there (``ODPS_*``, ``AWS_*``, ``MLFLOW_TRACKING_TOKEN``).
+"""
+
+from pathlib import Path
+
+from kfp import compiler, dsl, kubernetes
+from kfp.dsl import PipelineTask
+
+from components import (
+    CUDA_IMAGE,
+    IMAGE,
+    evaluate,
+    export,
+    finish,
+    fit,
+    ingest,
+    promote,
+    register,
+    reject,
+    start,
+    train,
+)
+
+PIPELINE_NAME = "recpipe-training"
+IMAGE_PULL_POLICY = "IfNotPresent"
+WORKSPACE_MOUNT = "/workspace"
+
+# Kubernetes Secret name → {secret key: environment variable}. Credentials never travel as parameters.
+ODPS_SECRET = (
+    "recpipe-odps",
+    {"access_id": "ODPS_ACCESS_ID", "access_key": "ODPS_ACCESS_KEY", "endpoint": "ODPS_ENDPOINT"},
+)
+OBJECT_STORE_SECRET = (
+    "recpipe-object-store",
+    {
+        "access_key_id": "AWS_ACCESS_KEY_ID",
+        "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+        "endpoint_url": "AWS_ENDPOINT_URL",
+    },
+)
+MLFLOW_SECRET = ("recpipe-mlflow", {"token": "MLFLOW_TRACKING_TOKEN"})
+
+
+def _settings(task: PipelineTask, image: str = IMAGE, odps: bool = False) -> PipelineTask:
+    """Secrets as env (optional: a run that reads no ODPS table needs no ODPS secret), pull policy, no cache
+    (every step writes to the MLflow run, so a cached step would skip that)."""
+    secrets = [OBJECT_STORE_SECRET, MLFLOW_SECRET] + ([ODPS_SECRET] if odps else [])
+    for name, keys in secrets:
+        kubernetes.use_secret_as_env(task, secret_name=name, secret_key_to_env=keys, optional=True)
+    kubernetes.set_image_pull_policy(task, IMAGE_PULL_POLICY)
+    task.set_env_variable("RECPIPE_IMAGE", image)
+    task.set_caching_options(False)
+    return task
+
+
+@dsl.pipeline(name=PIPELINE_NAME, description="Raw table → trained, gated, exported, registered CTR model.")
+def training_pipeline(
+    config: str = "configs/din_taobao.yaml",
+    data_source: str = "synthetic:taobao?rows=1000000",
+    workers: int = 1,
+    gpus_per_worker: int = 1,
+    accelerator_type: str = "nvidia.com/gpu",
+    node_selector: dict = {},  # noqa: B006 - KFP pipeline parameters take literal defaults
+    tolerations: list = [],  # noqa: B006
+    min_auc: float = 0.6,
+    max_auc_drop: float = 0.005,
+    max_logloss_rise: float = 0.01,
+    backends: str = "",
+    mlflow_uri: str = "",
+    model_name: str = "",
+    auto_promote: bool = True,
+    workspace_pvc: str = "recpipe-workspace",
+    config_overrides: dict = {},  # noqa: B006
+) -> str:
+    """Train, gate, export, register and (optionally) promote a CTR model.
+
+    Args:
+        config: recpipe config YAML (a path in the image, e.g. ``configs/din_taobao.yaml``).
+        data_source: ``odps://project/tables/t[/pt=…]``, a Parquet/CSV URI, or ``synthetic:taobao?rows=N``.
+        workers: training pods; > 1 launches a PyTorchJob (training operator).
+        gpus_per_worker: accelerators per pod (torchrun ``nproc_per_node``); 0 trains on CPU.
+        accelerator_type: accelerator resource name, e.g. ``nvidia.com/gpu``.
+        node_selector: node labels the training pods must match, e.g. ``{"gpu": "h100"}``.
+        tolerations: Kubernetes tolerations for the training pods.
+        min_auc: gate: the candidate's AUC floor, in [0, 1].
+        max_auc_drop: gate: the largest AUC drop against the champion, in [0, 1].
+        max_logloss_rise: gate: the largest logloss rise against the champion, in [0, 1].
+        backends: comma-separated export backends (jit, aoti, onnx, rtp, trt); empty: the config's.
+        mlflow_uri: MLflow tracking URI; empty: ``MLFLOW_TRACKING_URI`` / the config's.
+        model_name: registered model name; empty: the config's.
+        auto_promote: move alias ``champion`` to the new version when its gate passed.
+        workspace_pvc: ReadWriteMany claim mounted on the train pod and shared with the PyTorchJob's pods.
+        config_overrides: dotted config overrides, e.g. ``{"train.max_steps": 1000}``.
+    """
+    run = start(
+        config_path=config,
+        data_source=data_source,
+        backends=backends,
+        min_auc=min_auc,
+        max_auc_drop=max_auc_drop,
+        max_logloss_rise=max_logloss_rise,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        mlflow_uri=mlflow_uri,
+        model_name=model_name,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        config_overrides=config_overrides,
+        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    _settings(run, odps=True)
+    run_id, uri = run.outputs["run_id"], run.outputs["tracking_uri"]
+    cfg = run.outputs["config"]
+
+    data = _settings(ingest(config=cfg, data_source=data_source, run_id=run_id, tracking_uri=uri), odps=True)
+    spec = _settings(fit(config=cfg, train_data=data.outputs["train_data"], run_id=run_id, tracking_uri=uri))
+
+    trained = _settings(
+        train(
+            config=cfg,
+            train_data=data.outputs["train_data"],
+            eval_data=data.outputs["eval_data"],
+            feature_spec=spec.outputs["feature_spec"],
+            run_id=run_id,
+            tracking_uri=uri,
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            accelerator_type=accelerator_type,
+            node_selector=node_selector,
+            tolerations=tolerations,
+            image=CUDA_IMAGE,
+            workspace_pvc=workspace_pvc,
+        ),
+        image=CUDA_IMAGE,
+    )
+    # The train pod's own GPUs and placement come from start: the parameters' values for single-pod
+    # training, none when workers > 1 (the PyTorchJob's pods get them; this pod only launches and waits).
+    trained.set_accelerator_type(accelerator_type).set_accelerator_limit(run.outputs["pod_gpus"])
+    kubernetes.add_node_selector_json(trained, run.outputs["pod_node_selector"])
+    kubernetes.add_toleration_json(trained, run.outputs["pod_tolerations"])
+    kubernetes.mount_pvc(trained, pvc_name=workspace_pvc, mount_path=WORKSPACE_MOUNT)
+    checkpoint = trained.outputs["checkpoint"]
+
+    gate = _settings(
+        evaluate(
+            config=cfg,
+            checkpoint=checkpoint,
+            eval_data=data.outputs["eval_data"],
+            run_id=run_id,
+            tracking_uri=uri,
+            model_name=run.outputs["model_name"],
+        )
+    )
+    with dsl.If(gate.outputs["gate_passed"] == True, name="gate-passed"):  # noqa: E712 - KFP condition syntax
+        exported = _settings(
+            export(
+                checkpoint=checkpoint,
+                eval_data=data.outputs["eval_data"],
+                backends=run.outputs["backends"],
+                run_id=run_id,
+                tracking_uri=uri,
+            )
+        )
+        version = _settings(
+            register(
+                exported=exported.outputs["exported"],
+                report=gate.outputs["report"],
+                run_id=run_id,
+                tracking_uri=uri,
+                model_name=run.outputs["model_name"],
+                data_digest=data.outputs["data_digest"],
+            )
+        )
+        with dsl.If(auto_promote == True, name="auto-promote"):  # noqa: E712
+            _settings(
+                promote(
+                    model_name=run.outputs["model_name"],
+                    version=version.outputs["version"],
+                    tracking_uri=uri,
+                    run_id=run_id,
+                )
+            )
+    with dsl.Else(name="gate-failed"):
+        rejected = _settings(
+            reject(run_id=run_id, tracking_uri=uri, gate_reasons=gate.outputs["gate_reasons"])
+        )
+    outcome = dsl.OneOf(version.outputs["outcome"], rejected.output)
+    done = _settings(finish(run_id=run_id, tracking_uri=uri, outcome=outcome))
+    return done.output
+
+
+def compile_pipeline(out: str | Path) -> Path:
+    """Write the pipeline's IR YAML (with its Kubernetes platform spec) to ``out``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(training_pipeline, str(out))
+    return out

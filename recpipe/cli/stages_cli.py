@@ -1,0 +1,226 @@
+"""``recpipe train|evaluate|export|register|promote|models``: thin entries over ``recpipe.stages``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+
+def _print(result: Any) -> None:
+    if is_dataclass(result):
+        result = asdict(result)
+    print(json.dumps(result, indent=2, default=str))
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``["train.max_steps=50", "eval.threshold=0.3"]`` → ``{"train.max_steps": 50, "eval.threshold": 0.3}``
+    (values parsed as YAML scalars, so numbers, booleans, lists and mappings keep their type)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _tracking_uri(value: str | None) -> str:
+    from recpipe.stages.pipeline_run import resolve_tracking_uri
+
+    return resolve_tracking_uri(value, None)
+
+
+# ------------------------------------------------------------------------------------------ commands
+def cmd_train(a: argparse.Namespace) -> int:
+    from recpipe.stages import train
+
+    r = train.run(
+        a.config,
+        a.train,
+        a.eval,
+        a.out,
+        fg_json=a.fg,
+        workers=a.workers,
+        gpus_per_worker=a.gpus_per_worker,
+        nproc_per_node=a.nproc_per_node,
+        overrides=parse_sets(a.set),
+        run_id=a.run_id,
+        tracking_uri=a.tracking_uri,
+    )
+    _print(r)
+    return 0
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from recpipe.stages import evaluate
+
+    uri = _tracking_uri(a.tracking_uri) if a.champion_model else a.tracking_uri
+    r = evaluate.run(
+        a.checkpoint,
+        a.data,
+        a.out,
+        config_path=a.config,
+        champion_model=a.champion_model,
+        tracking_uri=uri,
+        min_auc=a.min_auc,
+        max_auc_drop=a.max_auc_drop,
+        max_logloss_rise=a.max_logloss_rise,
+    )
+    print(r.describe())
+    if not r.gate_passed:
+        print("recpipe evaluate: gate FAILED:", file=sys.stderr)
+        for line in r.gate_reasons:
+            if line.startswith("FAIL"):
+                print(f"  {line}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from recpipe.stages import export
+
+    r = export.run(a.checkpoint, a.backends, a.out, data_uri=a.data)
+    print(r.describe())
+    return 0 if r.ok else 1
+
+
+def cmd_register(a: argparse.Namespace) -> int:
+    from recpipe.stages import register
+
+    r = register.run(
+        a.exported,
+        a.report,
+        a.model,
+        _tracking_uri(a.tracking_uri),
+        run_id=a.run_id,
+        data_digest=a.data_digest,
+    )
+    _print(r)
+    return 0
+
+
+def cmd_promote(a: argparse.Namespace) -> int:
+    from recpipe import tracking
+    from recpipe.stages import promote
+
+    if not a.rollback and a.version is None:
+        raise ValueError("give --version N, or --rollback")
+    try:
+        r = promote.run(
+            a.model,
+            a.version,
+            _tracking_uri(a.tracking_uri),
+            force=a.force,
+            reason=a.reason,
+            rollback=a.rollback,
+        )
+    except tracking.PromotionRefused as err:
+        print(f"recpipe promote: refused: {a.model} v{err.version}:", file=sys.stderr)
+        for line in err.reasons:
+            print(f"  {line}", file=sys.stderr)
+        print("  (use --force --reason '…' to override)", file=sys.stderr)
+        return 1
+    print(r.outcome())
+    return 0
+
+
+def cmd_models_list(a: argparse.Namespace) -> int:
+    from recpipe.stages import promote
+
+    versions = promote.list_versions(a.name, _tracking_uri(a.tracking_uri))
+    if a.json:
+        _print(versions)
+        return 0
+    if not versions:
+        print(f"no registered versions of {a.name!r}")
+        return 0
+    print(f"{'version':>7}  {'aliases':<22} {'auc':>8} {'gauc':>8} {'logloss':>8}  gate  run")
+    for v in versions:
+        m = v["metrics"]
+
+        def num(key: str, m: dict[str, Any] = m) -> str:
+            return f"{m[key]:.4f}" if m.get(key) is not None else "-"
+
+        gate = {True: "pass", False: "FAIL", None: "-"}[v["gate_passed"]]
+        aliases = ",".join(v["aliases"]) or "-"
+        print(
+            f"{v['version']:>7}  {aliases:<22} {num('auc'):>8} {num('gauc'):>8} {num('logloss'):>8}  {gate:<4}  {v['run_id']}"
+        )
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- parser
+def _tracking_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tracking-uri", default=None, help="MLflow URI (default: MLFLOW_TRACKING_URI, else runs/mlflow.db)"
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the stage sub-commands to ``recpipe``'s parser."""
+    t = sub.add_parser("train", help="train a model with torchrun (CPU or GPUs) into a checkpoint folder")
+    t.add_argument("--config", required=True)
+    t.add_argument("--train", required=True, help="training Parquet dataset")
+    t.add_argument("--eval", required=True, help="eval Parquet dataset (validation during training)")
+    t.add_argument("--out", required=True, help="output folder (checkpoints)")
+    t.add_argument("--fg", default=None, help="fitted fg.json (default: built from the config)")
+    t.add_argument("--nproc-per-node", type=int, default=None, help="torchrun processes (default: GPUs or 1)")
+    t.add_argument("--workers", type=int, default=1, help="pods; > 1 on a cluster creates a PyTorchJob")
+    t.add_argument("--gpus-per-worker", type=int, default=0)
+    t.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=100"
+    )
+    t.add_argument("--run-id", default=None, help="MLflow run to log to")
+    _tracking_arg(t)
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("evaluate", help="evaluate a checkpoint and gate it (exit 1 when the gate fails)")
+    e.add_argument("--checkpoint", required=True)
+    e.add_argument("--data", required=True, help="eval Parquet dataset")
+    e.add_argument("--out", required=True, help="report JSON (candidate, champion, gate)")
+    e.add_argument("--config", default=None, help="config for the gate (default: the checkpoint's)")
+    e.add_argument("--champion-model", default=None, help="registered model whose @champion to re-evaluate")
+    e.add_argument("--min-auc", type=float, default=None)
+    e.add_argument("--max-auc-drop", type=float, default=None)
+    e.add_argument("--max-logloss-rise", type=float, default=None)
+    _tracking_arg(e)
+    e.set_defaults(func=cmd_evaluate)
+
+    x = sub.add_parser("export", help="export a checkpoint to serving backends, parity-checked")
+    x.add_argument("--checkpoint", required=True)
+    x.add_argument("--backends", required=True, help="comma-separated: jit,aoti,onnx,rtp,trt")
+    x.add_argument("--out", required=True)
+    x.add_argument("--data", default=None, help="held-out Parquet rows for the parity check")
+    x.set_defaults(func=cmd_export)
+
+    r = sub.add_parser("register", help="log the pyfunc model and register a version with alias challenger")
+    r.add_argument("--exported", required=True, help="folder written by `recpipe export`")
+    r.add_argument("--report", required=True, help="report JSON written by `recpipe evaluate`")
+    r.add_argument("--model", required=True, help="registered model name")
+    r.add_argument("--run-id", default=None, help="MLflow run to attach to (default: a new run)")
+    r.add_argument("--data-digest", default=None)
+    _tracking_arg(r)
+    r.set_defaults(func=cmd_register)
+
+    p = sub.add_parser("promote", help="move alias champion (or roll it back)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--rollback", action="store_true", help="point champion at the previous champion")
+    p.add_argument("--force", action="store_true", help="promote although the gate did not pass")
+    p.add_argument("--reason", default=None, help="why (required with --force)")
+    _tracking_arg(p)
+    p.set_defaults(func=cmd_promote)
+
+    m = sub.add_parser("models", help="registered models").add_subparsers(
+        dest="models_command", required=True
+    )
+    ml = m.add_parser("list", help="versions of a registered model with aliases, metrics and gate result")
+    ml.add_argument("name")
+    ml.add_argument("--json", action="store_true")
+    _tracking_arg(ml)
+    ml.set_defaults(func=cmd_models_list)

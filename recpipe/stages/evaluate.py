@@ -1,0 +1,325 @@
+"""evaluate: the candidate checkpoint's metrics, the champion re-evaluated on the same rows, the gate.
+
+The champion is the registry version under alias ``champion`` of ``champion_model``. It is re-scored on
+the same eval data through its registered pyfunc model (the RTP export with FG inside, scoring raw
+columns); when that is impossible the numbers recorded on the version at registration are used, and the
+gate's ``champion_source`` says so. The report JSON holds the candidate, the champion and the decision.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recpipe.stages import pipeline_run
+
+PYFUNC_BATCH_ROWS = 65_536
+
+
+@dataclass
+class ChampionEval:
+    """How the champion did on this eval data (or, not re-evaluated, at its registration)."""
+
+    version: int
+    source: str
+    report: Any  # EvalReport | dict with auc, logloss
+
+
+@dataclass
+class EvaluateResult:
+    report_path: str
+    auc: float
+    gauc: float
+    logloss: float
+    oracle_auc: float | None
+    rows: int
+    gate_passed: bool
+    gate_reasons: list[str]
+    champion_source: str
+    champion_version: int | None
+    champion_auc: float | None
+    threshold: float
+    confusion_matrix: list[list[int]]  # [[tn, fp], [fn, tp]] at ``threshold``
+    roc_fpr: list[float] = field(default_factory=list)
+    roc_tpr: list[float] = field(default_factory=list)
+    roc_thresholds: list[float] = field(default_factory=list)
+
+    def kfp_metrics(self) -> dict[str, float]:
+        """The finite scalar metrics (KFP ``Metrics`` JSON has no NaN)."""
+        values = {"auc": self.auc, "gauc": self.gauc, "logloss": self.logloss, "oracle_auc": self.oracle_auc}
+        return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
+
+    def describe(self) -> str:
+        lines = [f"auc {self.auc:.4f}  gauc {self.gauc:.4f}  logloss {self.logloss:.4f}  rows {self.rows}"]
+        if self.oracle_auc is not None:
+            lines[0] += f"  (oracle auc {self.oracle_auc:.4f})"
+        lines.append(f"champion: {self.champion_source}")
+        lines.append(f"gate: {'PASSED' if self.gate_passed else 'FAILED'}")
+        lines += [f"  {r}" for r in self.gate_reasons]
+        return "\n".join(lines)
+
+
+def _finite(values: list[float], lo: float = 0.0, hi: float = 1.0) -> list[float]:
+    """ROC thresholds start at +inf; KFP wants finite numbers (a threshold above every score is 1.0)."""
+    return [
+        min(max(float(v), lo), hi) if math.isfinite(float(v)) else (hi if float(v) > 0 else lo)
+        for v in values
+    ]
+
+
+def _confusion(c: dict[str, int]) -> list[list[int]]:
+    return [[int(c.get("tn", 0)), int(c.get("fp", 0))], [int(c.get("fn", 0)), int(c.get("tp", 0))]]
+
+
+def score_pyfunc(
+    model: Any, data_dir: str, label: str, group_column: str | None, neg_sample_rate: float = 1.0
+) -> Any:
+    """An ``EvalReport`` of a pyfunc model (raw columns in, click probabilities out) on ``data_dir``."""
+    import numpy as np
+    import pyarrow as pa
+
+    from recpipe.data.sharding import Shard
+    from recpipe.data.sources import open_source
+    from recpipe.eval.metrics import MetricAccumulator
+    from recpipe.eval.report import build_report
+
+    acc = MetricAccumulator(from_logits=False, neg_sample_rate=neg_sample_rate)
+    for sb in open_source(data_dir).iter_batches(Shard(0, 1)):
+        table = pa.Table.from_batches([sb.batch])
+        for start in range(0, table.num_rows, PYFUNC_BATCH_ROWS):
+            part = table.slice(start, PYFUNC_BATCH_ROWS)
+            df = part.to_pandas()
+            pred = np.asarray(model.predict(df), dtype=np.float64).reshape(-1)
+            labels = np.asarray(part.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
+            groups = None
+            if group_column and group_column in part.column_names:
+                groups = np.asarray(part.column(group_column).to_numpy(zero_copy_only=False))
+            acc.update(labels=labels, preds=pred, groups=groups)
+    return build_report(acc)
+
+
+def evaluate_candidate(checkpoint: str, data_dir: str, threshold: float, oracle_column: str | None) -> Any:
+    """An ``EvalReport`` (metrics, ROC, confusion, calibration) of a checkpoint on ``data_dir``, in this
+    process, with the oracle AUC when the data carries the true click probability."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from recpipe.eval.metrics import MetricAccumulator
+    from recpipe.eval.report import build_report
+    from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
+    from recpipe.train.evaluate import predict_dataset
+
+    ckpt = resolve_checkpoint(checkpoint)
+    model, spec, ckpt_cfg = load_model_for_inference(ckpt)
+    labels, logits, groups = predict_dataset(
+        model,
+        spec,
+        data_dir,
+        ckpt_cfg.data.batch_size,
+        on_bad_row=ckpt_cfg.data.on_bad_row,
+        csv=ckpt_cfg.data.csv,
+    )
+    oracle = None
+    if oracle_column and ckpt_cfg.data.on_bad_row == "error":  # rows in file order, none dropped
+        try:
+            column = pq.read_table(data_dir, columns=[oracle_column]).column(oracle_column)
+            if len(column) == len(labels):
+                oracle = np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
+        except (KeyError, ValueError, OSError):
+            oracle = None
+    acc = MetricAccumulator(from_logits=True, neg_sample_rate=ckpt_cfg.data.neg_sample_rate)
+    acc.update(labels=labels, preds=logits, groups=groups, oracle=oracle)
+    info = {
+        "checkpoint": str(ckpt),
+        "step": CheckpointMeta.read(ckpt).step,
+        "config_digest": ckpt_cfg.digest(),
+    }
+    return build_report(acc, threshold=threshold, model_info=info)
+
+
+def champion_eval(
+    model_name: str, tracking_uri: str, data_dir: str, label: str, group_column: str | None
+) -> ChampionEval | None:
+    """The champion's numbers on ``data_dir``; None when ``model_name`` has no champion."""
+    from recpipe import tracking
+
+    champ = tracking.get_version_by_alias(tracking_uri, model_name, tracking.ALIAS_CHAMPION)
+    if champ is None:
+        return None
+    v = champ["version"]
+    try:
+        model = tracking.load_pyfunc_model(tracking_uri, f"models:/{model_name}/{v}")
+        report = score_pyfunc(model, data_dir, label, group_column)
+        return ChampionEval(
+            v, f"v{v} re-evaluated on the same eval data (registered pyfunc: RTP export, FG inside)", report
+        )
+    except Exception as err:  # noqa: BLE001 - fall back to the registered numbers, and say so
+        metrics = champ["metrics"]
+        if metrics.get("auc") is None or metrics.get("logloss") is None:
+            raise RuntimeError(
+                f"champion v{v} of {model_name!r} could not be re-evaluated ({err}) and has no metric tags"
+            ) from err
+        why = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+        return ChampionEval(
+            v, f"v{v} metrics recorded at its registration (not re-evaluated: {why})", metrics
+        )
+
+
+def run(
+    checkpoint: str,
+    data_dir: str,
+    out: str,
+    config_path: str | None = None,
+    champion_model: str | None = None,
+    tracking_uri: str | None = None,
+    run_id: str | None = None,
+    min_auc: float | None = None,
+    max_auc_drop: float | None = None,
+    max_logloss_rise: float | None = None,
+) -> EvaluateResult:
+    """Evaluate ``checkpoint`` on ``data_dir``, re-evaluate the champion, gate, and write the report to ``out``.
+
+    Args:
+        checkpoint (str): a training output folder or one ``ckpt-<step>`` in it.
+        data_dir (str): eval Parquet dataset.
+        out (str): report JSON path (``candidate``, ``champion``, ``gate``); plots are written beside it.
+        config_path (str | None): config whose ``eval`` section (gate, threshold, GAUC group) applies;
+            default the checkpoint's own.
+        champion_model (str | None): registered model whose ``@champion`` the candidate is gated against.
+        tracking_uri (str | None): MLflow URI (needed with ``champion_model`` or ``run_id``).
+        run_id (str | None): the pipeline's MLflow run: metrics, plots and the decision are logged to it.
+        min_auc, max_auc_drop, max_logloss_rise (float | None): gate thresholds overriding the config's.
+    """
+    from recpipe.config import load_config
+    from recpipe.eval.gate import decide
+    from recpipe.eval.plots import calibration_curve_png, roc_curve_png
+    from recpipe.train.checkpoint import read_config, resolve_checkpoint
+
+    if run_id and tracking_uri:
+        pipeline_run.resume(run_id, tracking_uri)
+    with pipeline_run.failing(run_id, tracking_uri, "evaluate"):
+        cfg = load_config(config_path) if config_path else read_config(resolve_checkpoint(checkpoint))
+        gate = cfg.eval.gate.model_copy()
+        for name, value in (
+            ("min_auc", min_auc),
+            ("max_auc_drop", max_auc_drop),
+            ("max_logloss_rise", max_logloss_rise),
+        ):
+            if value is not None:
+                setattr(gate, name, pipeline_run.check_threshold(name, value))
+        candidate = evaluate_candidate(checkpoint, data_dir, cfg.eval.threshold, cfg.data.oracle_column)
+        champion = None
+        if champion_model:
+            if not tracking_uri:
+                raise pipeline_run.ParameterError("tracking_uri", "is needed to find the champion")
+            group = cfg.eval.gauc_group or cfg.data.group_column
+            champion = champion_eval(champion_model, tracking_uri, data_dir, cfg.data.label, group)
+        decision = decide(candidate, champion.report if champion else None, gate, **(
+            {"champion_source": champion.source} if champion else {}
+        ))  # fmt: skip
+        out_path = Path(out)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "candidate": json.loads(_report_json(candidate)),
+            "champion": None if champion is None else {"version": champion.version, "source": champion.source,
+                                                       "metrics": _metrics_dict(champion.report)},
+            "gate": decision.to_dict(),
+            "checkpoint": str(checkpoint),
+            "data": str(data_dir),
+        }  # fmt: skip
+        out_path.write_text(json.dumps(_json_safe(doc), indent=2, sort_keys=True, allow_nan=False))
+        if run_id and tracking_uri:
+            _log(
+                run_id,
+                tracking_uri,
+                candidate,
+                champion,
+                decision,
+                out_path,
+                roc_curve_png,
+                calibration_curve_png,
+            )
+    return EvaluateResult(
+        report_path=str(out_path),
+        auc=float(candidate.auc),
+        gauc=float(candidate.gauc),
+        logloss=float(candidate.logloss),
+        oracle_auc=candidate.oracle_auc,
+        rows=int(candidate.rows),
+        gate_passed=decision.passed,
+        gate_reasons=list(decision.reasons),
+        champion_source=decision.champion_source,
+        champion_version=champion.version if champion else None,
+        champion_auc=decision.champion_auc,
+        threshold=float(candidate.threshold),
+        confusion_matrix=_confusion(candidate.confusion),
+        roc_fpr=_finite(candidate.roc.get("fpr", [])),
+        roc_tpr=_finite(candidate.roc.get("tpr", [])),
+        roc_thresholds=_finite(candidate.roc.get("thresholds", [])),
+    )
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """The report JSON written by ``run``: ``candidate`` (EvalReport fields), ``champion``, ``gate``."""
+    doc = json.loads(Path(path).read_text())
+    missing = [k for k in ("candidate", "gate") if k not in doc]
+    if missing:
+        raise ValueError(f"{path} is not a recpipe evaluation report (missing {missing})")
+    return doc
+
+
+def _report_json(report: Any) -> str:
+    from recpipe.eval.report import _json_safe as safe
+
+    return json.dumps(safe(report.to_dict()), allow_nan=False)
+
+
+def _metrics_dict(report: Any) -> dict[str, Any]:
+    if hasattr(report, "metrics"):
+        return report.metrics()
+    return dict(report)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _log(run_id: str, uri: str, candidate: Any, champion: ChampionEval | None, decision: Any, report: Path,
+         roc_png: Any, calibration_png: Any) -> None:  # fmt: skip
+    from recpipe import tracking
+
+    tracking.log_metrics(run_id, {f"eval.{k}": v for k, v in candidate.metrics().items()})
+    if champion is not None:
+        tracking.log_metrics(run_id, {f"champion.{k}": v for k, v in _metrics_dict(champion.report).items()
+                                      if isinstance(v, int | float)})  # fmt: skip
+    tracking.set_tags(
+        run_id,
+        {
+            "gate.passed": str(decision.passed).lower(),
+            "gate.reasons": "\n".join(decision.reasons),
+            "gate.champion_source": decision.champion_source,
+            "gate.champion_version": None if champion is None else champion.version,
+        },
+        uri=uri,
+    )
+    tracking.log_artifact(run_id, report, "eval")
+    plots = report.parent / f".{report.stem}-plots"
+    if candidate.roc.get("fpr"):
+        tracking.log_artifact(run_id, roc_png(candidate.roc, plots / "roc.png", auc=candidate.auc), "eval")
+    if candidate.calibration_curve.get("mean_prediction"):
+        tracking.log_artifact(
+            run_id, calibration_png(candidate.calibration_curve, plots / "calibration.png"), "eval"
+        )
+
+
+def asdict_result(r: EvaluateResult) -> dict[str, Any]:
+    return asdict(r)

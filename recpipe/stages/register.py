@@ -1,0 +1,156 @@
+"""register: log the served model (an MLflow pyfunc over the export, FG inside) and register it as a new
+version with alias ``challenger``; the evaluation and gate go on the version as tags."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from recpipe.stages import pipeline_run
+
+# The backend the pyfunc serves, in order of preference: all score raw rows with FG inside; RTP and ONNX
+# need neither torchrec nor fbgemm at serving time.
+SERVING_PREFERENCE = ("rtp", "onnx", "jit", "aoti")
+MODEL_ARTIFACT = "model"
+SERVING_PINS = ("torch", "numpy", "pyarrow", "pandas", "safetensors", "onnxruntime", "pyyaml", "pydantic")
+
+
+@dataclass
+class RegisterResult:
+    model_name: str
+    version: int
+    model_uri: str
+    serving_backend: str
+    aliases: list[str] = field(default_factory=list)
+    run_id: str = ""
+
+    def outcome(self) -> str:
+        return f"registered: {self.model_name} v{self.version} ({self.serving_backend}) as {','.join(self.aliases)}"
+
+
+def serving_backend(exported_dir: str | Path) -> str:
+    """The exported backend the pyfunc wraps (first of ``SERVING_PREFERENCE`` exported with status ok)."""
+    from recpipe.export import read_manifest
+
+    root = Path(exported_dir)
+    found = []
+    for name in SERVING_PREFERENCE:
+        if (root / name / "manifest.json").is_file():
+            if read_manifest(root / name, verify=False).status == "ok":
+                return name
+            found.append(name)
+    raise FileNotFoundError(
+        f"{root} holds no servable export (looked for {list(SERVING_PREFERENCE)}, skipped: {found}); "
+        "export at least one of rtp, onnx, jit, aoti"
+    )
+
+
+def _pins() -> list[str]:
+    import recpipe
+
+    pins = [f"recpipe=={recpipe.__version__}"]
+    for dist in SERVING_PINS:
+        try:
+            pins.append(f"{dist}=={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return pins
+
+
+def run(
+    exported_dir: str,
+    report_path: str,
+    model_name: str,
+    tracking_uri: str,
+    run_id: str | None = None,
+    data_digest: str | None = None,
+    experiment: str = "recpipe",
+) -> RegisterResult:
+    """Register the export in ``exported_dir`` as a new version of ``model_name`` with alias ``challenger``.
+
+    Args:
+        exported_dir (str): folder written by ``export`` (``<backend>/`` folders with manifests).
+        report_path (str): report JSON written by ``evaluate`` (candidate metrics and gate decision).
+        model_name (str): registered model name (created if missing).
+        tracking_uri (str): MLflow tracking/registry URI.
+        run_id (str | None): the pipeline's run (default: a new run in ``experiment``).
+        data_digest (str | None): digest of the eval data (default: the report's, if any).
+        experiment (str): experiment of a new run.
+
+    Version tags: ``auc``, ``gauc``, ``logloss``, ``gate_passed``, ``gate_reasons`` (JSON list),
+    ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
+    """
+    from recpipe import tracking
+    from recpipe.stages.evaluate import read_report
+    from recpipe.stages.export import parity_text
+    from recpipe.stages.serving_pyfunc import ARTIFACT, RawRowsModel
+
+    if run_id:
+        pipeline_run.resume(run_id, tracking_uri)
+    else:
+        run_id = tracking.start_or_resume_run(tracking_uri, experiment, run_name=f"register-{model_name}")
+    with pipeline_run.failing(run_id, tracking_uri, "register"):
+        report = read_report(report_path)
+        cand, gate = report["candidate"], report["gate"]
+        backend = serving_backend(exported_dir)
+        exports = _export_results(Path(exported_dir))
+        model_uri = tracking.log_pyfunc_model(
+            run_id,
+            RawRowsModel(neg_sample_rate=float(cand.get("neg_sample_rate") or 1.0)),
+            {ARTIFACT: str(Path(exported_dir) / backend)},
+            MODEL_ARTIFACT,
+            pip_requirements=_pins(),
+            uri=tracking_uri,
+        )
+        manifests = Path(exported_dir) / "export.json"
+        if manifests.is_file():
+            tracking.log_artifact(run_id, manifests, "export", uri=tracking_uri)
+        tags = tracking.eval_version_tags(
+            auc=cand.get("auc"),
+            gauc=cand.get("gauc"),
+            logloss=cand.get("logloss"),
+            gate_passed=bool(gate["passed"]),
+            gate_reasons=gate["reasons"],
+            data_digest=data_digest or report.get("data_digest") or "unknown",
+        )
+        tags.update(
+            {
+                "serving_backend": backend,
+                "backends": ",".join(exports),
+                "champion_source": gate.get("champion_source", "none"),
+                **{f"parity.{n}": parity_text(b) for n, b in exports.items()},
+                **{f"exported.{n}": b.get("folder") or "" for n, b in exports.items()},
+            }
+        )
+        version = tracking.register_version(tracking_uri, model_name, run_id, model_uri, tags=tags)
+        tracking.set_alias(tracking_uri, model_name, tracking.ALIAS_CHALLENGER, version)
+        tracking.set_tags(
+            run_id,
+            {
+                "registered.model": model_name,
+                "registered.version": version,
+                "registered.model_uri": model_uri,
+            },
+            uri=tracking_uri,
+        )
+        aliases = tracking.get_version(tracking_uri, model_name, version)["aliases"]
+    return RegisterResult(model_name, version, model_uri, backend, aliases, run_id)
+
+
+def _export_results(root: Path) -> dict[str, dict[str, Any]]:
+    """``{backend: {status, folder, max_abs_logit_diff, auc_backend, ...}}`` from the export's ``export.json``."""
+    path = root / "export.json"
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, b in json.loads(path.read_text()).get("backends", {}).items():
+        entry = {"status": b["status"], "folder": b.get("folder"), "reason": b.get("reason")}
+        if b.get("parity"):
+            entry.update(
+                max_abs_logit_diff=b["parity"]["max_abs_logit_diff"], auc_backend=b["parity"]["auc_backend"]
+            )
+        out[name] = entry
+    return out

@@ -1,0 +1,250 @@
+"""Multi-node training as a Kubeflow PyTorchJob: stage inputs on a shared volume, create the job, stream
+the master's log, wait, and bring the checkpoint back (or fail with the job's error).
+
+Only this module talks to the Kubernetes API (``kubernetes`` Python client).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recpipe.stages import pipeline_run
+from recpipe.stages.pytorchjob import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    JobResources,
+    Placement,
+    SecretEnv,
+    build_pytorchjob,
+    job_condition,
+    job_name,
+)
+
+WORKSPACE_MOUNT = "/workspace"
+POLL_SECONDS = 10.0
+LOG_TAIL_LINES = 60
+# Credentials the job's pods read, from the same Secrets the pipeline steps use.
+JOB_SECRETS = (
+    SecretEnv("AWS_ACCESS_KEY_ID", "recpipe-object-store", "access_key_id"),
+    SecretEnv("AWS_SECRET_ACCESS_KEY", "recpipe-object-store", "secret_access_key"),
+    SecretEnv("AWS_ENDPOINT_URL", "recpipe-object-store", "endpoint_url"),
+    SecretEnv("MLFLOW_TRACKING_TOKEN", "recpipe-mlflow", "token"),
+)
+_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def current_namespace(default: str = "kubeflow") -> str:
+    try:
+        return _NAMESPACE_FILE.read_text().strip() or default
+    except OSError:
+        return os.environ.get("POD_NAMESPACE", default)
+
+
+def train_command(
+    config: str, train: str, eval_: str, out: str, fg: str | None, overrides: Mapping[str, Any]
+) -> list[str]:
+    """The job's container command: the trainer's worker under torchrun. The operator sets ``PET_NNODES``,
+    ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``, which torchrun
+    reads as the defaults of its flags, so they are not repeated here."""
+    cmd = ["torchrun", "--max-restarts", "0", "-m", "recpipe.train.worker"]
+    cmd += ["--config", config, "--train", train, "--eval", eval_, "--out", out]
+    if fg:
+        cmd += ["--spec", fg]
+    for key, value in overrides.items():
+        cmd += ["--set", f"{key}={value}"]
+    return cmd
+
+
+def _clients() -> tuple[Any, Any]:
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.CustomObjectsApi(), client.CoreV1Api()
+
+
+def _stage_inputs(
+    job_dir: Path, config_path: str, train_dir: str, eval_dir: str, fg_json: str | None
+) -> dict[str, str]:
+    """Copy the step's inputs onto the shared volume, where every pod of the job can read them."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "config": str(job_dir / "config.yaml"),
+        "train": str(job_dir / "train"),
+        "eval": str(job_dir / "eval"),
+    }
+    shutil.copyfile(config_path, paths["config"])
+    for src, key in ((train_dir, "train"), (eval_dir, "eval")):
+        shutil.copytree(src, paths[key], dirs_exist_ok=True)
+    if fg_json:
+        paths["fg"] = str(job_dir / "fg.json")
+        shutil.copyfile(fg_json, paths["fg"])
+    paths["out"] = str(job_dir / "out")
+    return paths
+
+
+def _master_pod(core: Any, namespace: str, name: str) -> str | None:
+    selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=master"
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    return pods[0].metadata.name if pods else None
+
+
+def _stream_logs(
+    core: Any, namespace: str, pod: str, sink: Callable[[str], None], stop: threading.Event
+) -> None:
+    """Follow ``pod``'s log into ``sink`` until it ends (or ``stop`` is set)."""
+    try:
+        resp = core.read_namespaced_pod_log(
+            pod, namespace, container="pytorch", follow=True, _preload_content=False
+        )
+        for chunk in resp.stream():
+            if stop.is_set():
+                break
+            for line in chunk.decode(errors="replace").splitlines():
+                sink(f"[{pod}] {line}")
+        resp.release_conn()
+    except Exception as err:  # noqa: BLE001 - losing the log must not fail the training
+        sink(f"[{pod}] (log stream ended: {err})")
+
+
+def _failure_details(core: Any, namespace: str, name: str) -> str:
+    """The last log lines of every failed pod of the job."""
+    selector = f"training.kubeflow.org/job-name={name}"
+    out = []
+    for pod in core.list_namespaced_pod(namespace, label_selector=selector).items:
+        if pod.status.phase != "Failed":
+            continue
+        try:
+            tail = core.read_namespaced_pod_log(
+                pod.metadata.name, namespace, container="pytorch", tail_lines=LOG_TAIL_LINES
+            )
+        except Exception as err:  # noqa: BLE001
+            tail = f"(no log: {err})"
+        out.append(f"--- {pod.metadata.name} (failed) ---\n{tail}")
+    return "\n".join(out)
+
+
+def wait_for_job(
+    custom: Any,
+    core: Any,
+    namespace: str,
+    name: str,
+    poll_s: float = POLL_SECONDS,
+    timeout_s: float | None = None,
+    sink: Callable[[str], None] = print,
+) -> str:
+    """Poll the job until it Succeeded (returns ``"Succeeded"``) or Failed (raises ``TrainingFailed`` with
+    the condition's message and the failed pods' log tails), streaming the master's log meanwhile."""
+    from recpipe.stages.train import TrainingFailed
+
+    t0, last, stop = time.monotonic(), None, threading.Event()
+    streamer: threading.Thread | None = None
+    try:
+        while True:
+            job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            state, message = job_condition(job.get("status"))
+            if state != last:
+                sink(f"PyTorchJob {namespace}/{name}: {state}{': ' + message if message else ''}")
+                last = state
+            if streamer is None and state in ("Running", "Succeeded", "Failed"):
+                pod = _master_pod(core, namespace, name)
+                if pod:
+                    streamer = threading.Thread(
+                        target=_stream_logs, args=(core, namespace, pod, sink, stop), daemon=True
+                    )
+                    streamer.start()
+            if state == "Succeeded":
+                return state
+            if state == "Failed":
+                raise TrainingFailed(
+                    f"PyTorchJob {namespace}/{name} failed: {message}\n{_failure_details(core, namespace, name)}"
+                )
+            if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+                raise TrainingFailed(
+                    f"PyTorchJob {namespace}/{name} did not finish within {timeout_s:.0f}s (state {state})"
+                )
+            time.sleep(poll_s)
+    finally:
+        if streamer is not None:
+            streamer.join(timeout=30)
+        stop.set()
+
+
+def run_pytorchjob(
+    config_path: str,
+    train_dir: str,
+    eval_dir: str,
+    out_dir: str,
+    fg_json: str | None,
+    workers: int,
+    gpus_per_worker: int,
+    accelerator: str,
+    node_selector: Mapping[str, str],
+    tolerations: Sequence[Mapping[str, Any]],
+    image: str,
+    workspace_pvc: str,
+    namespace: str | None,
+    overrides: Mapping[str, Any],
+    timeout_s: float | None = None,
+) -> tuple[str, int]:
+    """Train on ``workers`` pods × ``gpus_per_worker`` GPUs; returns (``"pytorchjob/<ns>/<name>"``, world size)."""
+    if not workspace_pvc:
+        raise pipeline_run.ParameterError(
+            "workspace_pvc", "multi-node training (workers > 1) needs a ReadWriteMany PersistentVolumeClaim"
+        )
+    if not image:
+        raise pipeline_run.ParameterError(
+            "image", "the PyTorchJob needs an image (env RECPIPE_IMAGE is unset)"
+        )
+    ns = namespace or current_namespace()
+    name = job_name("recpipe-train", os.environ.get("KFP_RUN_ID", "")[:20] + uuid.uuid4().hex[:8])
+    job_dir = Path(WORKSPACE_MOUNT) / name
+    paths = _stage_inputs(job_dir, config_path, train_dir, eval_dir, fg_json)
+    nproc = max(1, gpus_per_worker)
+    cmd = train_command(
+        paths["config"], paths["train"], paths["eval"], paths["out"], paths.get("fg"), overrides
+    )
+    manifest = build_pytorchjob(
+        name,
+        ns,
+        image,
+        cmd,
+        workers,
+        JobResources(gpus=gpus_per_worker, accelerator=accelerator),
+        Placement(node_selector=dict(node_selector), tolerations=list(tolerations)),
+        env={"RECPIPE_LOCAL": "0"},
+        secret_env=JOB_SECRETS,
+        workspace_pvc=workspace_pvc,
+        workspace_mount=WORKSPACE_MOUNT,
+        labels={"recpipe.io/kfp-run-id": os.environ.get("KFP_RUN_ID", "none")[:63] or "none"},
+    )
+    custom, core = _clients()
+    print(
+        f"creating PyTorchJob {ns}/{name}: {workers} pods x {gpus_per_worker} {accelerator}; {shlex.join(cmd)}"
+    )
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, manifest)
+    try:
+        wait_for_job(custom, core, ns, name, timeout_s=timeout_s)
+    except BaseException:
+        # Cancelled or failed: free the GPUs now rather than at the job's TTL.
+        try:
+            custom.delete_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name, propagation_policy="Background"
+            )
+        except Exception as err:  # noqa: BLE001
+            print(f"could not delete PyTorchJob {ns}/{name}: {err}")
+        raise
+    shutil.copytree(paths["out"], out_dir, dirs_exist_ok=True)
+    shutil.rmtree(job_dir, ignore_errors=True)
+    return f"pytorchjob/{ns}/{name}", workers * nproc

@@ -1,0 +1,154 @@
+"""start / ingest / fit / reject / finish / promote called through their Python functions, on a real
+sqlite MLflow store."""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from kfp.dsl import Artifact, Dataset
+
+from components import finish, fit, ingest, promote, reject, start
+from recpipe import tracking
+from recpipe.config import load_config
+from recpipe.stages.pipeline_run import ParameterError
+
+START_ARGS = dict(
+    data_source="synthetic:taobao?rows=3000",
+    backends="onnx, rtp",
+    min_auc=0.55,
+    max_auc_drop=0.01,
+    max_logloss_rise=0.02,
+    workers=1,
+    gpus_per_worker=0,
+    model_name="",
+    node_selector={"gpu": "h200"},
+    tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    config_overrides={"train.max_steps": 7},
+    kfp_run_id="kfp-run-42",
+)
+
+
+def _start(tmp_path, tiny_config, uri, **kw):
+    cfg = Artifact(uri=str(tmp_path / "config.yaml"))
+    args = {**START_ARGS, "config_path": tiny_config, "mlflow_uri": uri, "config": cfg, **kw}
+    return start.python_func(**args), cfg
+
+
+def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_uri):
+    out, cfg_artifact = _start(tmp_path, tiny_config, sqlite_uri)
+    run_id, uri, model, backends, pod_gpus, pod_selector, pod_tolerations = out
+    assert (uri, model, backends) == (sqlite_uri, "tiny-din", "onnx,rtp")
+    # One pod trains: it asks for the GPUs and placement itself.
+    assert (pod_gpus, pod_selector) == (0, {"gpu": "h200"}) and pod_tolerations[0]["key"] == "nvidia.com/gpu"
+    cfg = load_config(cfg_artifact.path)
+    assert cfg.eval.gate.model_dump() == {"min_auc": 0.55, "max_auc_drop": 0.01, "max_logloss_rise": 0.02}
+    assert cfg.export.backends == ["onnx", "rtp"] and cfg.train.max_steps == 7
+    run = tracking.run_summary(run_id, uri=sqlite_uri)
+    assert run["status"] == "RUNNING"
+    assert run["tags"]["kfp_run_id"] == "kfp-run-42" and run["tags"]["config_digest"] == cfg.digest()
+    assert run["params"]["eval.gate.min_auc"] == "0.55" and run["params"]["pipeline.backends"] == "onnx,rtp"
+
+
+@pytest.mark.parametrize(
+    ("change", "parameter", "text"),
+    [
+        ({"backends": "jit,tensorflow"}, "backends", "unknown backend(s) ['tensorflow']"),
+        ({"min_auc": 1.5}, "min_auc", "must be in [0, 1], got 1.5"),
+        ({"max_auc_drop": -0.1}, "max_auc_drop", "must be in [0, 1]"),
+        ({"max_logloss_rise": 2.0}, "max_logloss_rise", "must be in [0, 1]"),
+        ({"config_path": "configs/nope.yaml"}, "config", "does not exist"),
+        ({"data_source": "/no/such/folder"}, "data_source", "not readable"),
+        ({"data_source": "synthetic:mnist?rows=10"}, "data_source", "synthetic kind"),
+        ({"data_source": "odps://proj/tables/t/dt=20240101"}, "data_source", "ODPS_ACCESS_ID"),
+        ({"workers": 0}, "workers", "must be >= 1"),
+        ({"node_selector": {"gpu": 1}}, "node_selector", "string values"),
+        (
+            {"tolerations": [{"key": "gpu", "operator": "Sometimes"}]},
+            "tolerations",
+            "operator must be one of",
+        ),
+        ({"config_overrides": {"train.epochs": 0}}, "config", "train.epochs"),
+    ],
+)
+def test_start_names_the_bad_parameter(
+    tmp_path, tiny_config, sqlite_uri, monkeypatch, change, parameter, text
+):
+    for k in ("ODPS_ACCESS_ID", "ODPS_ACCESS_KEY", "ODPS_ENDPOINT"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(ParameterError) as err:
+        _start(tmp_path, tiny_config, sqlite_uri, **change)
+    assert err.value.parameter == parameter
+    assert str(err.value).startswith(f"parameter {parameter}: ") and text in str(err.value)
+    # Nothing was started: a bad parameter fails before the run exists.
+    assert (
+        tracking.uri.client(sqlite_uri).search_runs(
+            [e.experiment_id for e in tracking.uri.client(sqlite_uri).search_experiments()]
+        )
+        == []
+    )
+
+
+def test_multi_node_train_pod_only_launches(tmp_path, tiny_config, sqlite_uri):
+    out, _ = _start(tmp_path, tiny_config, sqlite_uri, workers=4, gpus_per_worker=8)
+    assert out[4:] == (0, {}, [])
+
+
+def test_ingest_and_fit_write_datasets_and_lineage(tmp_path, tiny_config, sqlite_uri):
+    (run_id, uri, *_), cfg = _start(tmp_path, tiny_config, sqlite_uri)
+    train, ev = Dataset(uri=str(tmp_path / "train")), Dataset(uri=str(tmp_path / "eval"))
+    oracle, digest = ingest.python_func(
+        config=cfg,
+        data_source="synthetic:taobao?rows=3000",
+        run_id=run_id,
+        tracking_uri=uri,
+        train_data=train,
+        eval_data=ev,
+    )
+    rows = pq.read_table(train.path).num_rows, pq.read_table(ev.path).num_rows
+    assert rows == (train.metadata["rows"], ev.metadata["rows"]) and sum(rows) == 3000
+    assert 0.6 < oracle < 0.95 and len(digest) == 64 and ev.metadata["digest"] == digest
+    spec = Artifact(uri=str(tmp_path / "fg.json"))
+    fit.python_func(config=cfg, train_data=train, run_id=run_id, tracking_uri=uri, feature_spec=spec)
+    fg = json.loads(open(spec.path).read())
+    assert [f["name"] for f in fg["sparse"]][:2] == ["user_id", "cms_segid"] and spec.metadata[
+        "features"
+    ] == 19
+    run = tracking.run_summary(run_id, uri=uri)
+    contexts = {d["tags"]["mlflow.data.context"] for d in run["dataset_inputs"]}
+    assert contexts == {"training", "evaluation"}
+    assert run["tags"]["data.evaluation.digest"] == digest and run["metrics"][
+        "data.oracle_auc"
+    ] == pytest.approx(oracle)
+    assert run["tags"]["feature_spec_digest"] == spec.metadata["digest"]
+
+
+def test_reject_then_finish_record_the_outcome(tmp_path, tiny_config, sqlite_uri):
+    (run_id, uri, *_), _ = _start(tmp_path, tiny_config, sqlite_uri)
+    reasons = "FAIL min_auc: auc 0.610000 is not >= min_auc 0.990000\nPASS no_champion: no champion"
+    outcome = reject.python_func(run_id=run_id, tracking_uri=uri, gate_reasons=reasons)
+    assert outcome == "rejected: FAIL min_auc: auc 0.610000 is not >= min_auc 0.990000"
+    assert finish.python_func(run_id=run_id, tracking_uri=uri, outcome=outcome) == outcome
+    run = tracking.run_summary(run_id, uri=uri)
+    assert run["status"] == "FINISHED"
+    assert run["tags"]["gate.decision"] == "rejected" and run["tags"]["gate.reasons"] == reasons
+    assert run["tags"]["pipeline.outcome"] == "rejected"
+
+
+def test_promote_moves_champion_only_for_a_passed_gate(tmp_path, tiny_config, sqlite_uri):
+    (run_id, uri, *_), _ = _start(tmp_path, tiny_config, sqlite_uri)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "MLmodel").write_text("flavors: {}\n")
+    tracking.log_model_dir(run_id, folder, "model", uri=uri)
+    passed = tracking.eval_version_tags(0.7, 0.65, 0.2, True, ["PASS min_auc"], "d" * 64)
+    v1 = tracking.register_version(uri, "tiny-din", run_id, "model", tags=passed)
+    v2 = tracking.register_version(uri, "tiny-din", run_id, "model", tags={**passed, "gate_passed": "false"})
+    assert promote.python_func(model_name="tiny-din", version=v1, tracking_uri=uri, run_id=run_id) == (
+        f"promoted: tiny-din v{v1} is champion (first champion)"
+    )
+    with pytest.raises(tracking.PromotionRefused, match="gate_passed is 'false'"):
+        promote.python_func(model_name="tiny-din", version=v2, tracking_uri=uri, run_id=run_id)
+    assert tracking.get_version_by_alias(uri, "tiny-din", "champion")["version"] == v1
+    # The refusal failed the step, and the step marked the pipeline's run FAILED with the reason.
+    run = tracking.run_summary(run_id, uri=uri)
+    assert run["status"] == "FAILED" and "promote: PromotionRefused" in run["tags"]["failure_reason"]

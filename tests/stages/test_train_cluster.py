@@ -1,0 +1,135 @@
+"""The PyTorchJob path of the train stage against a stand-in Kubernetes API: the job it creates, the log
+it streams, the checkpoint it brings back, and the error it fails with."""
+
+import json
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from recpipe.stages import pipeline_run, train, train_cluster
+
+
+class FakeKube:
+    """CustomObjectsApi + CoreV1Api as the train stage uses them; the "operator" writes the checkpoint
+    onto the shared volume when the job is created and walks the job through ``states``."""
+
+    def __init__(self, states, fail_message=""):
+        self.states, self.fail_message = list(states), fail_message
+        self.created, self.deleted, self.polls = [], [], 0
+        self.lock = threading.Lock()
+
+    # CustomObjectsApi
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+        self.created.append((group, version, namespace, plural, body))
+        cmd = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+        out = Path(cmd[cmd.index("--out") + 1])
+        (out / "checkpoints" / "ckpt-5").mkdir(parents=True)
+        (out / "checkpoints" / "latest").write_text("ckpt-5")
+        (out / "train_result.json").write_text(json.dumps({"steps": 5}))
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        state = self.states[min(self.polls, len(self.states) - 1)]
+        self.polls += 1
+        cond = {"type": state, "status": "True", "message": self.fail_message if state == "Failed" else ""}
+        return {"status": {"conditions": [{"type": "Created", "status": "True"}, cond]}}
+
+    def delete_namespaced_custom_object(
+        self, group, version, namespace, plural, name, propagation_policy=None
+    ):
+        self.deleted.append(name)
+
+    # CoreV1Api
+    def list_namespaced_pod(self, namespace, label_selector):
+        phase = "Failed" if self.states[-1] == "Failed" else "Running"
+        meta = SimpleNamespace(name=f"{label_selector.split('=')[1].split(',')[0]}-master-0")
+        return SimpleNamespace(items=[SimpleNamespace(metadata=meta, status=SimpleNamespace(phase=phase))])
+
+    def read_namespaced_pod_log(
+        self, name, namespace, container, follow=False, _preload_content=True, tail_lines=None
+    ):
+        if follow:
+            return SimpleNamespace(
+                stream=lambda: iter([b"[recpipe.train] step 5: loss 0.41\n"]), release_conn=lambda: None
+            )
+        return "Traceback (most recent call last):\nRuntimeError: NCCL error: unhandled system error"
+
+
+@pytest.fixture
+def inputs(tmp_path, monkeypatch):
+    for name in ("train", "eval"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part-00000.parquet").write_bytes(b"PAR1")
+    (tmp_path / "config.yaml").write_text("name: x\n")
+    (tmp_path / "fg.json").write_text("{}")
+    monkeypatch.setattr(train_cluster, "WORKSPACE_MOUNT", str(tmp_path / "workspace"))
+    monkeypatch.setattr(train_cluster, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(train_cluster.time, "sleep", lambda s: None)
+    return tmp_path
+
+
+def _run(inputs, kube, **kw):
+    args = dict(
+        config_path=str(inputs / "config.yaml"), train_dir=str(inputs / "train"), eval_dir=str(inputs / "eval"),
+        out_dir=str(inputs / "ckpt"), fg_json=str(inputs / "fg.json"), workers=3, gpus_per_worker=8,
+        accelerator="nvidia.com/gpu", node_selector={"gpu": "h200"}, tolerations=[{"key": "gpu", "operator": "Exists"}],
+        image="ghcr.io/recpipe/recpipe-cuda:0.1.0", workspace_pvc="shared", namespace="team-a", overrides={"train.max_steps": 5},
+    )  # fmt: skip
+    args.update(kw)
+    return train_cluster.run_pytorchjob(**args)
+
+
+def test_job_runs_and_checkpoint_comes_back(inputs, monkeypatch, capsys):
+    kube = FakeKube(["Created", "Running", "Running", "Succeeded"])
+    monkeypatch.setattr(train_cluster, "_clients", lambda: (kube, kube))
+    where, world = _run(inputs, kube)
+    assert where.startswith("pytorchjob/team-a/recpipe-train-") and world == 24
+    (group, version, ns, plural, body) = kube.created[0]
+    assert (group, version, ns, plural) == ("kubeflow.org", "v1", "team-a", "pytorchjobs")
+    assert (
+        body["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2 and body["spec"]["nprocPerNode"] == "8"
+    )
+    cmd = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:5] == ["torchrun", "--max-restarts", "0", "-m", "recpipe.train.worker"]
+    assert "--nnodes" not in cmd  # the operator's PET_* environment supplies node count, rank and master
+    assert cmd[cmd.index("--set") + 1] == "train.max_steps=5" and cmd[cmd.index("--spec") + 1].endswith(
+        "/fg.json"
+    )
+    assert (inputs / "ckpt" / "checkpoints" / "latest").read_text() == "ckpt-5"
+    assert not kube.deleted and not list((inputs / "workspace").iterdir())  # staged copies cleaned up
+    log = capsys.readouterr().out
+    assert "PyTorchJob team-a/recpipe-train-" in log and "Succeeded" in log and "step 5: loss 0.41" in log
+
+
+def test_failed_job_fails_with_its_error_and_is_deleted(inputs, monkeypatch):
+    kube = FakeKube(
+        ["Created", "Running", "Failed"],
+        fail_message="PyTorchJob x is failed because 1 Worker replica(s) failed.",
+    )
+    monkeypatch.setattr(train_cluster, "_clients", lambda: (kube, kube))
+    with pytest.raises(train.TrainingFailed) as err:
+        _run(inputs, kube)
+    assert "1 Worker replica(s) failed" in str(err.value) and "NCCL error" in str(err.value)
+    assert len(kube.deleted) == 1
+
+
+def test_multi_node_needs_a_shared_volume(inputs):
+    with pytest.raises(pipeline_run.ParameterError, match="parameter workspace_pvc"):
+        _run(inputs, FakeKube(["Succeeded"]), workspace_pvc="")
+
+
+def test_where_training_runs(monkeypatch, tmp_path):
+    monkeypatch.setenv("RECPIPE_LOCAL", "1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert not train.cluster_available()
+    monkeypatch.setenv("RECPIPE_LOCAL", "0")
+    assert train.cluster_available()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert not train.cluster_available()
+    assert (
+        train.local_world(1, 0, None) == 1
+        and train.local_world(2, 2, None) == 4
+        and train.local_world(4, 8, 2) == 2
+    )
