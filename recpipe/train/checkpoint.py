@@ -1,0 +1,271 @@
+"""Training checkpoints with torch.distributed.checkpoint (DCP), written atomically, readable on any
+world size.
+
+A checkpoint folder ``ckpt-<step>/`` holds the DCP files (model: sharded embedding tables and dense
+parameters; optimizer: the fused sparse optimizer's sharded state and the dense optimizer's state),
+``meta.json`` (step, epoch, data position, world size, batch size, digests), ``config.yaml``,
+``fg.json`` and each rank's random state. It is written as ``ckpt-<step>.tmp/`` and renamed by rank 0
+after every rank has finished; ``latest`` names the newest one and is replaced atomically, so an
+interrupted write leaves the previous checkpoint in charge.
+
+Model keys are those of the model itself (``group.ebc.embedding_bags.user_id.weight``, ...), not of
+the training wrappers, so :func:`load_model_for_inference` loads them into a plain module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import yaml
+from torch import nn
+
+from recpipe.config import RecpipeConfig, parse_config
+from recpipe.features.spec import FeatureSpec
+
+CHECKPOINT_DIR = "checkpoints"
+LATEST = "latest"
+META = "meta.json"
+CONFIG = "config.yaml"
+SPEC = "fg.json"
+_NAME = re.compile(r"^ckpt-(\d+)$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or does not fit the model."""
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """Where training stood when the checkpoint was written.
+
+    Args:
+        step (int): optimizer steps done in total.
+        epoch (int): the epoch the next step belongs to.
+        position (int): global row of the dataset where the next step starts (see
+            :class:`recpipe.train.data.StepPlan`); ``position == epoch_rows`` means the epoch is done.
+        epoch_rows (int): rows in the training dataset.
+        rows_trained (int): rows consumed by all steps so far (over all epochs).
+        world_size (int): ranks that wrote it.
+        global_batch_size (int): rows per step over all ranks.
+        config_digest (str), spec_digest (str): what it was trained with.
+    """
+
+    step: int
+    epoch: int
+    position: int
+    epoch_rows: int
+    rows_trained: int
+    world_size: int
+    global_batch_size: int
+    config_digest: str
+    spec_digest: str
+    created: float = 0.0
+
+    @classmethod
+    def read(cls, ckpt: Path) -> CheckpointMeta:
+        try:
+            return cls(**json.loads((ckpt / META).read_text()))
+        except FileNotFoundError:
+            raise CheckpointError(f"{ckpt} is not a checkpoint (no {META})") from None
+
+
+def checkpoint_root(out_dir: Path) -> Path:
+    return Path(out_dir) / CHECKPOINT_DIR
+
+
+def _complete(path: Path) -> bool:
+    return (path / META).is_file() and (path / ".metadata").is_file()
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoints under ``root``, oldest step first."""
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _NAME.match(p.name)) and _complete(p)]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    """The checkpoint ``latest`` names, or the newest complete one if the pointer is missing or stale."""
+    root = checkpoint_root(out_dir)
+    pointer = root / LATEST
+    if pointer.is_file():
+        target = root / pointer.read_text().strip()
+        if _complete(target):
+            return target
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint folder itself, or a training output / ``checkpoints`` folder (its latest checkpoint)."""
+    path = Path(path)
+    if _complete(path):
+        return path
+    for out in (path, path.parent):
+        found = latest_checkpoint(out) if (out / CHECKPOINT_DIR).is_dir() else None
+        if found is not None:
+            return found
+    raise CheckpointError(f"no complete checkpoint at {path}")
+
+
+# --------------------------------------------------------------------------------------- state dicts
+def model_prefix(wrapper: nn.Module, model: nn.Module) -> str:
+    """``"a.b."`` where ``model`` sits inside ``wrapper`` (``""`` if they are the same)."""
+    for name, m in wrapper.named_modules():
+        if m is model:
+            return f"{name}." if name else ""
+    raise ValueError("model is not a submodule of the wrapper")
+
+
+def model_state(state: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """``state`` with ``prefix`` taken off its keys (values are the same tensors: DCP loads in place)."""
+    return {(k[len(prefix) :] if k.startswith(prefix) else k): v for k, v in state.items()}
+
+
+# ---------------------------------------------------------------------------------------------- save
+def save_checkpoint(
+    out_dir: Path,
+    meta: CheckpointMeta,
+    model_sd: dict[str, Any],
+    optim_sd: dict[str, Any],
+    cfg: RecpipeConfig,
+    spec: FeatureSpec,
+    keep_last: int,
+) -> Path:
+    """Write ``ckpt-<step>`` from every rank of the default group; returns its final path.
+
+    Args:
+        out_dir (Path): training output folder (checkpoints go to ``out_dir/checkpoints``).
+        meta (CheckpointMeta): step, data position, ...
+        model_sd (dict): the model state dict (ShardedTensors for sharded tables), model keys.
+        optim_sd (dict): the combined optimizer state dict.
+        cfg (RecpipeConfig), spec (FeatureSpec): written beside the tensors.
+        keep_last (int): complete checkpoints to keep (older ones are deleted by rank 0).
+    """
+    rank = dist.get_rank()
+    root = checkpoint_root(out_dir)
+    final = root / f"ckpt-{meta.step}"
+    tmp = root / f"ckpt-{meta.step}.tmp"
+    if rank == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.glob("*.tmp"):  # left by an interrupted write
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp.mkdir()
+    dist.barrier()
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp))
+    (tmp / "rng").mkdir(exist_ok=True)
+    torch.save(_rng_state(), tmp / "rng" / f"rank-{rank}.pt")
+    if rank == 0:
+        (tmp / CONFIG).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+        spec.save(tmp / SPEC)
+        (tmp / META).write_text(json.dumps({**asdict(meta), "created": time.time()}, indent=1))
+    dist.barrier()
+    if rank == 0:
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _write_pointer(root, final.name)
+        _fsync_dir(root)
+        for old in list_checkpoints(root)[:-keep_last]:
+            shutil.rmtree(old, ignore_errors=True)
+    dist.barrier()
+    return final
+
+
+def _write_pointer(root: Path, name: str) -> None:
+    tmp = root / f".{LATEST}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(name + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / LATEST)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+# ---------------------------------------------------------------------------------------------- load
+def load_training_state(
+    ckpt: Path, model_sd: dict[str, Any], optimizer: Any, dense_optimizer: Any
+) -> CheckpointMeta:
+    """Load ``ckpt`` into the live training state on every rank of the default group, any world size.
+
+    ``model_sd`` must be the model's state dict with model keys whose tensors are the live ones (DCP
+    loads in place, resharding ShardedTensors to this run's plan). The dense optimizer's lazily
+    created state is materialized first so there is something to load into. Random states are
+    restored when the world size is unchanged.
+    """
+    meta = CheckpointMeta.read(ckpt)
+    dense_optimizer.init_state()
+    optimizer.zero_grad()
+    optim_sd = optimizer.state_dict()
+    state = {"model": model_sd, "optim": optim_sd}
+    try:
+        dcp.load(state, checkpoint_id=str(ckpt))
+    except Exception as err:  # DCP wraps per-rank failures; name the checkpoint
+        raise CheckpointError(f"cannot load {ckpt} into this model: {err}") from err
+    optimizer.load_state_dict(state["optim"])
+    rng = ckpt / "rng" / f"rank-{dist.get_rank()}.pt"
+    if meta.world_size == dist.get_world_size() and rng.is_file():
+        saved = torch.load(rng, weights_only=False)
+        torch.set_rng_state(saved["torch"])
+        if "cuda" in saved and torch.cuda.is_available():
+            torch.cuda.set_rng_state(saved["cuda"])
+    return meta
+
+
+def read_config(ckpt: Path) -> RecpipeConfig:
+    return parse_config(yaml.safe_load((ckpt / CONFIG).read_text()), str(ckpt / CONFIG))
+
+
+def load_model_for_inference(ckpt_dir: str | Path) -> tuple[nn.Module, FeatureSpec, RecpipeConfig]:
+    """The trained model as a plain, unsharded ``nn.Module`` on CPU in eval mode, with its FeatureSpec
+    and config, from a checkpoint written by any number of ranks.
+
+    Runs in this process alone (no process group needed, none used): the sharded tables are gathered
+    from their pieces by DCP.
+
+    Args:
+        ckpt_dir (str | Path): a ``ckpt-<step>`` folder, or a training output folder (its latest).
+
+    Example::
+
+        model, spec, cfg = load_model_for_inference("runs/x/train")
+        logits = model(batch.dense, batch.sparse)      # (B,)
+    """
+    from recpipe.models import build_model
+
+    ckpt = resolve_checkpoint(ckpt_dir)
+    cfg = read_config(ckpt)
+    spec = FeatureSpec.load(ckpt / SPEC)
+    model = build_model(spec, cfg.model, device=torch.device("cpu"))
+    state = {"model": model.state_dict()}
+    try:
+        dcp.load(state, checkpoint_id=str(ckpt), no_dist=True)
+    except Exception as err:
+        raise CheckpointError(f"cannot load the model of {ckpt}: {err}") from err
+    model.load_state_dict(state["model"])
+    return model.eval(), spec, cfg

@@ -1,0 +1,228 @@
+"""Step-ordered input for synchronous training: global batch ``k`` is rows ``[s + kB, s + (k+1)B)`` of the
+dataset for every world size, split between the ranks.
+
+Why not the loader's contiguous per-rank shards: with DistributedModelParallel every rank must run
+the same number of steps (each step is an all-to-all), and resuming on another world size must
+neither repeat nor skip rows. Defining the step by global row positions gives all of that at once:
+
+- every rank runs exactly ``ceil((N - s) / B)`` steps, whatever ``N``, ``B`` and ``W`` are;
+- a 2-rank run sees the same global batches as a 1-rank run with the same ``B`` (rank ``r`` takes
+  rows ``[lo + r·R//W, lo + (r+1)·R//W)`` of the step's ``R`` rows);
+- the data position is one number, the global row where the next step starts.
+
+The price: each rank decodes the Arrow columns of every row and runs FG only on its own (Parquet
+decoding is ~0.5 µs/row here against ~5.6 µs/row for FG of the Taobao schema).
+
+:func:`normalize_step_weights` scales each step's ``weights`` to sum to 1 over all ranks, so
+``sum(weights * bce)`` on every rank, summed over ranks, is the step's weighted mean loss.
+A rank whose share of a step is empty (``R < W``, or every row dropped by ``on_bad_row="skip"``) gets
+one padding row of weight 0 (TorchRec's all-to-all cannot take an empty batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import torch
+import torch.distributed as dist
+
+from recpipe.batch import Batch, to_batch
+from recpipe.config import CsvOptions
+from recpipe.data.sharding import Shard
+from recpipe.data.sources import open_source
+from recpipe.features.fg import FeatureGenerator, FGOutput, FGStats
+from recpipe.features.spec import FeatureSpec
+
+_SOURCE_BATCH_ROWS = 65536
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Which global rows each step and rank read.
+
+    Args:
+        num_rows (int): ``N``, rows in the dataset.
+        global_batch_size (int): ``B``, rows per step over all ranks.
+        world_size (int): ``W``.
+        start_row (int): ``s``, the first row of this pass (0, or the resume position).
+
+    Example::
+
+        >>> p = StepPlan(num_rows=10, global_batch_size=4, world_size=2)
+        >>> p.num_steps, [p.rank_range(k, 1) for k in range(p.num_steps)]
+        (3, [(2, 4), (6, 8), (9, 10)])
+    """
+
+    num_rows: int
+    global_batch_size: int
+    world_size: int
+    start_row: int = 0
+
+    def __post_init__(self) -> None:
+        if self.global_batch_size < 1 or self.world_size < 1:
+            raise ValueError(f"need global_batch_size >= 1 and world_size >= 1, got {self}")
+        if not 0 <= self.start_row <= self.num_rows:
+            raise ValueError(f"start_row {self.start_row} is outside [0, {self.num_rows}]")
+
+    @property
+    def num_steps(self) -> int:
+        return math.ceil((self.num_rows - self.start_row) / self.global_batch_size)
+
+    def step_range(self, step: int) -> tuple[int, int]:
+        """Global rows ``[lo, hi)`` of step ``step`` (0-based within this pass)."""
+        lo = self.start_row + step * self.global_batch_size
+        return lo, min(lo + self.global_batch_size, self.num_rows)
+
+    def rank_range(self, step: int, rank: int) -> tuple[int, int]:
+        """The part of step ``step`` that ``rank`` reads."""
+        lo, hi = self.step_range(step)
+        n = hi - lo
+        return lo + rank * n // self.world_size, lo + (rank + 1) * n // self.world_size
+
+    def position_after(self, steps: int) -> int:
+        """The global row where the next step starts after ``steps`` steps of this pass."""
+        return min(self.start_row + steps * self.global_batch_size, self.num_rows)
+
+
+class StepBatches:
+    """This rank's Batches, one per global step, in step order.
+
+    Args:
+        uri (str): a source URI (Parquet, CSV, ``odps://``).
+        spec (FeatureSpec): what FG computes.
+        global_batch_size (int): ``B``, rows per step over all ranks.
+        rank (int), world_size (int): this process's place.
+        start_row (int): global row to start at (a step boundary when resuming).
+        on_bad_row (str): FG's ``"error"`` or ``"skip"``.
+        csv (CsvOptions | None): CSV options.
+
+    Example::
+
+        it = StepBatches("data/train", spec, 8192, rank=1, world_size=2)
+        sb = next(iter(it))        # sb.batch: global rows 4096..8191 (4096 rows), sb.real_rows == 4096
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        spec: FeatureSpec,
+        global_batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        start_row: int = 0,
+        on_bad_row: Literal["error", "skip"] = "error",
+        csv: CsvOptions | None = None,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+        self.uri, self.spec, self.csv = uri, spec, csv
+        self.rank, self.world_size = rank, world_size
+        self.on_bad_row = on_bad_row
+        self.source = open_source(uri, csv=csv)
+        self.plan = StepPlan(self.source.num_rows(), global_batch_size, world_size, start_row)
+        self.stats = FGStats()
+        self._template: FGOutput | None = None
+
+    def __len__(self) -> int:
+        return self.plan.num_steps
+
+    @staticmethod
+    def steps_for(num_rows: int, global_batch_size: int) -> int:
+        """Steps in a whole pass over ``num_rows`` rows."""
+        return math.ceil(num_rows / global_batch_size)
+
+    def _columns(self) -> list[str]:
+        names = set(self.source.schema().names)
+        return [c for c in self.spec.input_columns() if c in names]
+
+    def _own_pieces(self) -> Iterator[tuple[int, list[tuple[pa.RecordBatch, str, int]]]]:
+        """(step, Arrow slices of this rank's rows of the step with their file and file row)."""
+        plan = self.plan
+        if plan.num_steps == 0:
+            return
+        step = 0
+        lo, hi = plan.rank_range(0, self.rank)
+        pieces: list[tuple[pa.RecordBatch, str, int]] = []
+        pos = 0
+        batch_rows = min(_SOURCE_BATCH_ROWS, max(plan.global_batch_size, 1024))
+        for sb in self.source.iter_batches(Shard(0, 1), batch_rows=batch_rows, columns=self._columns()):
+            end = pos + sb.num_rows
+            while step < plan.num_steps:
+                a, b = max(lo, pos), min(hi, end)
+                if a < b:
+                    pieces.append((sb.batch.slice(a - pos, b - a), sb.file, sb.first_row + a - pos))
+                if hi > end:
+                    break  # the rest of this step's rows are in later source batches
+                yield step, pieces
+                pieces = []
+                step += 1
+                if step < plan.num_steps:
+                    lo, hi = plan.rank_range(step, self.rank)
+            if step >= plan.num_steps:
+                return
+            pos = end
+        while step < plan.num_steps:  # empty shares at the very end
+            yield step, pieces
+            pieces = []
+            step += 1
+
+    def _template_row(self) -> FGOutput:
+        # One real row (weight 0 when used) for padding: the model's shapes stay ordinary.
+        if self._template is None:
+            probe = FeatureGenerator(self.spec, "skip")
+            for sb in self.source.iter_batches(Shard(0, 1), batch_rows=1024, columns=self._columns()):
+                out = probe(sb.batch, sb.file, sb.first_row)
+                if out.num_rows:
+                    self._template = out.slice(0, 1)
+                    break
+            if self._template is None:
+                raise ValueError(f"{self.uri}: no row survives FG; nothing to train on")
+        return self._template
+
+    def __iter__(self) -> Iterator[StepBatch]:
+        self.stats = FGStats()
+        fg = FeatureGenerator(self.spec, self.on_bad_row)
+        keys = self.spec.sparse_keys()
+        for step, pieces in self._own_pieces():
+            outs = [fg(rb, file, first) for rb, file, first in pieces]
+            outs = [o for o in outs if o.num_rows]
+            real = sum(o.num_rows for o in outs)
+            if real:
+                out = FGOutput.concat(outs)
+                weights = out.weights if out.weights is not None else np.ones(real, np.float32)
+            else:
+                out = self._template_row()
+                weights = np.zeros(1, np.float32)
+            yield StepBatch(to_batch(dataclasses.replace(out, weights=weights), keys), real, step)
+        self.stats.add(fg.stats)
+
+
+class StepBatch(NamedTuple):
+    """One rank's share of a step: the Batch, how many of its rows are real (padding follows them)."""
+
+    batch: Batch
+    real_rows: int
+    step: int
+
+
+def normalize_step_weights(
+    batches: Iterable[StepBatch], world_size: int, group: dist.ProcessGroup | None
+) -> Iterator[Batch]:
+    """Scale each step's weights so they sum to 1 over all ranks (one scalar all-reduce per step).
+
+    Every rank must call this for every step, in order: the reduction is a collective.
+    """
+    for sb in batches:
+        w = sb.batch.weights
+        total = torch.tensor([float(w.sum(dtype=torch.float64))], dtype=torch.float64)
+        if world_size > 1:
+            dist.all_reduce(total, group=group)
+        t = float(total.item())
+        sb.batch.weights = (w.double() / t).float() if t > 0 else torch.zeros_like(w)
+        yield sb.batch

@@ -1,0 +1,213 @@
+"""Process group, device, sharding plan and DistributedModelParallel for 1..N training processes.
+
+One code path for every world size: a process started by torchrun joins its group (``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK`` from the environment, the launcher's contract); a process started
+alone forms a 1-process gloo group on a free port, so DistributedModelParallel, the planner and
+DCP checkpoints behave the same with one rank as with eight.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm, needed by TorchRec's kernels)
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed._shard.sharded_tensor import ShardedTensor
+from torchrec.distributed import DistributedModelParallel
+from torchrec.distributed.embedding import EmbeddingCollectionSharder
+from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints
+from torchrec.distributed.planner.types import KernelConfig, TopologyFactory, TrainerConfig
+from torchrec.distributed.types import ModuleSharder, ShardingPlan
+from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
+from torchrec.streamable import Pipelineable
+
+from recpipe.batch import Batch
+from recpipe.train.launch import free_port
+
+# Batch implements Pipelineable's methods (to / record_stream / pin_memory) without inheriting from
+# it; TorchRec's train pipelines check isinstance, so register it as a virtual subclass.
+Pipelineable.register(Batch)
+
+# Pooled tables: whole tables on one rank each (one id per row and feature: cheap, placed by the
+# planner to balance). Sequence tables (EmbeddingCollection): the history sub-features make most of
+# the lookups and backward work, and three tables cannot balance over ranks whole, so their rows are
+# split over all ranks.
+DEFAULT_SHARDING = "table_wise"
+DEFAULT_SEQUENCE_SHARDING = "row_wise"
+
+
+@dataclass
+class DistEnv:
+    """This process's place in the training group.
+
+    Args:
+        rank (int), world_size (int), local_rank (int), local_world_size (int): as torchrun sets them.
+        device (torch.device): ``cuda:<local_rank>`` with GPUs, else ``cpu``.
+        backend (str): ``nccl`` on GPU, ``gloo`` on CPU.
+        owns_group (bool): this module created the process group (and destroys it in :func:`shutdown`).
+        cpu_group (dist.ProcessGroup | None): a gloo group for small host-side reductions (step weights,
+            log values) that must not wait behind NCCL work.
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    device: torch.device
+    backend: str
+    owns_group: bool = False
+    cpu_group: Any = field(default=None, repr=False)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed() -> DistEnv:
+    """Join (or, alone, create) the default process group and pick this rank's device.
+
+    Under torchrun the environment names the group; without it a 1-process gloo group is created on a
+    free local port. An existing default group is reused.
+    """
+    use_cuda = torch.cuda.is_available()
+    backend = "nccl" if use_cuda else "gloo"
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    owns = False
+    if not dist.is_initialized():
+        if "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ:
+            dist.init_process_group(backend=backend)
+        else:
+            dist.init_process_group(
+                backend=backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
+            )
+        owns = True
+    world = dist.get_world_size()
+    cpu_group = dist.new_group(backend="gloo") if backend != "gloo" else dist.group.WORLD
+    return DistEnv(
+        rank=dist.get_rank(),
+        world_size=world,
+        local_rank=local_rank,
+        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", str(world))),
+        device=device,
+        backend=backend,
+        owns_group=owns,
+        cpu_group=cpu_group,
+    )
+
+
+def shutdown(env: DistEnv) -> None:
+    """Destroy the process group if :func:`init_distributed` created it."""
+    if env.owns_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def embedding_modules(model: nn.Module) -> Iterator[tuple[str, EmbeddingBagCollection | EmbeddingCollection]]:
+    """Every (unsharded) EmbeddingBagCollection / EmbeddingCollection of ``model`` with its name."""
+    for name, m in model.named_modules():
+        if isinstance(m, EmbeddingBagCollection | EmbeddingCollection):
+            yield name, m
+
+
+def sharders() -> list[ModuleSharder[nn.Module]]:
+    return [EmbeddingBagCollectionSharder(), EmbeddingCollectionSharder()]
+
+
+def sharding_constraints(
+    model: nn.Module, requested: dict[str, str], device_type: str
+) -> tuple[dict[str, ParameterConstraints], list[str]]:
+    """Planner constraints: each table gets its requested sharding type; by default ``table_wise`` for
+    pooled tables and ``row_wise`` for sequence (EmbeddingCollection) tables.
+
+    A type the table's sharder cannot do on ``device_type`` (row-wise pooled tables on CPU in this
+    TorchRec build) falls back to ``table_wise``; the returned messages say so.
+
+    Raises:
+        ValueError: ``requested`` names a table the model does not have.
+    """
+    by_table: dict[str, tuple[list[str], str]] = {}
+    for _, module in embedding_modules(model):
+        if isinstance(module, EmbeddingBagCollection):
+            names = [c.name for c in module.embedding_bag_configs()]
+            supported = EmbeddingBagCollectionSharder().sharding_types(device_type)
+            default = DEFAULT_SHARDING
+        else:
+            names = [c.name for c in module.embedding_configs()]
+            supported = EmbeddingCollectionSharder().sharding_types(device_type)
+            default = DEFAULT_SEQUENCE_SHARDING
+        for n in names:
+            by_table[n] = (supported, default)
+    unknown = sorted(set(requested) - set(by_table))
+    if unknown:
+        raise ValueError(f"train.sharding names unknown tables {unknown}; tables: {sorted(by_table)}")
+    constraints: dict[str, ParameterConstraints] = {}
+    messages: list[str] = []
+    for table, (supported, default) in by_table.items():
+        kind = requested.get(table, default if default in supported else DEFAULT_SHARDING)
+        if kind not in supported:
+            messages.append(
+                f"table {table!r}: {kind} sharding is not available on {device_type} in this TorchRec build "
+                f"(available: {', '.join(supported)}); using {DEFAULT_SHARDING}"
+            )
+            kind = DEFAULT_SHARDING
+        constraints[table] = ParameterConstraints(sharding_types=[kind])
+    return constraints, messages
+
+
+def plan_sharding(
+    model: nn.Module, env: DistEnv, requested: dict[str, str]
+) -> tuple[ShardingPlan, list[str]]:
+    """The planner's plan for ``model`` on this group (computed on rank 0, broadcast to all)."""
+    constraints, messages = sharding_constraints(model, requested, env.device.type)
+    topology = TopologyFactory.create_topology(
+        trainer_config=TrainerConfig(world_size=env.world_size, local_world_size=env.local_world_size),
+        kernel_config=KernelConfig(compute_device=env.device.type),
+    )
+    planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
+    plan = planner.collective_plan(model, sharders(), dist.GroupMember.WORLD)
+    return plan, messages
+
+
+def shard_model(model: nn.Module, env: DistEnv, plan: ShardingPlan) -> DistributedModelParallel:
+    """Wrap ``model`` in DistributedModelParallel with ``plan``, keeping ``model``'s initial values.
+
+    DMP re-initializes every shard with the owning rank's random state, so the tables of a 1-rank
+    and a 2-rank run would start apart; the values ``model`` was built with (the same seed on every
+    rank) are copied into the shards instead. The sparse optimizer must already be applied in backward.
+    """
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    dmp = DistributedModelParallel(
+        module=model,
+        device=env.device,
+        plan=plan,
+        sharders=sharders(),
+    )
+    copy_into(dmp.state_dict(), initial)
+    return dmp
+
+
+@torch.no_grad()
+def copy_into(target: dict[str, Any], full: dict[str, torch.Tensor]) -> None:
+    """Copy full (unsharded) tensors into a sharded state dict in place, shard by shard."""
+    missing = sorted(set(target) - set(full))
+    if missing:
+        raise KeyError(f"no initial value for {missing[:5]}")
+    for key, t in target.items():
+        src = full[key]
+        if isinstance(t, ShardedTensor):
+            for shard in t.local_shards():
+                index = tuple(
+                    slice(o, o + s)
+                    for o, s in zip(shard.metadata.shard_offsets, shard.metadata.shard_sizes, strict=True)
+                )
+                shard.tensor.copy_(src[index])
+        elif isinstance(t, torch.Tensor):
+            t.copy_(src)

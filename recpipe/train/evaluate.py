@@ -1,0 +1,154 @@
+"""Predictions and metrics over a dataset: inside training (every rank, sharded model) or from a
+checkpoint (one process, any writer world size). Every row is counted exactly once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+from torchrec.distributed import DistributedModelParallel
+
+from recpipe.batch import Batch
+from recpipe.config import CsvOptions
+from recpipe.eval.metrics import MetricAccumulator, gather_across_ranks
+from recpipe.features.spec import FeatureSpec
+from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
+from recpipe.train.data import StepBatches
+
+
+def _logits(model: nn.Module, batch: Batch) -> torch.Tensor:
+    if isinstance(model, DistributedModelParallel):  # a PipelineStep: (loss, (logits, ...))
+        return model(batch)[1][0]
+    return model(batch.dense, batch.sparse)
+
+
+@torch.no_grad()
+def predict_dataset(
+    model: nn.Module,
+    spec: FeatureSpec,
+    uri: str,
+    batch_size: int,
+    rank: int = 0,
+    world_size: int = 1,
+    on_bad_row: Literal["error", "skip"] = "error",
+    csv: CsvOptions | None = None,
+    device: torch.device | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Labels, logits and GAUC groups of this rank's rows of ``uri``.
+
+    Rank ``r`` of ``world_size`` predicts its part of every global batch of ``batch_size × world_size``
+    rows (see :mod:`recpipe.train.data`), so the ranks together cover each row once and run the same
+    number of batches, which a sharded (DistributedModelParallel) model needs: then every rank must
+    call this. A plain model (``forward(dense, sparse) -> logits``) works with any ``world_size``.
+
+    Args:
+        model (nn.Module): a plain ranking model, or the trainer's DMP-wrapped PipelineStep.
+        spec (FeatureSpec): FG for ``uri``.
+        uri (str): the data.
+        batch_size (int): rows per batch on this rank.
+        rank (int), world_size (int): this process's share.
+        on_bad_row (str), csv (CsvOptions | None): FG and CSV options.
+        device (torch.device | None): where batches go (default: the model's device, else CPU).
+
+    Returns:
+        tuple: ``labels (N,) float32``, ``logits (N,) float32``, ``groups (N,) int64`` or None.
+
+    Example::
+
+        model, spec, cfg = load_model_for_inference("runs/x/train")
+        labels, logits, groups = predict_dataset(model, spec, "runs/x/data/eval", 8192)
+    """
+    if device is None:
+        p = next(iter(model.parameters()), None)
+        device = p.device if p is not None and p.device.type != "meta" else torch.device("cpu")
+    was_training = model.training
+    model.eval()
+    labels: list[np.ndarray] = []
+    logits: list[np.ndarray] = []
+    groups: list[np.ndarray] = []
+    reader = StepBatches(uri, spec, batch_size * world_size, rank, world_size, on_bad_row=on_bad_row, csv=csv)
+    try:
+        for sb in reader:
+            out = _logits(model, sb.batch.to(device)).float().cpu()
+            n = sb.real_rows
+            labels.append(sb.batch.labels[:n].numpy())
+            logits.append(out[:n].numpy())
+            if sb.batch.groups is not None:
+                groups.append(sb.batch.groups[:n].numpy())
+    finally:
+        model.train(was_training)
+    cat = np.concatenate
+    return (
+        cat(labels) if labels else np.zeros(0, np.float32),
+        cat(logits) if logits else np.zeros(0, np.float32),
+        cat(groups) if groups else None,
+    )
+
+
+def metrics_dict(acc: MetricAccumulator) -> dict[str, Any]:
+    """``EvalMetrics`` as a flat dict (AUC, GAUC, logloss, calibration, rows, ...)."""
+    return acc.compute().to_dict()
+
+
+def evaluate_distributed(
+    model: nn.Module,
+    spec: FeatureSpec,
+    uri: str,
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    neg_sample_rate: float = 1.0,
+    group: Any = None,
+    on_bad_row: Literal["error", "skip"] = "error",
+    csv: CsvOptions | None = None,
+) -> dict[str, Any]:
+    """Metrics of ``model`` over all of ``uri``, computed by every rank together; the result on every
+    rank (predictions are gathered over ``group``, a gloo group, the default one when None)."""
+    labels, logits, groups = predict_dataset(model, spec, uri, batch_size, rank, world_size, on_bad_row, csv)
+    acc = MetricAccumulator(from_logits=True, neg_sample_rate=neg_sample_rate)
+    acc.update(labels=labels, preds=logits, groups=groups)
+    if world_size > 1:
+        acc = gather_across_ranks(acc, group=group)
+    return metrics_dict(acc)
+
+
+def evaluate_checkpoint(
+    ckpt_dir: str | Path,
+    data_uri: str,
+    batch_size: int | None = None,
+    on_bad_row: Literal["error", "skip"] | None = None,
+) -> dict[str, Any]:
+    """AUC, GAUC, logloss, calibration, ... of a checkpoint (written by any number of ranks) on
+    ``data_uri``, in this process alone.
+
+    Args:
+        ckpt_dir (str | Path): a ``ckpt-<step>`` folder or a training output folder (its latest).
+        data_uri (str): evaluation data.
+        batch_size (int | None): rows per batch (default: the config's).
+        on_bad_row (str | None): FG's bad-row policy (default: the config's).
+
+    Returns:
+        dict: :class:`recpipe.eval.metrics.EvalMetrics` fields plus ``checkpoint`` and ``step``.
+
+    Example::
+
+        evaluate_checkpoint("runs/x/train", "runs/x/data/eval")["auc"]   # 0.74
+    """
+    ckpt = resolve_checkpoint(ckpt_dir)
+    model, spec, cfg = load_model_for_inference(ckpt)
+    labels, logits, groups = predict_dataset(
+        model,
+        spec,
+        data_uri,
+        batch_size or cfg.data.batch_size,
+        on_bad_row=on_bad_row or cfg.data.on_bad_row,
+        csv=cfg.data.csv,
+    )
+    acc = MetricAccumulator(from_logits=True, neg_sample_rate=cfg.data.neg_sample_rate)
+    acc.update(labels=labels, preds=logits, groups=groups)
+    out = metrics_dict(acc)
+    out.update(checkpoint=str(ckpt), step=CheckpointMeta.read(ckpt).step)
+    return out

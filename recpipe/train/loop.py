@@ -1,0 +1,402 @@
+"""One trainer for 1..N processes: DistributedModelParallel (sharded tables, data-parallel dense part),
+the sparse optimizer fused into the backward, TrainPipelineSparseDist, periodic evaluation,
+atomic DCP checkpoints and exact resume.
+
+Run it in every process of a torchrun group (see :mod:`recpipe.train.launch`) or alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torchrec.distributed.train_pipeline import TrainPipelineBase, TrainPipelineSparseDist
+from tqdm import tqdm
+
+from recpipe.batch import Batch
+from recpipe.config import RecpipeConfig
+from recpipe.eval.auc import binary_auc
+from recpipe.features.spec import FeatureSpec
+from recpipe.models import TrainModel, build_model
+from recpipe.train.checkpoint import (
+    CheckpointMeta,
+    latest_checkpoint,
+    load_training_state,
+    model_prefix,
+    model_state,
+    save_checkpoint,
+)
+from recpipe.train.data import StepBatches, normalize_step_weights
+from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, shard_model, shutdown
+from recpipe.train.evaluate import evaluate_distributed
+from recpipe.train.memory import embedding_memory_report
+from recpipe.train.optim import apply_sparse_optimizer, combined_optimizer, dense_optimizer
+from recpipe.train.step import PipelineStep
+
+METRICS_FILE = "metrics.jsonl"
+RESULT_FILE = "train_result.json"
+AUC_WINDOW_ROWS = 100_000
+
+
+@dataclass
+class TrainResult:
+    """What a training run did (the same on every rank; also written to ``train_result.json``).
+
+    Args:
+        steps (int): optimizer steps in total (including those before a resume).
+        epochs_completed (int): full passes over the training data.
+        rows_trained (int): rows of all steps in total.
+        seconds (float), rows_per_second (float): wall time and global throughput of this process's run.
+        final_loss (float | None): mean training loss of the last logging window.
+        eval (dict | None): final evaluation metrics (AUC, GAUC, logloss, ...).
+        checkpoint (str | None): the last checkpoint written.
+        world_size (int): ranks.
+        resumed_from (str | None): the checkpoint this run started from.
+    """
+
+    steps: int
+    epochs_completed: int
+    rows_trained: int
+    seconds: float
+    rows_per_second: float
+    final_loss: float | None
+    eval: dict[str, Any] | None
+    checkpoint: str | None
+    world_size: int
+    resumed_from: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def train(
+    cfg: RecpipeConfig,
+    spec: FeatureSpec,
+    train_uri: str,
+    eval_uri: str | None,
+    out_dir: Path,
+    resume: bool = True,
+) -> TrainResult:
+    """Train ``cfg.model`` on ``train_uri`` in this process's group (world size 1 when run alone).
+
+    ``cfg.data.batch_size`` is the **global** batch: each of ``W`` ranks takes its ``1/W`` of every
+    step (see :mod:`recpipe.train.data`), so a run gives the same result, up to float summation order,
+    on any number of ranks. Writes ``out_dir/metrics.jsonl``, ``out_dir/checkpoints/`` and
+    ``out_dir/train_result.json``.
+
+    Args:
+        cfg (RecpipeConfig): the config (``data``, ``model``, ``train`` sections).
+        spec (FeatureSpec): the fitted FeatureSpec of the training data.
+        train_uri (str), eval_uri (str | None): the splits.
+        out_dir (Path): output folder.
+        resume (bool): continue from ``out_dir``'s latest checkpoint when there is one.
+
+    Example::
+
+        result = train(cfg, spec, "runs/x/data/train", "runs/x/data/eval", Path("runs/x/train"))
+        result.eval["auc"]
+    """
+    env = init_distributed()
+    try:
+        return _Trainer(cfg, spec, env, Path(out_dir)).run(train_uri, eval_uri, resume)
+    finally:
+        shutdown(env)
+
+
+class _Trainer:
+    def __init__(self, cfg: RecpipeConfig, spec: FeatureSpec, env: DistEnv, out_dir: Path) -> None:
+        self.cfg, self.spec, self.env, self.out_dir = cfg, spec, env, out_dir
+        if env.is_main:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        self.log(embedding_memory_report(spec, cfg.train.sparse_optimizer.type).format())
+
+        torch.manual_seed(cfg.train.seed)  # the same initial model on every rank
+        model = build_model(spec, cfg.model, device=torch.device("cpu"))
+        step_model = PipelineStep(TrainModel(model), env.world_size)
+        self.prefix = model_prefix(step_model, model)
+        apply_sparse_optimizer(step_model, cfg.train.sparse_optimizer, env.device.type)
+        plan, messages = plan_sharding(step_model, env, cfg.train.sharding)
+        for m in messages:
+            self.log(m)
+        self.log(f"sharding plan for {env.world_size} rank(s) on {env.device.type}:\n{plan}")
+        self.dmp = shard_model(step_model, env, plan)
+        self.dense_opt = dense_optimizer(self.dmp, cfg.train.dense_optimizer, cfg.train.grad_clip_norm)
+        self.optimizer = combined_optimizer(self.dmp.fused_optimizer, self.dense_opt)
+        self.pipeline = self._pipeline()
+
+    # ------------------------------------------------------------------------------------ helpers
+    def log(self, msg: str) -> None:
+        if self.env.is_main:
+            tqdm.write(f"[recpipe.train] {msg}")
+
+    def _pipeline(self) -> TrainPipelineBase | TrainPipelineSparseDist:
+        # TrainPipelineSparseDist fx-traces the model down to its sharded modules; PipelineStep is shaped
+        # for that. Check it up front so a model that cannot be traced still trains (without overlap).
+        from torchrec.distributed.train_pipeline.tracing import Tracer, _get_leaf_module_names
+
+        try:
+            Tracer(leaf_modules=_get_leaf_module_names(self.dmp.module)).trace(self.dmp.module)
+        except Exception as err:  # noqa: BLE001 - any tracing failure means "no pipelining"
+            self.log(f"the model is not fx-traceable to its embeddings ({err}); using TrainPipelineBase")
+            return TrainPipelineBase(self.dmp, self.optimizer, self.env.device)
+        return TrainPipelineSparseDist(self.dmp, self.optimizer, self.env.device, execute_all_batches=True)
+
+    def _model_state(self) -> dict[str, Any]:
+        return model_state(self.dmp.state_dict(), self.prefix)
+
+    def _write_metrics(self, record: dict[str, Any]) -> None:
+        if self.env.is_main:
+            with open(self.out_dir / METRICS_FILE, "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+
+    def _trim_metrics(self, after_step: int) -> None:
+        # A resumed run redoes the steps after its checkpoint: drop their records from the killed run.
+        path = self.out_dir / METRICS_FILE
+        if self.env.is_main and path.is_file():
+            keep = [ln for ln in path.read_text().splitlines() if ln and json.loads(ln)["step"] <= after_step]
+            path.write_text("".join(ln + "\n" for ln in keep))
+
+    def _evaluate(self, eval_uri: str, step: int) -> dict[str, Any]:
+        detach = getattr(self.pipeline, "detach", None)
+        if detach is not None:
+            detach()  # restores the sharded modules' own forwards; progress() re-attaches
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        per_rank = max(1, cfg.data.batch_size // self.env.world_size)
+        metrics = evaluate_distributed(
+            self.dmp,
+            self.spec,
+            eval_uri,
+            per_rank,
+            self.env.rank,
+            self.env.world_size,
+            neg_sample_rate=cfg.data.neg_sample_rate,
+            group=self.env.cpu_group,
+            on_bad_row=cfg.data.on_bad_row,
+            csv=cfg.data.csv,
+        )
+        self.dmp.train()
+        record = {"step": step, **{f"eval_{k}": v for k, v in metrics.items()}}
+        self._write_metrics(record)
+        self.log(
+            f"step {step}: eval auc={metrics['auc']:.4f} gauc={metrics['gauc']:.4f} "
+            f"logloss={metrics['logloss']:.4f} rows={metrics['rows']} ({time.perf_counter() - t0:.1f}s)"
+        )
+        return metrics
+
+    def _meta(
+        self, step: int, epoch: int, position: int, epoch_rows: int, rows_trained: int
+    ) -> CheckpointMeta:
+        return CheckpointMeta(
+            step=step,
+            epoch=epoch,
+            position=position,
+            epoch_rows=epoch_rows,
+            rows_trained=rows_trained,
+            world_size=self.env.world_size,
+            global_batch_size=self.cfg.data.batch_size,
+            config_digest=self.cfg.digest(),
+            spec_digest=self.spec.digest(),
+        )
+
+    def _save(self, meta: CheckpointMeta) -> Path:
+        t0 = time.perf_counter()
+        path = save_checkpoint(
+            self.out_dir,
+            meta,
+            self._model_state(),
+            self.optimizer.state_dict(),
+            self.cfg,
+            self.spec,
+            self.cfg.train.keep_last_checkpoints,
+        )
+        self.log(f"step {meta.step}: checkpoint {path} ({time.perf_counter() - t0:.1f}s)")
+        return path
+
+    def _reader(self, train_uri: str, start_row: int) -> StepBatches:
+        cfg = self.cfg
+        return StepBatches(
+            train_uri,
+            self.spec,
+            cfg.data.batch_size,
+            self.env.rank,
+            self.env.world_size,
+            start_row=start_row,
+            on_bad_row=cfg.data.on_bad_row,
+            csv=cfg.data.csv,
+        )
+
+    def _resume(self, resume: bool) -> tuple[Path | None, CheckpointMeta | None]:
+        ckpt = latest_checkpoint(self.out_dir) if resume else None
+        if ckpt is None:
+            if self.env.is_main:
+                (self.out_dir / METRICS_FILE).unlink(missing_ok=True)
+            return None, None
+        meta = load_training_state(ckpt, self._model_state(), self.optimizer, self.dense_opt)
+        self._trim_metrics(meta.step)
+        self.log(
+            f"resumed from {ckpt}: step {meta.step}, epoch {meta.epoch}, row {meta.position} "
+            f"(written by {meta.world_size} rank(s), now {self.env.world_size})"
+        )
+        if meta.global_batch_size != self.cfg.data.batch_size:
+            self.log(
+                f"global batch size changed {meta.global_batch_size} -> {self.cfg.data.batch_size}: "
+                "no row is repeated or skipped, but the steps differ from the original run's"
+            )
+        return ckpt, meta
+
+    # --------------------------------------------------------------------------------------- run
+    def run(self, train_uri: str, eval_uri: str | None, resume: bool) -> TrainResult:
+        cfg, env, tc = self.cfg, self.env, self.cfg.train
+        resumed_from, meta = self._resume(resume)
+        step, epoch, position, rows_trained = (
+            (meta.step, meta.epoch, meta.position, meta.rows_trained) if meta else (0, 0, 0, 0)
+        )
+        reader = self._reader(train_uri, position)
+        epoch_rows = reader.plan.num_rows
+        if meta is not None and meta.epoch_rows != epoch_rows:
+            raise ValueError(
+                f"{train_uri} has {epoch_rows} rows but {resumed_from} was trained on {meta.epoch_rows}"
+            )
+        if position >= epoch_rows:  # the checkpoint closed an epoch
+            epoch, position = epoch + 1, 0
+            reader = self._reader(train_uri, 0)
+        steps_per_epoch = StepBatches.steps_for(epoch_rows, cfg.data.batch_size)
+        total = step + reader.plan.num_steps + (tc.epochs - epoch - 1) * steps_per_epoch
+        if tc.max_steps is not None:
+            total = min(total, tc.max_steps)
+        self.log(
+            f"training {max(total - step, 0)} step(s) of {cfg.data.batch_size} rows "
+            f"({cfg.data.batch_size // env.world_size} per rank), {epoch_rows} rows per epoch"
+        )
+
+        meter = _Meter(env, total, step)
+        last_ckpt, last_ckpt_step = resumed_from, (meta.step if meta else -1)
+        evaluating = bool(eval_uri and tc.eval_every_steps)
+        while epoch < tc.epochs and step < total:
+            plan = reader.plan
+            n_steps = min(plan.num_steps, total - step)
+            batches = normalize_step_weights(itertools.islice(reader, n_steps), env.world_size, env.cpu_group)
+            segment: Iterator[Batch] = iter(())
+            for k in range(n_steps):
+                if k == 0 or (evaluating and step % tc.eval_every_steps == 0):
+                    # The pipeline holds up to two batches whose input all-to-all has started; it must
+                    # be empty when an evaluation calls the sharded modules directly, so it is fed in
+                    # segments that end at evaluation steps.
+                    until = n_steps - k
+                    if evaluating:
+                        until = min(until, tc.eval_every_steps - step % tc.eval_every_steps)
+                    segment = itertools.islice(batches, until)
+                logits, labels, weights, loss = self.pipeline.progress(segment)
+                step += 1
+                lo, hi = plan.step_range(k)
+                rows_trained += hi - lo
+                position = plan.position_after(k + 1)
+                meter.update(hi - lo, loss, logits, labels, weights)
+                if step % tc.log_every_steps == 0 or step == total:
+                    self._write_metrics(meter.flush(step, epoch))
+                if evaluating and step % tc.eval_every_steps == 0 and step < total:
+                    self._evaluate(eval_uri, step)
+                if tc.checkpoint_every_steps and step % tc.checkpoint_every_steps == 0:
+                    done = position >= epoch_rows
+                    ckpt_meta = self._meta(
+                        step, epoch + done, 0 if done else position, epoch_rows, rows_trained
+                    )
+                    last_ckpt, last_ckpt_step = self._save(ckpt_meta), step
+            if position >= epoch_rows:
+                epoch, position = epoch + 1, 0
+                if epoch < tc.epochs and step < total:
+                    reader = self._reader(train_uri, 0)
+        seconds = meter.close()
+
+        eval_metrics = self._evaluate(eval_uri, step) if eval_uri else None
+        if step != last_ckpt_step:
+            last_ckpt = self._save(self._meta(step, epoch, position, epoch_rows, rows_trained))
+        result = TrainResult(
+            steps=step,
+            epochs_completed=epoch,
+            rows_trained=rows_trained,
+            seconds=seconds,
+            rows_per_second=meter.rows / seconds if seconds > 0 else 0.0,
+            final_loss=meter.last_loss,
+            eval=eval_metrics,
+            checkpoint=str(last_ckpt) if last_ckpt else None,
+            world_size=env.world_size,
+            resumed_from=str(resumed_from) if resumed_from else None,
+        )
+        if env.is_main:
+            (self.out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=1, default=float))
+        self.log(
+            f"done: {step} steps, {meter.rows} rows in {seconds:.1f}s ({result.rows_per_second:,.0f} rows/s)"
+        )
+        return result
+
+
+class _Meter:
+    """Training loss (all ranks), global rows/s, and a running AUC over rank 0's latest rows; the tqdm bar."""
+
+    def __init__(self, env: DistEnv, total: int, step: int) -> None:
+        self.env = env
+        self.bar = tqdm(
+            total=total, initial=step, disable=not env.is_main, desc="train", unit="step", mininterval=2.0
+        )
+        self.start = time.perf_counter()
+        self.rows = 0
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=env.device)
+        self.loss_steps = 0
+        self.last_loss: float | None = None
+        self.window: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self.window_rows = 0
+
+    def update(
+        self, rows: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+    ) -> None:
+        self.rows += rows
+        self.loss_sum += loss.double()
+        self.loss_steps += 1
+        if self.env.is_main:
+            real = (weights > 0).cpu().numpy()  # padding rows have weight 0
+            self.window.append((labels.cpu().numpy()[real], logits.float().cpu().numpy()[real]))
+            self.window_rows += int(real.sum())
+            while self.window_rows - len(self.window[0][0]) >= AUC_WINDOW_ROWS:
+                self.window_rows -= len(self.window.popleft()[0])
+        self.bar.update(1)
+
+    def flush(self, step: int, epoch: int) -> dict[str, Any]:
+        """The record of the steps since the last flush (a collective: every rank calls it)."""
+        # Each rank holds its share of every step's mean loss; the sum over ranks is the global mean.
+        total = self.loss_sum.clone()
+        if self.env.world_size > 1:
+            dist.all_reduce(total)
+        self.last_loss = float(total.item()) / max(self.loss_steps, 1)
+        self.loss_sum.zero_()
+        self.loss_steps = 0
+        rate = self.rows / max(time.perf_counter() - self.start, 1e-9)
+        auc = float("nan")
+        if self.env.is_main and self.window:
+            auc = binary_auc(
+                np.concatenate([w[0] for w in self.window]), np.concatenate([w[1] for w in self.window])
+            )
+            self.bar.set_postfix(
+                loss=f"{self.last_loss:.4f}", auc=f"{auc:.4f}", rows_s=f"{rate:,.0f}", refresh=False
+            )
+        return {
+            "step": step,
+            "epoch": epoch,
+            "loss": self.last_loss,
+            "rows_per_s": rate,
+            "train_auc_rank0": auc,
+        }
+
+    def close(self) -> float:
+        self.bar.close()
+        return time.perf_counter() - self.start

@@ -1,0 +1,173 @@
+"""Embedding memory and all-to-all traffic: what the tables and their optimizer state cost, and how
+many bytes one training step moves between ranks (shared/seeds section 3 and 5.1)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from recpipe.features.spec import FeatureSpec
+
+FLOAT_BYTES = 4
+MIB = 1 << 20
+
+
+def optimizer_state_bytes(optimizer: str, rows: int, dim: int) -> int:
+    """Bytes of fused sparse-optimizer state for one ``rows × dim`` float32 table.
+
+    Adagrad keeps one accumulator per weight (same size as the table), row-wise Adagrad one float per
+    row (``dim``× less), Adam two moments per weight, SGD nothing.
+
+    Example::
+
+        >>> optimizer_state_bytes("rowwise_adagrad", 1000, 16)
+        4000
+    """
+    per_row = {"adagrad": dim, "rowwise_adagrad": 1, "adam": 2 * dim, "sgd": 0}
+    if optimizer not in per_row:
+        raise ValueError(f"unknown sparse optimizer {optimizer!r}; known: {sorted(per_row)}")
+    return rows * per_row[optimizer] * FLOAT_BYTES
+
+
+@dataclass(frozen=True)
+class TableMemory:
+    """One embedding table: ``rows × dim`` float32 weights plus its optimizer state."""
+
+    name: str
+    rows: int
+    dim: int
+    weight_bytes: int
+    optimizer_bytes: int
+
+
+@dataclass(frozen=True)
+class EmbeddingMemoryReport:
+    """Embedding memory of a FeatureSpec under one sparse optimizer (float32, before sharding).
+
+    Example::
+
+        r = embedding_memory_report(spec, "adagrad")
+        r.total_rows, r.weight_bytes / 2**20      # 3142579, 191.8 for configs/din_taobao.yaml
+        print(r.format())
+    """
+
+    optimizer: str
+    tables: list[TableMemory]
+
+    @property
+    def total_rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(t.weight_bytes for t in self.tables)
+
+    @property
+    def optimizer_bytes(self) -> int:
+        return sum(t.optimizer_bytes for t in self.tables)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.optimizer_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer,
+            "tables": [asdict(t) for t in self.tables],
+            "total_rows": self.total_rows,
+            "weight_bytes": self.weight_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "total_bytes": self.total_bytes,
+        }
+
+    def format(self) -> str:
+        """A fixed-width table, largest tables first, with a total line."""
+        lines = [f"embedding memory (float32, sparse optimizer {self.optimizer}):"]
+        lines.append(f"  {'table':<24} {'rows':>12} {'dim':>4} {'weights MiB':>12} {'optim MiB':>10}")
+        for t in sorted(self.tables, key=lambda t: -t.weight_bytes):
+            lines.append(
+                f"  {t.name:<24} {t.rows:>12,} {t.dim:>4} {t.weight_bytes / MIB:>12.1f} {t.optimizer_bytes / MIB:>10.1f}"
+            )
+        lines.append(
+            f"  {'total':<24} {self.total_rows:>12,} {'':>4} {self.weight_bytes / MIB:>12.1f} "
+            f"{self.optimizer_bytes / MIB:>10.1f}   = {self.total_bytes / MIB:.1f} MiB"
+        )
+        return "\n".join(lines)
+
+
+def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemoryReport:
+    """Per-table ``rows × dim × 4`` bytes of weights and the ``optimizer``'s state, for every table of ``spec``.
+
+    Args:
+        spec (FeatureSpec): the tables (shared tables counted once).
+        optimizer (str): ``adagrad``, ``rowwise_adagrad``, ``adam`` or ``sgd``.
+    """
+    tables = [
+        TableMemory(
+            name=t.name,
+            rows=t.num_embeddings,
+            dim=t.embedding_dim,
+            weight_bytes=t.num_embeddings * t.embedding_dim * FLOAT_BYTES,
+            optimizer_bytes=optimizer_state_bytes(optimizer, t.num_embeddings, t.embedding_dim),
+        )
+        for t in spec.tables()
+    ]
+    return EmbeddingMemoryReport(optimizer=optimizer, tables=tables)
+
+
+@dataclass(frozen=True)
+class AllToAllVolume:
+    """Embedding all-to-all bytes of one forward pass (the backward gradient all-to-all is the same size).
+
+    Args:
+        per_rank_bytes (int): embedding output one rank receives: ``B/W × F × V × D × 4``.
+        remote_bytes (int): the part that crosses to another rank, ``(W − 1)/W`` of it.
+        per_message_bytes (int): one of the ``W − 1`` point-to-point pieces, ``remote / (W − 1)``.
+    """
+
+    per_rank_bytes: int
+    remote_bytes: int
+    per_message_bytes: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def all_to_all_volume(
+    batch_size: int,
+    world_size: int,
+    num_features: int,
+    avg_values: float,
+    dim: int,
+    bytes_per_value: int = FLOAT_BYTES,
+) -> AllToAllVolume:
+    """The seed's section 5.1 formula: every rank receives the embeddings of its ``B/W`` rows for all
+    ``F`` features, ``V`` values each of width ``D``; ``(W − 1)/W`` of them come from other ranks.
+
+    For pooled features ``V = 1`` (EmbeddingBag output is one vector per row); for sequence features
+    ``V`` is the mean history length. The formula holds for table-wise and row-wise sharding alike:
+    the bytes a rank needs do not depend on where the rows live.
+
+    Args:
+        batch_size (int): global batch ``B``.
+        world_size (int): ranks ``W``.
+        num_features (int): features ``F``.
+        avg_values (float): mean values per feature and row ``V``.
+        dim (int): embedding dim ``D``.
+        bytes_per_value (int): 4 for float32, 2 for fp16/bf16 communication.
+
+    Example::
+
+        >>> v = all_to_all_volume(8192, 8, 15, 2, 16)
+        >>> round(v.per_rank_bytes / 1e6, 2), round(v.remote_bytes / 1e6, 2), v.per_message_bytes // 1000
+        (1.97, 1.72, 245)
+    """
+    if batch_size < 1 or world_size < 1 or num_features < 0 or avg_values < 0 or dim < 1:
+        raise ValueError(
+            f"need batch_size >= 1, world_size >= 1, num_features >= 0, avg_values >= 0, dim >= 1; got "
+            f"{batch_size}, {world_size}, {num_features}, {avg_values}, {dim}"
+        )
+    per_rank = round(batch_size / world_size * num_features * avg_values * dim * bytes_per_value)
+    remote = per_rank * (world_size - 1) // world_size
+    per_message = remote // (world_size - 1) if world_size > 1 else 0
+    return AllToAllVolume(per_rank_bytes=per_rank, remote_bytes=remote, per_message_bytes=per_message)

@@ -1,0 +1,91 @@
+"""Optimizers: the sparse one fused into the embedding backward (TorchRec/FBGEMM), the dense one over
+the data-parallel parameters, combined into one keyed optimizer for the train pipeline and DCP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torchrec.optim as trec_optim
+from torch import nn
+from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+from torchrec.optim.clipping import GradientClipping, GradientClippingOptimizer
+from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizer, KeyedOptimizerWrapper
+
+from recpipe.config import OptimizerConfig
+from recpipe.train.dist import embedding_modules
+
+_SPARSE: dict[str, type[torch.optim.Optimizer]] = {
+    "adagrad": torch.optim.Adagrad,
+    "rowwise_adagrad": trec_optim.RowWiseAdagrad,
+    "sgd": torch.optim.SGD,
+    "adam": torch.optim.Adam,
+}
+_DENSE: dict[str, type[torch.optim.Optimizer]] = {
+    "adagrad": torch.optim.Adagrad,
+    "sgd": torch.optim.SGD,
+    "adam": torch.optim.Adam,
+}
+
+
+def _kwargs(cfg: OptimizerConfig) -> dict[str, Any]:
+    kw: dict[str, Any] = {"lr": cfg.lr}
+    if cfg.type != "sgd":
+        kw["eps"] = cfg.eps
+    if cfg.weight_decay:
+        kw["weight_decay"] = cfg.weight_decay
+    return kw
+
+
+def check_sparse_optimizer(cfg: OptimizerConfig, device_type: str) -> None:
+    """Raise early for a sparse optimizer FBGEMM cannot fuse on ``device_type``."""
+    if cfg.type == "adam" and device_type == "cpu":
+        raise ValueError(
+            "train.sparse_optimizer adam: FBGEMM's fused Adam runs on GPU only in this build; "
+            "on CPU use adagrad, rowwise_adagrad or sgd"
+        )
+
+
+def apply_sparse_optimizer(model: nn.Module, cfg: OptimizerConfig, device_type: str) -> None:
+    """Fuse ``cfg``'s optimizer into the backward of every embedding table of ``model`` (before sharding).
+
+    After DistributedModelParallel shards the tables, the fused optimizer (state sharded like the
+    tables) is ``dmp.fused_optimizer``.
+    """
+    check_sparse_optimizer(cfg, device_type)
+    params = [p for _, m in embedding_modules(model) for p in m.parameters()]
+    if not params:
+        raise ValueError("the model has no EmbeddingBagCollection / EmbeddingCollection parameters")
+    apply_optimizer_in_backward(_SPARSE[cfg.type], params, _kwargs(cfg))
+
+
+def dense_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
+    """Parameters without an in-backward optimizer: the data-parallel (DDP) part."""
+    return {
+        name: p
+        for name, p in model.named_parameters()
+        if p.requires_grad and not hasattr(p, "_in_backward_optimizers")
+    }
+
+
+def dense_optimizer(model: nn.Module, cfg: OptimizerConfig, grad_clip_norm: float | None) -> KeyedOptimizer:
+    """``cfg``'s optimizer over the dense parameters, clipping their global gradient norm when asked.
+
+    The gradients are already summed over ranks when the optimizer steps, so every rank clips by
+    the same norm and the replicas stay identical.
+    """
+    if cfg.type not in _DENSE:
+        raise ValueError(f"train.dense_optimizer {cfg.type!r} is not one of {sorted(_DENSE)}")
+    cls, kw = _DENSE[cfg.type], _kwargs(cfg)
+    opt: KeyedOptimizer = KeyedOptimizerWrapper(dense_parameters(model), lambda ps: cls(ps, **kw))
+    if grad_clip_norm is not None:
+        opt = GradientClippingOptimizer(opt, clipping=GradientClipping.NORM, max_gradient=grad_clip_norm)
+    return opt
+
+
+def combined_optimizer(fused: KeyedOptimizer, dense: KeyedOptimizer) -> CombinedOptimizer:
+    """One optimizer for the pipeline (``zero_grad`` / ``step``) and for checkpoints (``state_dict``).
+
+    The fused part steps inside the backward already; its ``step`` is a no-op.
+    """
+    return CombinedOptimizer([("sparse", fused), ("dense", dense)])

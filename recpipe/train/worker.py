@@ -1,0 +1,77 @@
+"""The per-process training entry torchrun starts: ``python -m recpipe.train.worker --config ... --train ...``.
+
+Arguments only; the process group comes from torchrun's environment (see :mod:`recpipe.train.dist`).
+Errors are recorded for torchrun (``@record``), which shows the failing rank's traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from recpipe.config import RecpipeConfig, load_config
+from recpipe.features.fit import fit_feature_spec
+from recpipe.features.spec import FeatureSpec
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["train.max_steps=100", "data.batch_size=64"]`` → ``{"train.max_steps": 100, "data.batch_size": 64}``
+    (values parsed as YAML scalars, so numbers, booleans and lists keep their types)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_uri: str) -> FeatureSpec:
+    """The FeatureSpec: ``spec_path``, else ``fg.json`` in the output folder or beside the training data,
+    else fitted from the training data (deterministic, so every rank fits the same one)."""
+    if spec_path:
+        return FeatureSpec.load(spec_path)
+    for candidate in (out_dir / "fg.json", Path(train_uri) / "fg.json", Path(train_uri).parent / "fg.json"):
+        if candidate.is_file():
+            return FeatureSpec.load(candidate)
+    from recpipe.data.sources import open_source
+
+    return fit_feature_spec(cfg, open_source(train_uri, csv=cfg.data.csv))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m recpipe.train.worker", description=__doc__)
+    p.add_argument("--config", required=True, help="recpipe config YAML")
+    p.add_argument("--train", required=True, help="training data URI")
+    p.add_argument("--eval", default=None, help="evaluation data URI (optional)")
+    p.add_argument(
+        "--out", required=True, help="output folder: metrics.jsonl, checkpoints/, train_result.json"
+    )
+    p.add_argument("--spec", default=None, help="fitted FeatureSpec (fg.json); default: found or fitted")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override, repeatable"
+    )
+    p.add_argument("--no-resume", action="store_true", help="start fresh even if checkpoints exist")
+    return p
+
+
+@record
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv``, train, return 0 (errors propagate: torchrun records them)."""
+    from recpipe.train.loop import train
+
+    args = build_parser().parse_args(argv)
+    cfg = load_config(args.config, parse_overrides(args.set))
+    out_dir = Path(args.out)
+    spec = find_spec(cfg, args.spec, out_dir, args.train)
+    train(cfg, spec, args.train, args.eval, out_dir, resume=not args.no_resume)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
