@@ -1,0 +1,56 @@
+"""AOTInductor export of the whole model, TorchRec and fbgemm ops included: ``model.pt2``.
+
+``torch.export`` of :class:`~recpipe.export.jit.KjtModelWrapper` with a dynamic batch ``B``, value
+count ``N`` and ``lengths`` of ``F·B``, then ``aoti_compile_and_package``. A serving process must
+``import fbgemm_gpu`` before loading (the compiled code calls its ops); :class:`AotiScorer` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.export import Dim
+
+from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program
+from recpipe.export.manifest import ArtifactError, Manifest, read_manifest
+from recpipe.export.scorer import Scorer
+
+PACKAGE = "model.pt2"
+
+
+def export_full_model(
+    wrapper: nn.Module, num_keys: int, example: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+) -> torch.export.ExportedProgram:
+    """``torch.export`` of ``wrapper(dense, values, lengths)`` at any batch and value count."""
+    batch = Dim("batch", min=1, max=MAX_BATCH)
+    values = Dim("values", min=0, max=MAX_VALUES)
+    return export_program(wrapper, example, ({0: batch}, {0: values}, {0: num_keys * batch}))
+
+
+def write_aoti(folder: str | Path, program: torch.export.ExportedProgram) -> list[str]:
+    path = Path(folder) / PACKAGE
+    torch._inductor.aoti_compile_and_package(program, package_path=str(path))
+    return [PACKAGE]
+
+
+class AotiScorer(Scorer):
+    """Loads ``model.pt2`` with ``torch._inductor.aoti_load_package``."""
+
+    def __init__(self, folder: str | Path, manifest: Manifest | None = None) -> None:
+        import fbgemm_gpu  # noqa: F401  (the compiled model calls torch.ops.fbgemm)
+
+        manifest = manifest or read_manifest(folder, verify=True)
+        built_with = manifest.versions.get("torch")
+        if built_with != torch.__version__:
+            # The package is compiled C++ against that torch's ABI: refuse rather than crash later.
+            raise ArtifactError(
+                f"{folder}: the AOTInductor package was compiled with torch {built_with}, this is torch "
+                f"{torch.__version__}; re-export it, or serve it with the torch that built it"
+            )
+        super().__init__(folder, manifest)
+        self.runner = torch._inductor.aoti_load_package(str(self.folder / PACKAGE))
+
+    def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.runner(dense.contiguous(), values.contiguous(), lengths.contiguous())

@@ -1,0 +1,373 @@
+"""``export(model, spec, cfg, backends, out_dir, parity_data)``: one verified folder per backend.
+
+Every backend is built into a staging folder, loaded back through :func:`load_backend` (sha256
+checked, as a server would), and scored on the parity rows against the eager model. Only when every
+requested backend passes are the folders moved into ``out_dir`` (``os.replace``); on any failure the
+staging folder is removed and nothing of this export is left in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch import nn
+
+from recpipe.config import CsvOptions, RecpipeConfig
+from recpipe.export.dense import export_dense, input_signature
+from recpipe.export.loaders import BACKENDS, load_backend
+from recpipe.export.manifest import ExportError, Manifest, ParityReport, record_files
+from recpipe.export.parity import ParitySet, build_parity_set, compare, score_batches
+from recpipe.export.split import SplitModel, check_spec, kjt_of, split_model
+from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, SparseLookup, fg_to_kjt_arrays
+from recpipe.features.fg import FGOutput
+from recpipe.features.spec import FeatureSpec
+
+RESULT_NAME = "export.json"
+PARITY_READ_ROWS = 4096
+FULL_MODEL_BACKENDS = ("jit", "aoti")
+
+
+@dataclass
+class BackendResult:
+    """One backend's outcome: ``ok`` (with its folder and parity) or ``skipped`` (with the reason)."""
+
+    backend: str
+    status: str
+    folder: str | None = None
+    reason: str | None = None
+    parity: ParityReport | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class ExportResult:
+    """What :func:`export` produced.
+
+    Example::
+
+        result = export(model, spec, cfg, ["jit", "rtp", "trt"], "runs/x/export", held_out)
+        result.backends["rtp"].parity.max_abs_logit_diff   # e.g. 4.8e-07
+        result.backends["trt"].status                      # 'skipped' on a CPU machine
+    """
+
+    out_dir: str
+    backends: dict[str, BackendResult] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        lines = []
+        for name, r in self.backends.items():
+            if r.status != "ok" or r.parity is None:
+                lines.append(f"{name}: {r.status} ({r.reason})")
+            else:
+                p = r.parity
+                lines.append(
+                    f"{name}: ok max|dlogit|={p.max_abs_logit_diff:.3g} auc={p.auc_backend:.4f} "
+                    f"(eager {p.auc_eager:.4f}) rows={p.rows} {r.seconds:.1f}s"
+                )
+        return "\n".join(lines)
+
+
+@dataclass
+class _Context:
+    model: nn.Module
+    spec: FeatureSpec
+    cfg: RecpipeConfig
+    split: SplitModel
+    parity: ParitySet
+    example_full: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    example_dense: tuple[torch.Tensor, ...]
+    max_shard_bytes: int
+    _dense_program: torch.export.ExportedProgram | None = None
+
+    @property
+    def keys(self) -> list[str]:
+        return self.spec.sparse_keys()
+
+    def dense_program(self) -> torch.export.ExportedProgram:
+        if self._dense_program is None:
+            self._dense_program = export_dense(self.split.dense, self.split.plan, self.example_dense)
+        return self._dense_program
+
+    def kjt_signature(self) -> dict[str, Any]:
+        return {
+            "kind": "kjt",
+            "keys": self.keys,
+            "dense": {"dtype": "float32", "shape": ["B", self.spec.dense_dim]},
+            "values": {"dtype": "int64", "shape": ["N"]},
+            "lengths": {"dtype": "int32", "shape": [f"{len(self.keys)}*B"], "layout": "key-major (F, B)"},
+        }
+
+    def split_signature(self) -> dict[str, Any]:
+        raw = [c for c in self.spec.input_columns() if c not in (self.spec.label, self.spec.weight)]
+        return {
+            "kind": "split",
+            "raw_columns": raw,
+            "keys": self.keys,
+            "dense_program": input_signature(self.split.input_names, self.example_dense, self.split.plan),
+            "histories": "jagged: <group>__values (T, D) with <group>__offsets (B + 1,), never padded",
+        }
+
+
+def _tensors(f: FGOutput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    values, lengths = fg_to_kjt_arrays(f.values, f.lengths)
+    return torch.from_numpy(f.dense), values, lengths
+
+
+# ----------------------------------------------------------------------------------------- backends
+def _build_jit(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
+    from recpipe.export.jit import script_model, write_jit
+
+    module, how = script_model(ctx.model, ctx.split, ctx.keys, ctx.example_dense)
+    return write_jit(folder, module), ctx.kjt_signature(), how
+
+
+def _build_aoti(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
+    from recpipe.export.aoti import export_full_model, write_aoti
+    from recpipe.export.jit import KjtModelWrapper
+
+    program = export_full_model(KjtModelWrapper(ctx.model, ctx.keys), len(ctx.keys), ctx.example_full)
+    return write_aoti(folder, program), ctx.kjt_signature(), {"needs_fbgemm": "1"}
+
+
+def _write_tables(ctx: _Context, folder: Path) -> list[str]:
+    from recpipe.export.tables import write_tables
+
+    s = ctx.split
+    return write_tables(s.tables, s.metas, s.plan, ctx.keys, folder, ctx.max_shard_bytes)
+
+
+def _build_onnx(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
+    from recpipe.export.onnx import ONNX_OPSET, write_onnx
+
+    files = _write_tables(ctx, folder) + write_onnx(folder, ctx.dense_program(), ctx.split.input_names)
+    return files, ctx.split_signature(), {"opset": str(ONNX_OPSET)}
+
+
+def _build_rtp(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
+    from recpipe.export.rtp import write_rtp
+
+    s = ctx.split
+    files = write_rtp(folder, ctx.keys, s.plan, s.tables, s.metas, ctx.dense_program(), ctx.max_shard_bytes)
+    return files, ctx.split_signature(), {"server": "recpipe.export.rtp.RtpModel"}
+
+
+def _build_trt(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
+    from recpipe.export.trt import write_trt
+
+    files = _write_tables(ctx, folder) + write_trt(folder, ctx.split.dense, ctx.split.plan, ctx.example_dense)
+    return files, ctx.split_signature(), {"precision": "float32"}
+
+
+_BUILDERS = {
+    "jit": _build_jit,
+    "aoti": _build_aoti,
+    "onnx": _build_onnx,
+    "rtp": _build_rtp,
+    "trt": _build_trt,
+}
+
+
+# --------------------------------------------------------------------------------------- the export
+def check_backends(backends: list[str] | tuple[str, ...] | str) -> list[str]:
+    if isinstance(backends, str):
+        backends = [b.strip() for b in backends.split(",") if b.strip()]
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown or not backends:
+        raise ValueError(f"unknown export backends {unknown or backends}; allowed: {list(BACKENDS)}")
+    return list(dict.fromkeys(backends))
+
+
+def read_rows(
+    data: Any, spec: FeatureSpec, max_rows: int = PARITY_READ_ROWS, csv: CsvOptions | None = None
+) -> pa.Table:
+    """Held-out rows for parity: a pyarrow Table, a pandas DataFrame, or a data URI (first ``max_rows``;
+    CSV files are parsed with ``csv``, the config's ``data.csv``)."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, str | Path):
+        from recpipe.data.sources import open_source
+
+        source = open_source(str(data), csv=csv)
+        names = set(source.schema().names)
+        columns = [c for c in spec.input_columns() if c in names]
+        batches, have = [], 0
+        for sb in source.iter_batches(batch_rows=max_rows, columns=columns):
+            batches.append(sb.batch)
+            have += sb.num_rows
+            if have >= max_rows:
+                break
+        if not batches:
+            raise ValueError(f"no rows at {data} for the parity check")
+        return pa.Table.from_batches(batches).slice(0, max_rows)
+    return pa.Table.from_pandas(data, preserve_index=False)
+
+
+def _check_lookup(model: nn.Module, ctx_split: SplitModel, keys: list[str], example: tuple) -> None:
+    """The plan over the extracted tables must reproduce ``sparse_arch`` (else the split is wrong)."""
+    dense, values, lengths = example
+    lookup = SparseLookup(keys, ctx_split.plan, ctx_split.metas, ctx_split.tables)
+    with torch.no_grad():
+        want = model.sparse_arch(kjt_of(keys, values, lengths))
+    got = lookup(values, lengths, dense.shape[0])
+    for name in ctx_split.input_names[1:]:
+        if name not in want:
+            raise ExportError(f"sparse_arch does not return dense input {name!r}")
+        a, b = want[name], got[name]
+        if a.shape != b.shape or a.dtype != b.dtype or not torch.allclose(a, b, rtol=0, atol=1e-6):
+            raise ExportError(
+                f"the table lookup for {name!r} does not reproduce sparse_arch ({tuple(a.shape)} vs {tuple(b.shape)})"
+            )
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move ``src`` to ``dst``; an existing ``dst`` is swapped out first, then removed."""
+    old = None
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(dst, old)
+    os.replace(src, dst)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export(
+    model: nn.Module,
+    spec: FeatureSpec,
+    cfg: RecpipeConfig,
+    backends: list[str] | tuple[str, ...] | str,
+    out_dir: str | Path,
+    parity_data: Any,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> ExportResult:
+    """Export ``model`` to each backend under ``out_dir/<backend>``, each verified by parity.
+
+    Args:
+        model (nn.Module): a trained ranking model (``forward``, ``sparse_arch``, ``dense_arch``,
+            ``dense_input_names``) on CPU.
+        spec (FeatureSpec): its FeatureSpec (checked against the model's tables).
+        cfg (RecpipeConfig): its config (``export.max_abs_logit_diff``; digests go to the manifests).
+        backends (list[str]): any of ``jit``, ``aoti``, ``onnx``, ``rtp``, ``trt`` (or ``"jit,rtp"``).
+        out_dir (str | Path): parent folder; ``<backend>/`` folders are replaced atomically.
+        parity_data: held-out raw rows (pyarrow Table, pandas DataFrame or data URI) with labels.
+        max_shard_bytes (int): largest safetensors shard for the split backends.
+
+    Returns:
+        ExportResult: per backend ``ok`` with its parity report, or ``skipped`` with the reason.
+
+    Raises:
+        SpecMismatchError: the FeatureSpec does not describe the model.
+        ExportError: a backend failed to build or failed parity; nothing was left in ``out_dir``.
+
+    Example::
+
+        result = export(model, spec, cfg, ["jit", "aoti", "onnx", "rtp"], "runs/x/export", held_out)
+        print(result.summary())
+    """
+    names = check_backends(backends)
+    out = Path(out_dir)
+    model = model.eval()
+    check_spec(model, spec)
+    tolerance = cfg.export.max_abs_logit_diff
+    parity = build_parity_set(read_rows(parity_data, spec, csv=cfg.data.csv), spec)
+    keys = spec.sparse_keys()
+
+    def eager(f: FGOutput, _raw: pa.Table) -> np.ndarray:
+        dense, values, lengths = _tensors(f)
+        with torch.no_grad():
+            return model(dense, kjt_of(keys, values, lengths)).numpy()
+
+    eager_logits, _ = score_batches(parity, eager)
+    split = split_model(model, spec)
+    a, b = parity.bounds[2]
+    example_full = _tensors(parity.features.slice(a, b))
+    _check_lookup(model, split, keys, example_full)
+    with torch.no_grad():
+        emb = model.sparse_arch(kjt_of(keys, example_full[1], example_full[2]))
+    example_dense = (example_full[0], *(emb[n] for n in split.input_names[1:]))
+    ctx = _Context(model, spec, cfg, split, parity, example_full, example_dense, max_shard_bytes)
+    model_info = {
+        "name": cfg.name,
+        "type": cfg.model.type,
+        "class": type(model).__name__,
+        "config_digest": cfg.digest(),
+        "spec_digest": spec.digest(),
+    }
+
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / f".staging-{uuid.uuid4().hex[:12]}"
+    result = ExportResult(out_dir=str(out))
+    try:
+        for name in names:
+            result.backends[name] = _export_one(
+                ctx, name, staging / name, model_info, eager_logits, tolerance
+            )
+        for name in names:
+            _replace_dir(staging / name, out / name)
+            result.backends[name].folder = str(out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    tmp = out / f".{RESULT_NAME}.tmp"
+    tmp.write_text(json.dumps(result.to_dict(), indent=1))
+    os.replace(tmp, out / RESULT_NAME)
+    return result
+
+
+def _export_one(
+    ctx: _Context, name: str, folder: Path, model_info: dict, eager_logits: np.ndarray, tolerance: float
+) -> BackendResult:
+    t0 = time.perf_counter()
+    folder.mkdir(parents=True)
+    ctx.spec.save(folder / "fg.json")
+    if name == "trt":
+        from recpipe.export.trt import trt_unavailable_reason
+
+        reason = trt_unavailable_reason()
+        if reason:
+            Manifest(backend=name, status="skipped", reason=reason, model=model_info).write(folder)
+            return BackendResult(name, "skipped", reason=reason)
+    try:
+        _, inputs, extra = _BUILDERS[name](ctx, folder)
+    except Exception as err:
+        raise ExportError(f"backend {name!r} could not be exported: {type(err).__name__}: {err}") from err
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(0o644)  # some writers use mkstemp (0600); a server may run as another user
+    manifest = Manifest(
+        backend=name,
+        files=record_files(folder),
+        inputs=inputs,
+        outputs={"logits": {"dtype": "float32", "shape": ["B"]}},
+        model=model_info,
+        extra=extra,
+    )
+    manifest.write(folder)
+    scorer = load_backend(folder)
+    if name in FULL_MODEL_BACKENDS:
+        logits, secs = score_batches(ctx.parity, lambda f, _raw: scorer.predict_batch(*_tensors(f)))
+    else:
+        logits, secs = score_batches(
+            ctx.parity, lambda _f, raw: scorer.predict_raw(raw.drop_columns([ctx.spec.label]))
+        )
+    report = compare(eager_logits, logits, ctx.parity.labels, tolerance, ctx.parity, secs)
+    manifest.parity = asdict(report)
+    manifest.write(folder)
+    if not report.passed:
+        raise ExportError(
+            f"backend {name!r} failed parity on {report.rows} rows: max |Δlogit| = {report.max_abs_logit_diff:.3g} "
+            f"(allowed {tolerance:g}), AUC {report.auc_backend:.6f} vs eager {report.auc_eager:.6f}; "
+            "nothing was exported"
+        )
+    return BackendResult(name, "ok", reason=None, parity=report, seconds=round(time.perf_counter() - t0, 2))

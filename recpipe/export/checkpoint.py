@@ -1,0 +1,40 @@
+"""Export a training checkpoint: load it with the trainer's loader, then :func:`recpipe.export.api.export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recpipe.export.api import ExportResult, check_backends, export
+from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES
+
+
+def export_checkpoint(
+    ckpt_dir: str | Path,
+    backends: list[str] | str,
+    out_dir: str | Path,
+    data_uri: str | None = None,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> ExportResult:
+    """Export the model of ``ckpt_dir`` (any number of ranks wrote it) with parity on ``data_uri``.
+
+    Args:
+        ckpt_dir (str | Path): a ``ckpt-<step>`` folder or a training output folder (its latest).
+        backends (list[str] | str): e.g. ``["jit", "aoti", "onnx", "rtp", "trt"]`` or ``"jit,rtp"``.
+        out_dir (str | Path): where ``<backend>/`` folders go.
+        data_uri (str | None): held-out rows (Parquet/CSV/ODPS URI) with labels, for parity; default: the
+            checkpoint config's ``data.eval``.
+
+    Example::
+
+        export_checkpoint("runs/x/train", "jit,aoti,onnx,rtp,trt", "runs/x/export", "runs/x/data/eval")
+    """
+    from recpipe.train.checkpoint import load_model_for_inference
+
+    names = check_backends(backends)  # before the (slow) checkpoint load
+    model, spec, cfg = load_model_for_inference(ckpt_dir)
+    data_uri = data_uri or cfg.data.eval
+    if not data_uri:
+        raise ValueError(
+            "export needs held-out rows for parity: pass a data URI (the config has no data.eval)"
+        )
+    return export(model, spec, cfg, names, out_dir, data_uri, max_shard_bytes=max_shard_bytes)

@@ -1,0 +1,73 @@
+"""RTP-style export: embedding tables as safetensors shards + ``sparse.json``, ``fg.json``, and the dense
+part as a ``torch.export`` program (``dense.pt2``) over jagged histories at any batch size.
+
+:class:`RtpModel` is the reference server. It imports neither torchrec nor fbgemm: raw feature rows
+→ FG (``fg.json``) → table lookups (``embedding_bag`` / ``embedding`` over the shards) → dense program.
+Unlike the reference RTP path, the sparse side never pads histories to ``max_length`` and the dense
+side never slices them back: a 3-item history is 3 rows of ``<group>__values``.
+
+Example::
+
+    rtp = RtpModel("export/rtp")             # verifies every sha256 first
+    logits = rtp.predict_raw(raw_rows)        # pyarrow Table / pandas DataFrame of raw columns
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from recpipe.export.manifest import Manifest, read_manifest
+from recpipe.export.scorer import Scorer
+from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, PlanEntry, SparseLookup, TableMeta, write_tables
+
+DENSE_PROGRAM = "dense.pt2"
+
+
+def write_rtp(
+    folder: str | Path,
+    keys: list[str],
+    plan: list[PlanEntry],
+    tables: dict[str, torch.Tensor],
+    metas: list[TableMeta],
+    dense_program: torch.export.ExportedProgram,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> list[str]:
+    """Write the tables, ``sparse.json`` and ``dense.pt2`` into ``folder``; returns the file names."""
+    folder = Path(folder)
+    names = write_tables(tables, metas, plan, keys, folder, max_shard_bytes)
+    torch.export.save(dense_program, str(folder / DENSE_PROGRAM))
+    return [*names, DENSE_PROGRAM]
+
+
+class RtpModel(Scorer):
+    """Scores raw rows from an RTP folder (``fg.json``, ``sparse.json``, shards, ``dense.pt2``).
+
+    Args:
+        folder (str | Path): the exported ``rtp`` folder.
+        manifest (Manifest | None): an already verified manifest (default: read and verify it).
+
+    Example::
+
+        rtp = RtpModel("export/rtp")
+        rtp.predict_raw(table)                      # (B,) logits
+        rtp.dense_inputs(values, lengths, batch)     # {"user_id": (B, 16), "seq__values": (T, 48), ...}
+    """
+
+    def __init__(self, folder: str | Path, manifest: Manifest | None = None) -> None:
+        manifest = manifest or read_manifest(folder, verify=True)
+        super().__init__(folder, manifest)
+        self.lookup = SparseLookup.load(self.folder)
+        if self.lookup.keys != self.keys:
+            raise ValueError(f"{self.folder}: sparse.json keys differ from fg.json keys")
+        self.program = torch.export.load(str(self.folder / DENSE_PROGRAM)).module()
+
+    def dense_inputs(
+        self, values: torch.Tensor, lengths: torch.Tensor, batch_size: int
+    ) -> dict[str, torch.Tensor]:
+        return self.lookup(values, lengths, batch_size)
+
+    def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        inputs = self.lookup(values, lengths, dense.shape[0])
+        return self.program(dense, *(inputs[n] for n in self.lookup.input_names))

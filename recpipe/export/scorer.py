@@ -1,0 +1,78 @@
+"""What every loaded backend offers: ``predict_batch`` on FG output and ``predict_raw`` on raw rows.
+
+Torchrec-free: the RTP reference server builds on this.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from recpipe.export.manifest import ArtifactError, Manifest
+from recpipe.features.fg import FeatureGenerator
+from recpipe.features.spec import FeatureSpec
+
+FG_NAME = "fg.json"
+
+
+def as_tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
+    t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
+    return t.to(dtype)
+
+
+class Scorer:
+    """A verified, loaded backend folder.
+
+    Subclasses implement :meth:`_logits`. Inputs are the KeyedJaggedTensor layout of FG output: keys
+    in ``fg.json`` order, ``values (N,)`` ids and ``lengths (F * B,)`` key-major.
+
+    Example::
+
+        scorer = load_backend("export/aoti")
+        scorer.predict_batch(dense, values, lengths)   # (B,) float32 logits
+        scorer.predict_raw(raw_rows)                    # FG with fg.json, then the same
+    """
+
+    def __init__(self, folder: str | Path, manifest: Manifest) -> None:
+        self.folder = Path(folder)
+        self.manifest = manifest
+        self.backend = manifest.backend
+        try:
+            self.spec = FeatureSpec.load(self.folder / FG_NAME)
+        except ValueError as err:
+            raise ArtifactError(f"{self.folder}: {err}") from None
+        self.keys = self.spec.sparse_keys()
+        self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
+
+    def predict_batch(self, dense: Any, values: Any, lengths: Any) -> np.ndarray:
+        """Logits ``(B,)`` for ``dense (B, D)`` float32, ``values (N,)`` int64, ``lengths (F * B,)`` int."""
+        dense_t = as_tensor(dense, torch.float32)
+        if dense_t.dim() != 2 or dense_t.shape[1] != self.spec.dense_dim:
+            raise ValueError(f"dense must be (B, {self.spec.dense_dim}), got {tuple(dense_t.shape)}")
+        batch = dense_t.shape[0]
+        if batch == 0:
+            return np.zeros(0, np.float32)
+        lengths_t = as_tensor(lengths, torch.int32)
+        if lengths_t.numel() != len(self.keys) * batch:
+            raise ValueError(
+                f"lengths must have {len(self.keys)} keys x {batch} rows entries, got {lengths_t.numel()}"
+            )
+        with torch.inference_mode():
+            out = self._logits(dense_t, as_tensor(values, torch.int64), lengths_t)
+        return out.detach().to("cpu", torch.float32).numpy().reshape(batch)
+
+    def predict_raw(self, rows: Any) -> np.ndarray:
+        """Logits ``(B,)`` for raw feature rows (a pyarrow Table/RecordBatch or pandas DataFrame)."""
+        if not isinstance(rows, pa.Table | pa.RecordBatch):
+            rows = pa.Table.from_pandas(rows, preserve_index=False)
+        out = self._fg(rows)
+        values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
+        lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
+        return self.predict_batch(out.dense, values, lengths)
+
+    def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError

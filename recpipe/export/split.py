@@ -1,0 +1,207 @@
+"""Split a trained model into its sparse half (tables + lookup plan) and its dense half (plain torch).
+
+The split is read off the model's own contract: ``dense_input_names()`` names the dense arch's inputs,
+the FeatureSpec says which keys and tables build each of them, and the TorchRec collections hold the
+weights. :func:`split_model` checks the FeatureSpec against the model's tables first (rows, dims,
+features) and, on real rows, that the plan reproduces ``sparse_arch`` exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.export.tables import PlanEntry, TableMeta
+from recpipe.features.spec import FeatureSpec
+
+SEQUENCE_SUFFIXES = {"__query": "pooled", "__values": "sequence", "__offsets": "offsets"}
+
+
+class SpecMismatchError(ValueError):
+    """The FeatureSpec does not describe the model being exported (tables, dims, keys)."""
+
+
+@dataclass
+class SplitModel:
+    """A model seen as ``dense_arch(dense, lookup(plan, tables, kjt))``.
+
+    Args:
+        input_names (list[str]): ``dense_input_names()``, ``"dense"`` first.
+        plan (list[PlanEntry]): how every input after ``dense`` is built from the tables.
+        tables (dict[str, torch.Tensor]): table name → ``(rows, dim)`` float32 weight.
+        metas (list[TableMeta]): tables as stored (features, pooling, id mapping).
+        dense (nn.Module): ``forward(dense, *embeddings)`` → logits ``(B,)``, without the tables.
+    """
+
+    input_names: list[str]
+    plan: list[PlanEntry]
+    tables: dict[str, torch.Tensor]
+    metas: list[TableMeta]
+    dense: nn.Module
+
+
+class DenseProgram(nn.Module):
+    """The dense arch with positional inputs ``(dense, *embeddings)`` in ``dense_input_names()`` order.
+
+    Holds a shallow copy of the model without its embedding collections, so exporting it carries
+    only the dense weights.
+    """
+
+    def __init__(self, model: nn.Module, input_names: list[str]) -> None:
+        super().__init__()
+        self.model = _without_tables(model)
+        self.input_names = list(input_names)
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.model.dense_arch(inputs[0], dict(zip(self.input_names[1:], inputs[1:])))
+
+
+class DenseListProgram(nn.Module):
+    """:class:`DenseProgram` taking ``(dense, [embeddings...])``: a fixed signature TorchScript can call."""
+
+    def __init__(self, program: DenseProgram) -> None:
+        super().__init__()
+        self.program = program
+
+    def forward(self, dense: torch.Tensor, embeddings: list[torch.Tensor]) -> torch.Tensor:
+        return self.program(dense, *embeddings)
+
+
+def _without_tables(model: nn.Module) -> nn.Module:
+    clone = copy.copy(model)
+    clone._modules = type(model._modules)(model._modules)
+    for name, sub in model._modules.items():
+        if sub is not None and any(
+            isinstance(m, EmbeddingBagCollection | EmbeddingCollection) for m in sub.modules()
+        ):
+            clone._modules[name] = None
+    return clone
+
+
+def model_tables(model: nn.Module) -> dict[str, tuple[torch.Tensor, list[str]]]:
+    """Every TorchRec table of ``model``: name → ``(weight, feature names)``."""
+    out: dict[str, tuple[torch.Tensor, list[str]]] = {}
+    for module in model.modules():
+        if isinstance(module, EmbeddingBagCollection):
+            for c in module.embedding_bag_configs():
+                out[c.name] = (module.embedding_bags[c.name].weight, list(c.feature_names))
+        elif isinstance(module, EmbeddingCollection):
+            for c in module.embedding_configs():
+                out[c.name] = (module.embeddings[c.name].weight, list(c.feature_names))
+    return out
+
+
+def check_spec(model: nn.Module, spec: FeatureSpec) -> None:
+    """Raise :class:`SpecMismatchError` unless every model table matches the FeatureSpec's table of that
+    name (rows, dim, features) and the dense width agrees."""
+    for attr in ("dense_input_names", "sparse_arch", "dense_arch"):
+        if not callable(getattr(model, attr, None)):
+            raise SpecMismatchError(
+                f"{type(model).__name__} has no {attr}(); it is not a recpipe ranking model"
+            )
+    spec_tables = {t.name: t for t in spec.tables()}
+    found = model_tables(model)
+    if not found:
+        raise SpecMismatchError(f"{type(model).__name__} has no TorchRec embedding tables")
+    problems = []
+    for name, (weight, feats) in found.items():
+        t = spec_tables.get(name)
+        if t is None:
+            problems.append(f"table {name!r} is in the model but not in the FeatureSpec")
+            continue
+        rows, dim = weight.shape
+        if (rows, dim) != (t.num_embeddings, t.embedding_dim):
+            problems.append(
+                f"table {name!r} is {rows} x {dim} in the model but {t.num_embeddings} x {t.embedding_dim} "
+                "in the FeatureSpec"
+            )
+        extra = [f for f in feats if f not in t.feature_names]
+        if extra:
+            problems.append(f"table {name!r} serves {extra} in the model; the FeatureSpec's table does not")
+    dense_dim = getattr(model, "dense_in_features", None)
+    if dense_dim is not None and dense_dim != spec.dense_dim:
+        problems.append(f"the model takes {dense_dim} dense features, the FeatureSpec has {spec.dense_dim}")
+    if problems:
+        raise SpecMismatchError("FeatureSpec does not match the model: " + "; ".join(problems))
+
+
+def build_plan(input_names: list[str], spec: FeatureSpec) -> list[PlanEntry]:
+    """The lookup behind every dense input: a pooled key, or a sequence group's query/values/offsets."""
+    if not input_names or input_names[0] != "dense":
+        raise SpecMismatchError(f"dense_input_names() must start with 'dense', got {input_names[:3]}")
+    keys = set(spec.sparse_keys())
+    groups = {g.name: g for g in spec.groups if g.type == "sequence"}
+    plan = []
+    for name in input_names[1:]:
+        if name in keys:
+            plan.append(PlanEntry(name, "pooled", [name]))
+            continue
+        for suffix, kind in SEQUENCE_SUFFIXES.items():
+            group = groups.get(name[: -len(suffix)]) if name.endswith(suffix) else None
+            if group is not None:
+                keys_of = (
+                    group.query if suffix == "__query" else group.history[: 1 if kind == "offsets" else None]
+                )
+                plan.append(PlanEntry(name, kind, list(keys_of)))
+                break
+        else:
+            raise SpecMismatchError(
+                f"dense input {name!r} is neither a FeatureSpec key nor <sequence group>__query/__values/__offsets"
+            )
+    return plan
+
+
+def split_model(model: nn.Module, spec: FeatureSpec) -> SplitModel:
+    """The sparse/dense split of ``model`` (after :func:`check_spec`)."""
+    check_spec(model, spec)
+    zch = [f.name for f in spec.sparse if f.zch]
+    if zch:
+        # The managed-collision remap table would have to travel with the embeddings.
+        raise NotImplementedError(
+            f"splitting a model with zero-collision-hashed features {zch} is not supported"
+        )
+    input_names = list(model.dense_input_names())
+    plan = build_plan(input_names, spec)
+    found = model_tables(model)
+    used = {spec.feature(k).table for p in plan for k in p.keys}
+    missing = sorted(used - set(found))
+    if missing:
+        raise SpecMismatchError(
+            f"FeatureSpec does not match the model: tables {missing} are not in the model"
+        )
+    pooled_keys = {k for p in plan if p.kind == "pooled" for k in p.keys}
+    metas = []
+    for t in spec.tables():
+        if t.name not in used:
+            continue
+        feats = [spec.feature(f) for f in t.feature_names]
+        metas.append(
+            TableMeta(
+                name=t.name,
+                rows=t.num_embeddings,
+                dim=t.embedding_dim,
+                dtype="float32",
+                features=list(t.feature_names),
+                pooling={f.name: f.pooling for f in feats if f.name in pooled_keys},
+                id_mapping={
+                    f.name: {
+                        "column": f.column,
+                        "kind": "bucketize" if f.boundaries is not None else f.mapping.kind,
+                        "size": f.mapping.size,
+                        "sequence": f.sequence,
+                    }
+                    for f in feats
+                },
+            )
+        )
+    tables = {m.name: found[m.name][0].detach().to("cpu", torch.float32) for m in metas}
+    return SplitModel(input_names, plan, tables, metas, DenseProgram(model, input_names))
+
+
+def kjt_of(keys: list[str], values: torch.Tensor, lengths: torch.Tensor) -> KeyedJaggedTensor:
+    return KeyedJaggedTensor.from_lengths_sync(keys=keys, values=values, lengths=lengths)

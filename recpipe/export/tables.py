@@ -1,0 +1,256 @@
+"""The sparse half of a split model: embedding tables in safetensors shards and a lookup plan.
+
+Imports neither torchrec nor fbgemm: a serving process reads ``sparse.json`` and the shards and turns
+per-key ids (FG output, or a KeyedJaggedTensor's ``values``/``lengths``) into the dense part's named
+inputs with ``torch.nn.functional.embedding_bag`` / ``embedding`` — the same math as TorchRec's
+EmbeddingBagCollection (pooled keys) and EmbeddingCollection (sequence keys).
+
+The plan says how every dense input is built::
+
+    {"name": "user_id",      "kind": "pooled",   "keys": ["user_id"]}               -> (B, 16)
+    {"name": "seq__query",   "kind": "pooled",   "keys": ["adgroup_id", "cate_id"]} -> (B, 32) concat
+    {"name": "seq__values",  "kind": "sequence", "keys": ["click_50_seq__adgroup_id", ...]} -> (T, 32)
+    {"name": "seq__offsets", "kind": "offsets",  "keys": ["click_50_seq__adgroup_id"]}      -> (B + 1,)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+SPARSE_META = "sparse.json"
+SPARSE_FORMAT_VERSION = 1
+DEFAULT_MAX_SHARD_BYTES = 512 * 1024 * 1024
+PLAN_KINDS = ("pooled", "sequence", "offsets")
+
+
+@dataclass(frozen=True)
+class TablePart:
+    """Rows ``[row_start, row_stop)`` of a table, stored as tensor ``tensor`` in shard ``file``."""
+
+    file: str
+    tensor: str
+    row_start: int
+    row_stop: int
+
+
+@dataclass
+class TableMeta:
+    """One embedding table as stored.
+
+    Args:
+        name (str): table name (shared by every key that looks it up).
+        rows (int), dim (int): shape of the weight.
+        dtype (str): ``float32``.
+        features (list[str]): KJT keys that look it up.
+        pooling (dict[str, str]): pooling (``sum``/``mean``) of each pooled key; sequence keys are absent.
+        id_mapping (dict[str, dict]): per key, how FG maps raw values to rows (kind, size, column).
+        parts (list[TablePart]): where the rows live (one part unless the table exceeds a shard).
+    """
+
+    name: str
+    rows: int
+    dim: int
+    dtype: str
+    features: list[str]
+    pooling: dict[str, str]
+    id_mapping: dict[str, dict[str, Any]]
+    parts: list[TablePart] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """How one dense-part input is built from lookups (see the module docstring)."""
+
+    name: str
+    kind: str
+    keys: list[str]
+
+
+def write_tables(
+    tables: dict[str, torch.Tensor],
+    metas: list[TableMeta],
+    plan: list[PlanEntry],
+    keys: list[str],
+    folder: str | Path,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> list[str]:
+    """Write ``model-00000.safetensors``, ... (each at most ``max_shard_bytes`` of tensor data, tables
+    larger than that split by rows) and ``sparse.json``; returns the file names written."""
+    if max_shard_bytes < 1:
+        raise ValueError(f"max_shard_bytes must be >= 1, got {max_shard_bytes}")
+    folder = Path(folder)
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    used = [0]
+    for meta in metas:
+        weight = tables[meta.name].detach().to("cpu", torch.float32).contiguous()
+        if tuple(weight.shape) != (meta.rows, meta.dim):
+            raise ValueError(
+                f"table {meta.name!r}: weight {tuple(weight.shape)} != ({meta.rows}, {meta.dim})"
+            )
+        row_bytes = max(meta.dim * weight.element_size(), 1)
+        start = 0
+        meta.parts = []
+        while start < meta.rows:
+            if max_shard_bytes - used[-1] < row_bytes and used[-1] > 0:
+                shards.append({})
+                used.append(0)
+            stop = min(meta.rows, start + max((max_shard_bytes - used[-1]) // row_bytes, 1))
+            whole = start == 0 and stop == meta.rows
+            tensor = meta.name if whole else f"{meta.name}/{start}"
+            # A row slice shares storage with the table; safetensors wants one owner per tensor.
+            shards[-1][tensor] = weight if whole else weight[start:stop].clone()
+            used[-1] += (stop - start) * row_bytes
+            meta.parts.append(TablePart(f"model-{len(shards) - 1:05d}.safetensors", tensor, start, stop))
+            start = stop
+    names = []
+    for i, shard in enumerate(shards):
+        if shard:
+            name = f"model-{i:05d}.safetensors"
+            save_file(shard, str(folder / name), metadata={"format": "pt"})
+            names.append(name)
+    doc = {
+        "version": SPARSE_FORMAT_VERSION,
+        "keys": list(keys),
+        "tables": [asdict(m) for m in metas],
+        "plan": [asdict(p) for p in plan],
+    }
+    (folder / SPARSE_META).write_text(json.dumps(doc, indent=1))
+    return [*names, SPARSE_META]
+
+
+class SparseLookup:
+    """Reads ``sparse.json`` and its shards; maps per-key ids to the dense part's inputs.
+
+    Args:
+        folder (str | Path): a folder written by :func:`write_tables` (verify its manifest first).
+
+    Example::
+
+        lookup = SparseLookup.load("export/rtp")
+        # B = 2, keys [user_id, click_50_seq__adgroup_id]: values [7, 9, 4, 11], lengths [1, 1, 2, 0]
+        inputs = lookup(values, lengths, batch_size=2)
+        inputs["user_id"].shape         # (2, 16)
+        inputs["seq__values"].shape     # (2, 48): T = 2 history items
+    """
+
+    def __init__(
+        self, keys: list[str], plan: list[PlanEntry], metas: list[TableMeta], weights: dict[str, torch.Tensor]
+    ) -> None:
+        self.keys = list(keys)
+        self.plan = list(plan)
+        self.metas = list(metas)
+        self.weights = weights
+        self._table_of: dict[str, str] = {}
+        self._pooling: dict[str, str] = {}
+        for m in self.metas:
+            for f in m.features:
+                self._table_of[f] = m.name
+            self._pooling.update(m.pooling)
+        for p in self.plan:
+            if p.kind not in PLAN_KINDS:
+                raise ValueError(f"unknown plan kind {p.kind!r} for input {p.name!r}")
+            unknown = [
+                k for k in p.keys if k not in self.keys or (p.kind != "offsets" and k not in self._table_of)
+            ]
+            if unknown:
+                raise ValueError(f"plan input {p.name!r} uses keys {unknown} without a table")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> SparseLookup:
+        """Read ``sparse.json`` and the shards it lists (verify the folder's manifest first)."""
+        folder = Path(folder)
+        doc = json.loads((folder / SPARSE_META).read_text())
+        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION:
+            raise ValueError(
+                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION}"
+            )
+        plan = [PlanEntry(**p) for p in doc["plan"]]
+        metas = [TableMeta(**{**t, "parts": [TablePart(**x) for x in t["parts"]]}) for t in doc["tables"]]
+        return cls(doc["keys"], plan, metas, _load_weights(folder, metas))
+
+    @property
+    def input_names(self) -> list[str]:
+        return [p.name for p in self.plan]
+
+    def split(
+        self, values: torch.Tensor, lengths: torch.Tensor, batch_size: int
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """KJT-layout ``values (N,)`` and ``lengths (F * B,)`` → per key ``(ids, offsets (B + 1,))``."""
+        nkeys = len(self.keys)
+        if lengths.numel() != nkeys * batch_size:
+            raise ValueError(
+                f"lengths has {lengths.numel()} entries; expected {nkeys} keys x batch {batch_size}"
+            )
+        lengths = lengths.to(torch.int64).view(nkeys, batch_size)
+        per_key = lengths.sum(dim=1)
+        if int(per_key.sum()) != values.numel():
+            raise ValueError(f"values has {values.numel()} ids but lengths sum to {int(per_key.sum())}")
+        out = {}
+        for key, ids, ln in zip(self.keys, values.to(torch.int64).split(per_key.tolist()), lengths):
+            offsets = torch.zeros(batch_size + 1, dtype=torch.int64)
+            torch.cumsum(ln, 0, out=offsets[1:])
+            out[key] = (ids, offsets)
+        return out
+
+    def __call__(
+        self, values: torch.Tensor, lengths: torch.Tensor, batch_size: int
+    ) -> dict[str, torch.Tensor]:
+        """Dense-part inputs, named as in the plan."""
+        per_key = self.split(values, lengths, batch_size)
+        out: dict[str, torch.Tensor] = {}
+        for p in self.plan:
+            if p.kind == "offsets":
+                out[p.name] = per_key[p.keys[0]][1]
+                continue
+            parts = []
+            for key in p.keys:
+                ids, offsets = per_key[key]
+                weight = self.weights[self._table_of[key]]
+                if p.kind == "pooled":
+                    parts.append(
+                        torch.nn.functional.embedding_bag(
+                            ids, weight, offsets[:-1], mode=self._pooling.get(key, "sum")
+                        )
+                    )
+                else:
+                    parts.append(torch.nn.functional.embedding(ids, weight))
+            out[p.name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        return out
+
+
+def _load_weights(folder: Path, metas: list[TableMeta]) -> dict[str, torch.Tensor]:
+    handles: dict[str, Any] = {}
+    weights: dict[str, torch.Tensor] = {}
+    try:
+        for m in metas:
+            pieces = []
+            for part in m.parts:
+                if part.file not in handles:
+                    handles[part.file] = safe_open(str(folder / part.file), framework="pt")
+                pieces.append(handles[part.file].get_tensor(part.tensor))
+            weight = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=0)
+            if tuple(weight.shape) != (m.rows, m.dim):
+                raise ValueError(
+                    f"table {m.name!r}: stored {tuple(weight.shape)}, metadata ({m.rows}, {m.dim})"
+                )
+            weights[m.name] = weight
+    finally:
+        handles.clear()
+    return weights
+
+
+def fg_to_kjt_arrays(
+    values: list[np.ndarray], lengths: list[np.ndarray]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FG's per-key arrays → KJT-layout ``values (N,) int64`` and ``lengths (F * B,) int32``."""
+    v = np.concatenate(values) if values else np.zeros(0, np.int64)
+    ln = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
+    return torch.from_numpy(v.astype(np.int64, copy=False)), torch.from_numpy(ln.astype(np.int32, copy=False))

@@ -1,0 +1,103 @@
+"""Small MultiTowerDIN and DLRM, trained a few steps on generated data, and their exports (once per session)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch import nn
+
+from recpipe.batch import to_batch
+from recpipe.config import RecpipeConfig, load_config
+from recpipe.data.synthetic import generate
+from recpipe.export.api import ExportResult, export
+from recpipe.export.parity import clean_rows
+from recpipe.export.split import model_tables
+from recpipe.features.build import build_feature_spec
+from recpipe.features.fg import FeatureGenerator
+from recpipe.features.spec import FeatureSpec
+from recpipe.models import bce_loss, build_model
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
+# Everything but AOTI (slow: compiled once per model in test_aoti.py).
+FAST_BACKENDS = ["jit", "onnx", "rtp", "trt"]
+
+
+@dataclass
+class Trained:
+    name: str
+    model: nn.Module
+    spec: FeatureSpec
+    cfg: RecpipeConfig
+    held_out: pa.Table
+    clean: pa.Table
+
+    def eager_logits(self, rows: pa.Table) -> np.ndarray:
+        """The eager model's logits for raw rows (FG of the trainer, then ``model(dense, kjt)``)."""
+        b = to_batch(FeatureGenerator(self.spec, with_labels=False)(rows), self.spec.sparse_keys())
+        with torch.no_grad():
+            return self.model(b.dense, b.sparse).numpy()
+
+
+def _train(name: str, config: str, kind: str, tmp: Path) -> Trained:
+    logging.getLogger().setLevel(logging.ERROR)
+    cfg = load_config(ROOT / "configs" / config)
+    spec = build_feature_spec(cfg)
+    generate(kind, TRAIN_ROWS + HELD_OUT_ROWS, tmp / kind, seed=11, chunk_rows=TRAIN_ROWS + HELD_OUT_ROWS)
+    table = pq.read_table(tmp / kind)
+    torch.manual_seed(0)
+    model = build_model(spec, cfg.model)
+    tables = {id(w) for w, _ in model_tables(model).values()}
+    dense_params = [p for p in model.parameters() if id(p) not in tables]
+    sparse_params = [p for p in model.parameters() if id(p) in tables]
+    dense_opt = torch.optim.Adam(dense_params, lr=3e-3)
+    sparse_opt = torch.optim.SGD(sparse_params, lr=1.0)
+    features = FeatureGenerator(spec, on_bad_row="skip")(table.slice(0, TRAIN_ROWS))
+    step_rows = features.num_rows // STEPS
+    model.train()
+    for step in range(STEPS):
+        b = to_batch(features.slice(step * step_rows, (step + 1) * step_rows), spec.sparse_keys())
+        loss = bce_loss(model(b.dense, b.sparse), b.labels)
+        dense_opt.zero_grad()
+        sparse_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        dense_opt.step()
+        sparse_opt.step()
+    held_out = table.slice(TRAIN_ROWS)
+    # Rows FG accepts (synthetic Criteo has I2 = -3, which log(x+3) rejects), for direct scoring tests.
+    clean, _ = clean_rows(held_out, spec, held_out.num_rows)
+    return Trained(name, model.eval(), spec, cfg, held_out, clean)
+
+
+@pytest.fixture(scope="session")
+def din(tmp_path_factory) -> Trained:
+    return _train("din", "din_taobao_small.yaml", "taobao", tmp_path_factory.mktemp("din_data"))
+
+
+@pytest.fixture(scope="session")
+def dlrm(tmp_path_factory) -> Trained:
+    return _train("dlrm", "dlrm_criteo_small.yaml", "criteo", tmp_path_factory.mktemp("dlrm_data"))
+
+
+@pytest.fixture(scope="session")
+def din_export(din, tmp_path_factory) -> tuple[Trained, ExportResult]:
+    out = tmp_path_factory.mktemp("din_export")
+    return din, export(din.model, din.spec, din.cfg, FAST_BACKENDS, out, din.held_out)
+
+
+@pytest.fixture(scope="session")
+def dlrm_export(dlrm, tmp_path_factory) -> tuple[Trained, ExportResult]:
+    out = tmp_path_factory.mktemp("dlrm_export")
+    return dlrm, export(dlrm.model, dlrm.spec, dlrm.cfg, FAST_BACKENDS, out, dlrm.held_out)
+
+
+@pytest.fixture(params=["din", "dlrm"])
+def exported(request) -> tuple[Trained, ExportResult]:
+    return request.getfixturevalue(f"{request.param}_export")

@@ -1,0 +1,92 @@
+"""AOTInductor: the whole model (TorchRec + fbgemm ops) compiled once per model, parity, and a fresh
+process that loads the package after ``import fbgemm_gpu``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from recpipe.export import load_backend
+from recpipe.export.api import export
+
+pytestmark = pytest.mark.slow
+
+LOADER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import pyarrow.parquet as pq
+    from recpipe.export import load_backend   # imports fbgemm_gpu before loading the package
+
+    np.save(sys.argv[3], load_backend(sys.argv[1]).predict_raw(pq.read_table(sys.argv[2])))
+    """
+)
+
+
+@pytest.fixture(scope="module", params=["din", "dlrm"])
+def aoti_export(request, tmp_path_factory):
+    trained = request.getfixturevalue(request.param)
+    out = tmp_path_factory.mktemp(f"{request.param}_aoti")
+    return trained, export(trained.model, trained.spec, trained.cfg, ["aoti"], out, trained.held_out)
+
+
+def test_aoti_passes_parity(aoti_export):
+    trained, result = aoti_export
+    r = result.backends["aoti"]
+    assert r.status == "ok"
+    assert r.parity.passed and r.parity.rows >= 1000 and r.parity.batch_sizes == [1, 7, 512]
+    assert r.parity.max_abs_logit_diff <= trained.cfg.export.max_abs_logit_diff
+    assert round(r.parity.auc_backend, 4) == round(r.parity.auc_eager, 4)
+
+
+def test_aoti_other_batch_sizes(aoti_export):
+    trained, result = aoti_export
+    scorer = load_backend(result.backends["aoti"].folder)
+    for n in (2, 65):
+        rows = trained.clean.slice(40, n)
+        assert np.abs(scorer.predict_raw(rows) - trained.eager_logits(rows)).max() <= 1e-4
+
+
+def test_aoti_loads_in_a_fresh_process(aoti_export, tmp_path):
+    import pyarrow.parquet as pq
+
+    trained, result = aoti_export
+    rows = trained.clean.slice(0, 50).drop_columns([trained.spec.label])
+    pq.write_table(rows, tmp_path / "rows.parquet")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOADER,
+            result.backends["aoti"].folder,
+            str(tmp_path / "rows.parquet"),
+            str(tmp_path / "out.npy"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert np.abs(np.load(tmp_path / "out.npy") - trained.eager_logits(rows)).max() <= 1e-4
+
+
+def test_aoti_package_from_another_torch_is_refused(aoti_export, tmp_path):
+    import json
+    import os
+    import shutil
+
+    from recpipe.export import ArtifactError
+
+    _, result = aoti_export
+    folder = tmp_path / "aoti"
+    shutil.copytree(result.backends["aoti"].folder, folder, copy_function=os.link)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["versions"]["torch"] = "2.9.0"
+    (folder / "manifest.json").unlink()  # a hard link: do not write through to the session's export
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="compiled with torch 2.9.0, this is torch"):
+        load_backend(folder)

@@ -1,0 +1,113 @@
+"""Bad input: tampered files, newer manifests, a FeatureSpec that does not match the model, a backend
+that fails parity (nothing left in place), unknown backends."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from recpipe.export import ArtifactError, ExportError, load_backend, read_manifest
+from recpipe.export.api import export
+from recpipe.export.split import SpecMismatchError
+from recpipe.features.spec import FeatureSpec, IdMapping
+
+
+def _linked_copy(src: str, dst: Path) -> Path:
+    """A copy of an export folder made of hard links (cheap); rewrite files with :func:`_rewrite` only."""
+    shutil.copytree(src, dst, copy_function=os.link)
+    return dst
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    path.unlink()  # break the hard link: the session's export stays intact
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("victim", ["dense.pt2", "model-00000.safetensors", "fg.json"])
+def test_tampered_file_is_named(dlrm_export, tmp_path, victim):
+    _, result = dlrm_export
+    folder = _linked_copy(result.backends["rtp"].folder, tmp_path / "rtp")
+    data = bytearray((folder / victim).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    _rewrite(folder / victim, bytes(data))
+    with pytest.raises(
+        ArtifactError, match=rf"sha256 of '{victim}' is [0-9a-f]{{64}}, but manifest.json says"
+    ):
+        load_backend(folder)
+
+
+def test_missing_file_is_named(dlrm_export, tmp_path):
+    _, result = dlrm_export
+    folder = _linked_copy(result.backends["jit"].folder, tmp_path / "jit")
+    (folder / "model.pt").unlink()
+    with pytest.raises(ArtifactError, match="'model.pt' listed in manifest.json is missing"):
+        load_backend(folder)
+
+
+def test_newer_manifest_major_version_is_refused(dlrm_export, tmp_path):
+    _, result = dlrm_export
+    folder = _linked_copy(result.backends["rtp"].folder, tmp_path / "rtp")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["format_version"] = "2.0"
+    _rewrite(folder / "manifest.json", json.dumps(manifest).encode())
+    with pytest.raises(ArtifactError, match="manifest format version 2.0 is newer than this recpipe"):
+        load_backend(folder)
+    manifest["format_version"] = "1.7"  # a newer minor version only adds fields: still readable
+    _rewrite(folder / "manifest.json", json.dumps(manifest).encode())
+    assert read_manifest(folder).backend == "rtp"
+
+
+def test_folder_without_manifest(tmp_path):
+    with pytest.raises(ArtifactError, match="manifest.json is missing"):
+        load_backend(tmp_path)
+
+
+def _resize(spec: FeatureSpec, key: str, size: int) -> FeatureSpec:
+    sparse = [
+        dataclasses.replace(
+            f, mapping=IdMapping(f.mapping.kind, size, f.mapping.vocab, f.mapping.default_value)
+        )
+        if f.name == key
+        else f
+        for f in spec.sparse
+    ]
+    return dataclasses.replace(spec, sparse=sparse)
+
+
+def test_spec_mismatch_is_a_clear_error(din, tmp_path):
+    spec = _resize(din.spec, "pid", 30)
+    with pytest.raises(
+        SpecMismatchError, match=r"table 'pid' is 20 x 16 in the model but 30 x 16 in the FeatureSpec"
+    ):
+        export(din.model, spec, din.cfg, ["rtp"], tmp_path / "out", din.held_out)
+    assert not (tmp_path / "out").exists()
+
+
+def test_spec_with_other_dims_is_a_clear_error(din, tmp_path):
+    sparse = [dataclasses.replace(f, embedding_dim=8) if f.table == "cate_id" else f for f in din.spec.sparse]
+    with pytest.raises(SpecMismatchError, match=r"table 'cate_id' is 12961 x 16 in the model but 12961 x 8"):
+        export(
+            din.model, dataclasses.replace(din.spec, sparse=sparse), din.cfg, ["jit"], tmp_path, din.held_out
+        )
+
+
+def test_failed_parity_leaves_nothing_in_place(dlrm, tmp_path):
+    out = tmp_path / "out"
+    (out / "onnx").mkdir(parents=True)
+    (out / "onnx" / "previous.txt").write_text("the last good export")
+    cfg = dlrm.cfg.model_copy(deep=True)
+    cfg.export.max_abs_logit_diff = 1e-12  # ONNX Runtime's float32 kernels differ from torch's by ~1e-7
+    with pytest.raises(ExportError, match=r"backend 'onnx' failed parity on 1032 rows: max \|Δlogit\| = "):
+        export(dlrm.model, dlrm.spec, cfg, ["rtp", "onnx"], out, dlrm.held_out)
+    assert sorted(p.name for p in out.iterdir()) == ["onnx"]  # no rtp, no staging folder
+    assert (out / "onnx" / "previous.txt").read_text() == "the last good export"
+
+
+def test_unknown_backend(dlrm, tmp_path):
+    with pytest.raises(ValueError, match=r"unknown export backends \['tflite'\]"):
+        export(dlrm.model, dlrm.spec, dlrm.cfg, ["jit", "tflite"], tmp_path, dlrm.held_out)
