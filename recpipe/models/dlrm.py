@@ -1,0 +1,206 @@
+"""DLRM (Naumov et al. 2019): bottom MLP for dense features, pooled embeddings for categorical ones,
+pairwise dot interaction, top MLP."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.batch import Batch
+from recpipe.features.spec import TableSpec
+from recpipe.models.embedding import EmbeddingGroup, EmbeddingInit
+from recpipe.models.mlp import MLP, MlpSpec
+
+
+def interaction_width(num_sparse_features: int, embedding_dim: int) -> int:
+    """Width of :class:`DotInteraction`'s output: ``D + F·(F + 1) / 2`` (the dense vector plus the dot
+    products of every pair among the ``F + 1`` vectors)."""
+    return embedding_dim + num_sparse_features * (num_sparse_features + 1) // 2
+
+
+class DotInteraction(nn.Module):
+    """Dot products of every pair among ``[dense, sparse_1 … sparse_F]`` (strict upper triangle),
+    concatenated after the dense vector.
+
+    One ``bmm`` gives the full ``(F+1) × (F+1)`` Gram matrix per row; the upper triangle is taken with a
+    single ``index_select`` on the flattened matrix (cheaper than TorchRec's two-index gather).
+
+    Args:
+        num_sparse_features (int): ``F``.
+        device (torch.device | None): device of the index buffer.
+
+    Example::
+
+        inter = DotInteraction(num_sparse_features=26)
+        out = inter(torch.randn(8, 16), torch.randn(8, 26, 16))  # dense (B, D), sparse (B, F, D)
+        out.shape  # (8, 16 + 26 * 27 / 2) = (8, 367)
+    """
+
+    def __init__(self, num_sparse_features: int, device: torch.device | None = None) -> None:
+        super().__init__()
+        if num_sparse_features < 1:
+            raise ValueError(f"DotInteraction needs at least one sparse feature, got {num_sparse_features}")
+        self.num_sparse_features = num_sparse_features
+        n = num_sparse_features + 1
+        self.register_buffer(
+            "triu_flat", torch.empty(n * (n - 1) // 2, dtype=torch.long, device=device), False
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Also called by DistributedModelParallel after materializing a meta-built model.
+        if self.triu_flat.is_meta:
+            return
+        n = self.num_sparse_features + 1
+        rows, cols = torch.triu_indices(n, n, offset=1, device=self.triu_flat.device)
+        self.triu_flat.copy_(rows * n + cols)
+
+    def out_features(self, embedding_dim: int) -> int:
+        return interaction_width(self.num_sparse_features, embedding_dim)
+
+    def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            dense (torch.Tensor): ``(B, D)`` bottom-MLP output.
+            sparse (torch.Tensor): ``(B, F, D)`` pooled embeddings.
+
+        Returns:
+            torch.Tensor: ``(B, D + F·(F+1)/2)``.
+        """
+        combined = torch.cat([dense.unsqueeze(1), sparse], dim=1)  # (B, F+1, D)
+        gram = torch.bmm(combined, combined.transpose(1, 2))  # (B, F+1, F+1)
+        pairs = gram.flatten(1).index_select(1, self.triu_flat)
+        return torch.cat([dense, pairs], dim=1)
+
+
+class DLRM(nn.Module):
+    """DLRM: dense arch, sparse arch, dot interaction, over arch → one logit per row.
+
+    Args:
+        tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
+        sparse_keys (list[str]): categorical KJT keys, one pooled embedding each (all of one dim ``D``).
+        dense_in_features (int): width of ``Batch.dense``.
+        dense_arch (MlpSpec): bottom MLP; its last width must be ``D``.
+        over_arch (MlpSpec): top MLP; a Linear to one logit follows.
+        pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per sparse key.
+        embedding_init (EmbeddingInit): table initialization.
+        over_in_features (int | None): expected over-arch input width, if a caller states it (checked
+            against the derived ``D + F·(F+1)/2``).
+        device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
+
+    Example::
+
+        # B = 2, F = 26 categorical keys C1..C26 (one id each), 13 dense floats
+        model = DLRM(spec.tables(), [f"C{i}" for i in range(1, 27)], 13,
+                     dense_arch=MlpSpec((64, 16)), over_arch=MlpSpec((128, 64)))
+        logits = model(torch.randn(2, 13), kjt)          # (2,)
+        emb = model.sparse_arch(kjt)                      # {"C1": (2, 16), ..., "C26": (2, 16)}
+        model.dense_arch(torch.randn(2, 13), emb)         # (2,), same as forward
+    """
+
+    def __init__(
+        self,
+        tables: list[TableSpec],
+        sparse_keys: list[str],
+        dense_in_features: int,
+        dense_arch: MlpSpec,
+        over_arch: MlpSpec,
+        pooling: dict[str, str] | None = None,
+        embedding_init: EmbeddingInit = EmbeddingInit(),
+        over_in_features: int | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        if not sparse_keys:
+            raise ValueError("DLRM needs at least one sparse feature")
+        if dense_in_features < 1:
+            raise ValueError(
+                f"DLRM needs dense features for its bottom MLP, got dense_in_features={dense_in_features}"
+            )
+        self.embeddings = EmbeddingGroup(tables, sparse_keys, [], pooling, device=device, init=embedding_init)
+        dims = {k: self.embeddings.embedding_dim(k) for k in sparse_keys}
+        if len(set(dims.values())) != 1:
+            raise ValueError(
+                f"DLRM dot interaction needs one embedding dim for all sparse features, got {dims}"
+            )
+        dim = next(iter(dims.values()))
+        bottom_out = dense_arch.hidden_units[-1]
+        if bottom_out != dim:
+            raise ValueError(
+                f"DLRM dense arch output width {bottom_out} must equal the embedding dim {dim}: the dense "
+                "vector is dotted with every embedding"
+            )
+        width = interaction_width(len(sparse_keys), dim)
+        if over_in_features is not None and over_in_features != width:
+            raise ValueError(
+                f"DLRM over arch input width {over_in_features} does not match the interaction output width "
+                f"{width} (= embedding dim {dim} + F·(F+1)/2 with F = {len(sparse_keys)} sparse features)"
+            )
+        self.sparse_keys = list(sparse_keys)
+        self.embedding_dim = dim
+        self.dense = DlrmDense(sparse_keys, dense_in_features, dense_arch, over_arch, dim, device=device)
+
+    def dense_input_names(self) -> list[str]:
+        """Inputs of :meth:`dense_arch`, in order: ``dense`` ``(B, 13)`` then one ``(B, D)`` per sparse key."""
+        return ["dense", *self.sparse_keys]
+
+    def dense_module(self) -> nn.Module:
+        """The dense arch as a module ``(dense, embeddings) -> logits`` holding no embedding table."""
+        return self.dense
+
+    def sparse_arch(self, sparse: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
+        """Pooled embeddings ``{key: (B, D)}`` of every sparse key."""
+        return self.embeddings(sparse).pooled
+
+    def dense_arch(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits ``(B,)`` from dense features and looked-up embeddings (plain torch ops only)."""
+        return self.dense(dense, embeddings)
+
+    def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
+        return self.dense_arch(dense, self.sparse_arch(sparse))
+
+    def predict(self, batch: Batch) -> torch.Tensor:
+        return self.forward(batch.dense, batch.sparse)
+
+
+class DlrmDense(nn.Module):
+    """DLRM's dense arch: bottom MLP, :class:`DotInteraction`, over MLP, logit (plain torch ops only).
+
+    Args:
+        sparse_keys (list[str]): the ``F`` sparse keys, in interaction order.
+        dense_in_features (int): width of ``Batch.dense``.
+        dense_arch (MlpSpec): bottom MLP, ending at ``embedding_dim``.
+        over_arch (MlpSpec): top MLP.
+        embedding_dim (int): ``D``.
+        device (torch.device | None): parameter device.
+
+    Example::
+
+        keys = [f"C{i}" for i in range(1, 27)]
+        dense_arch = DlrmDense(keys, 13, MlpSpec((64, 16)), MlpSpec((128, 64)), 16)
+        dense_arch(torch.randn(4, 13), {k: torch.randn(4, 16) for k in keys}).shape  # (4,)
+    """
+
+    def __init__(
+        self,
+        sparse_keys: list[str],
+        dense_in_features: int,
+        dense_arch: MlpSpec,
+        over_arch: MlpSpec,
+        embedding_dim: int,
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        self.sparse_keys = list(sparse_keys)
+        self.bottom = MLP.from_spec(dense_in_features, dense_arch, device=device)
+        self.interaction = DotInteraction(len(sparse_keys), device=device)
+        self.over = MLP.from_spec(
+            interaction_width(len(sparse_keys), embedding_dim), over_arch, device=device
+        )
+        self.logit = nn.Linear(self.over.out_features, 1, device=device)
+
+    def forward(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        bottom = self.bottom(dense)  # (B, D)
+        sparse = torch.stack([embeddings[k] for k in self.sparse_keys], dim=1)  # (B, F, D)
+        return self.logit(self.over(self.interaction(bottom, sparse))).squeeze(-1)

@@ -1,0 +1,270 @@
+"""Embedding lookups for a FeatureSpec: pooled tables in an EmbeddingBagCollection, tables that serve
+sequences in one EmbeddingCollection (jagged, never padded)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm used by KeyedJaggedTensor)
+import torch
+from torch import nn
+from torchrec.modules.embedding_configs import EmbeddingBagConfig, EmbeddingConfig, PoolingType
+from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.features.spec import TableSpec
+
+INIT_KINDS = ("uniform", "xavier_uniform", "normal")
+POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
+
+
+def _uniform(weight: torch.Tensor, bound: float) -> None:
+    nn.init.uniform_(weight, -bound, bound)
+
+
+def _xavier_uniform(weight: torch.Tensor, gain: float) -> None:
+    nn.init.xavier_uniform_(weight, gain=gain)
+
+
+def _normal(weight: torch.Tensor, std: float) -> None:
+    nn.init.normal_(weight, 0.0, std)
+
+
+@dataclass(frozen=True)
+class EmbeddingInit:
+    """How embedding tables are initialized (passed to TorchRec as each table's ``init_fn``).
+
+    The DLRM seed's pitfall 5.1: a bad scale makes the dot interactions vanish at the start, so the
+    scale is a choice, not a hidden default.
+
+    Args:
+        kind (str): ``"uniform"``: ``U(−s, s)`` with ``s = scale`` or, if ``None``, ``sqrt(1 / rows)``
+            (TorchRec's and the DLRM reference's default); ``"xavier_uniform"``: ``U(±gain·sqrt(6 / (rows + dim)))``
+            with ``gain = scale or 1``; ``"normal"``: ``N(0, scale²)``, default ``scale = 1 / sqrt(dim)``.
+        scale (float | None): see ``kind``.
+
+    Example::
+
+        EmbeddingInit("uniform", 0.05).init_fn(1000, 16)  # a TorchRec init_fn drawing U(-0.05, 0.05)
+    """
+
+    kind: str = "uniform"
+    scale: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in INIT_KINDS:
+            raise ValueError(f"unknown embedding init {self.kind!r}; allowed: {list(INIT_KINDS)}")
+        if self.scale is not None and not self.scale > 0.0:
+            raise ValueError(f"embedding init scale must be > 0, got {self.scale}")
+
+    def init_fn(self, num_embeddings: int, embedding_dim: int) -> partial[None]:
+        """A picklable ``init_fn(weight)`` for one table (sharded tables call it on each local shard)."""
+        if self.kind == "uniform":
+            return partial(_uniform, bound=self.scale or math.sqrt(1.0 / num_embeddings))
+        if self.kind == "xavier_uniform":
+            return partial(_xavier_uniform, gain=self.scale or 1.0)
+        return partial(_normal, std=self.scale or 1.0 / math.sqrt(embedding_dim))
+
+
+class EmbeddingLookup(NamedTuple):
+    """What :class:`EmbeddingGroup` returns.
+
+    Args:
+        pooled (dict[str, torch.Tensor]): ``(B, D)`` per pooled key.
+        values (dict[str, torch.Tensor]): ``(T, D)`` per sequence key, rows back to back.
+        offsets (dict[str, torch.Tensor]): ``(B + 1,)`` int64 row offsets per sequence key.
+    """
+
+    pooled: dict[str, torch.Tensor]
+    values: dict[str, torch.Tensor]
+    offsets: dict[str, torch.Tensor]
+
+
+def jagged_pool(values: torch.Tensor, lengths: torch.Tensor, mode: str = "sum") -> torch.Tensor:
+    """Sum (or mean) of each row's jagged values: ``(T, D)`` with ``(B,)`` lengths → ``(B, D)``.
+
+    Empty rows give zeros, like an EmbeddingBag.
+    """
+    lengths = lengths.long()
+    rows = torch.arange(lengths.shape[0], device=values.device)
+    seg = torch.repeat_interleave(rows, lengths, output_size=values.shape[0])
+    out = torch.zeros(lengths.shape[0], values.shape[1], dtype=values.dtype, device=values.device)
+    out = out.index_add(0, seg, values)
+    if mode == "mean":
+        out = out / lengths.clamp_min(1).to(values.dtype).unsqueeze(1)
+    return out
+
+
+class EmbeddingGroup(nn.Module):
+    """Looks up every key a model needs: pooled ``(B, D)`` embeddings and jagged sequence embeddings.
+
+    Tables with ``sequence=False`` live in an EmbeddingBagCollection (pooled per feature, sum or mean).
+    Tables with ``sequence=True`` live in one EmbeddingCollection that serves both the history
+    sub-features and the target features sharing the table by name (table ``adgroup_id`` serves
+    ``adgroup_id`` and ``click_50_seq__adgroup_id``); pooled outputs of such target features are a
+    jagged sum (they hold 0 or 1 id per row). Tables no requested key uses are not built.
+
+    Args:
+        tables (list[TableSpec]): tables from ``FeatureSpec.tables()``.
+        pooled_keys (list[str]): KJT keys to return pooled, ``(B, D)`` each.
+        sequence_keys (list[str]): KJT keys to return jagged, ``(T, D)`` values and ``(B + 1,)`` offsets;
+            their tables must be sequence tables.
+        pooling (dict[str, str] | None): ``"sum"`` or ``"mean"`` per pooled key (default ``"sum"``).
+        device (torch.device | None): table device; ``meta`` builds without allocating.
+        init (EmbeddingInit): table initialization.
+
+    Example::
+
+        # keys × batch (B = 2):       row 0       row 1
+        #   user_id                   [7]         [9]
+        #   adgroup_id                [3]         [5]
+        #   click_50_seq__adgroup_id  [3, 8, 1]   []
+        group = EmbeddingGroup(spec.tables(), ["user_id", "adgroup_id"], ["click_50_seq__adgroup_id"])
+        out = group(kjt)
+        out.pooled["user_id"].shape                     # (2, 16), from the EmbeddingBagCollection
+        out.pooled["adgroup_id"].shape                  # (2, 16), jagged sum from the EmbeddingCollection
+        out.values["click_50_seq__adgroup_id"].shape    # (3, 16): T = 3 real items
+        out.offsets["click_50_seq__adgroup_id"]         # tensor([0, 3, 3])
+    """
+
+    def __init__(
+        self,
+        tables: list[TableSpec],
+        pooled_keys: list[str],
+        sequence_keys: list[str],
+        pooling: dict[str, str] | None = None,
+        device: torch.device | None = None,
+        init: EmbeddingInit = EmbeddingInit(),
+    ) -> None:
+        super().__init__()
+        pooling = dict(pooling or {})
+        for key, mode in pooling.items():
+            if mode not in POOLINGS:
+                raise ValueError(f"pooling of {key!r} must be one of {list(POOLINGS)}, got {mode!r}")
+        for name, keys in (("pooled_keys", pooled_keys), ("sequence_keys", sequence_keys)):
+            dup = sorted({k for k in keys if keys.count(k) > 1})
+            if dup:
+                raise ValueError(f"duplicate {name} {dup}")
+        table_of: dict[str, TableSpec] = {}
+        for t in tables:
+            for f in t.feature_names:
+                if f in table_of:
+                    raise ValueError(f"feature {f!r} is listed by tables {table_of[f].name!r} and {t.name!r}")
+                table_of[f] = t
+        unknown = [k for k in [*pooled_keys, *sequence_keys] if k not in table_of]
+        if unknown:
+            raise ValueError(f"keys {unknown} have no embedding table; tables serve {sorted(table_of)}")
+        not_seq = [k for k in sequence_keys if not table_of[k].sequence]
+        if not_seq:
+            raise ValueError(f"sequence keys {not_seq} look up tables that are not sequence tables")
+
+        self.pooled_keys = list(pooled_keys)
+        self.sequence_keys = list(sequence_keys)
+        self._pooling = {k: pooling.get(k, "sum") for k in pooled_keys}
+        self._dims = {k: table_of[k].embedding_dim for k in [*pooled_keys, *sequence_keys]}
+        wanted_pooled, wanted_seq = set(pooled_keys), set(sequence_keys)
+
+        bag_configs: list[EmbeddingBagConfig] = []
+        seq_configs: list[EmbeddingConfig] = []
+        for t in tables:
+            if t.sequence:
+                feats = [f for f in t.feature_names if f in wanted_pooled or f in wanted_seq]
+                if feats:
+                    seq_configs.append(
+                        EmbeddingConfig(
+                            name=t.name,
+                            num_embeddings=t.num_embeddings,
+                            embedding_dim=t.embedding_dim,
+                            feature_names=feats,
+                            init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                        )
+                    )
+                continue
+            feats = [f for f in t.feature_names if f in wanted_pooled]
+            if not feats:
+                continue
+            modes = {self._pooling[f] for f in feats}
+            if len(modes) != 1:
+                raise ValueError(
+                    f"table {t.name!r} is pooled by features {feats} with different modes {sorted(modes)}; "
+                    "an EmbeddingBag table has one pooling mode"
+                )
+            bag_configs.append(
+                EmbeddingBagConfig(
+                    name=t.name,
+                    num_embeddings=t.num_embeddings,
+                    embedding_dim=t.embedding_dim,
+                    feature_names=feats,
+                    pooling=POOLINGS[modes.pop()],
+                    init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                )
+            )
+        seq_dims = {c.embedding_dim for c in seq_configs}
+        if len(seq_dims) > 1:
+            raise ValueError(
+                f"sequence tables {[c.name for c in seq_configs]} have different dims {sorted(seq_dims)}; "
+                "one EmbeddingCollection needs one dim"
+            )
+        self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
+        self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
+        self._ebc_keys = [f for c in bag_configs for f in c.feature_names]
+        self._ec_keys = [f for c in seq_configs for f in c.feature_names]
+        self._ec_pooled = [k for k in self._ec_keys if k in wanted_pooled]
+        self._ec_seq = [k for k in self._ec_keys if k in wanted_seq]
+        self._permutes: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
+
+    def embedding_dim(self, key: str) -> int:
+        """Embedding width of a requested key."""
+        return self._dims[key]
+
+    def tables(self) -> dict[str, list[str]]:
+        """Which collection holds which tables: ``{"ebc": [...], "ec": [...]}``."""
+        ebc = [c.name for c in self.ebc.embedding_bag_configs()] if self.ebc is not None else []
+        ec = [c.name for c in self.ec.embedding_configs()] if self.ec is not None else []
+        return {"ebc": ebc, "ec": ec}
+
+    def _select(self, kjt: KeyedJaggedTensor, keys: list[str], which: int) -> KeyedJaggedTensor:
+        """The sub-KJT holding ``keys`` in order; the index lists are computed once per key layout."""
+        layout = tuple(kjt.keys())
+        if layout not in self._permutes:
+            pos = {k: i for i, k in enumerate(layout)}
+            missing = [k for k in [*self._ebc_keys, *self._ec_keys] if k not in pos]
+            if missing:
+                raise ValueError(f"the KeyedJaggedTensor lacks keys {missing}; it has {list(layout)}")
+            self._permutes[layout] = ([pos[k] for k in self._ebc_keys], [pos[k] for k in self._ec_keys])
+        indices = self._permutes[layout][which]
+        if indices == list(range(len(layout))):
+            return kjt
+        return kjt.permute(indices)
+
+    def forward(self, kjt: KeyedJaggedTensor) -> EmbeddingLookup:
+        """
+        Args:
+            kjt (KeyedJaggedTensor): a batch's sparse features (extra keys are ignored).
+
+        Returns:
+            EmbeddingLookup: pooled ``(B, D)`` per pooled key; ``(T, D)`` values and ``(B + 1,)`` offsets
+            per sequence key.
+        """
+        pooled: dict[str, torch.Tensor] = {}
+        values: dict[str, torch.Tensor] = {}
+        offsets: dict[str, torch.Tensor] = {}
+        if self.ebc is not None:
+            pooled.update(self.ebc(self._select(kjt, self._ebc_keys, 0)).to_dict())
+        if self.ec is not None:
+            jagged = self.ec(self._select(kjt, self._ec_keys, 1))
+            for key in self._ec_pooled:
+                jt = jagged[key]
+                pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
+            for key in self._ec_seq:
+                jt = jagged[key]
+                values[key] = jt.values()
+                offsets[key] = jt.offsets().long()
+        return EmbeddingLookup(
+            pooled={k: pooled[k] for k in self.pooled_keys},
+            values={k: values[k] for k in self.sequence_keys},
+            offsets={k: offsets[k] for k in self.sequence_keys},
+        )

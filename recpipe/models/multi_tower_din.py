@@ -1,0 +1,260 @@
+"""MultiTowerDIN (TorchEasyRec's ``multi_tower_din_taobao``): deep towers over pooled features, DIN
+towers over jagged behaviour histories, a final MLP over all towers → one logit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.batch import Batch
+from recpipe.features.spec import TableSpec
+from recpipe.models.din import DinAttention, MeanPoolSequence, PaddedDinAttention
+from recpipe.models.embedding import EmbeddingGroup, EmbeddingInit
+from recpipe.models.mlp import MLP, MlpSpec
+
+ATTENTIONS = ("jagged", "padded", "mean_pool")
+
+
+@dataclass(frozen=True)
+class DeepTower:
+    """A tower over one ``deep`` feature group: its pooled embeddings and dense columns, concatenated.
+
+    Args:
+        name (str): the feature group name.
+        sparse_keys (tuple[str, ...]): pooled KJT keys, concatenated in this order.
+        dense_columns (tuple[int, ...]): columns of ``Batch.dense`` appended after them.
+        mlp (MlpSpec): the tower MLP (e.g. 512-256-128).
+    """
+
+    name: str
+    sparse_keys: tuple[str, ...]
+    mlp: MlpSpec
+    dense_columns: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class DinTower:
+    """A tower over one ``sequence`` feature group: DIN attention of the target over the history.
+
+    Args:
+        name (str): the feature group name; its dense-arch inputs are ``<name>__query``,
+            ``<name>__values`` and ``<name>__offsets``.
+        query_keys (tuple[str, ...]): target keys (e.g. ``adgroup_id, cate_id, brand``), pooled and concatenated.
+        history_keys (tuple[str, ...]): history sub-feature keys, paired with ``query_keys`` in order,
+            concatenated per item.
+        attn_mlp (MlpSpec): attention MLP widths and activation (no batch norm / dropout).
+        attention (str): ``"jagged"`` (real items only), ``"padded"`` (reference) or ``"mean_pool"`` (ablation).
+        max_length (int): the sequence's maximum length (the padded reference pads to it).
+    """
+
+    name: str
+    query_keys: tuple[str, ...]
+    history_keys: tuple[str, ...]
+    attn_mlp: MlpSpec
+    attention: str = "jagged"
+    max_length: int = 100
+
+
+class MultiTowerDIN(nn.Module):
+    """Deep towers and DIN towers, concatenated, through a final MLP and a Linear to one logit.
+
+    Two submodules: ``embeddings`` (:class:`EmbeddingGroup`, the sparse arch) and ``dense``
+    (:class:`MultiTowerDinDense`, plain torch: what export serves).
+
+    Args:
+        tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
+        towers (list[DeepTower]): deep towers.
+        din_towers (list[DinTower]): DIN towers.
+        final (MlpSpec): the MLP over all tower outputs (a Linear to one logit follows).
+        dense_in_features (int): width of ``Batch.dense`` (0 when there are no dense features).
+        pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per pooled key.
+        embedding_init (EmbeddingInit): table initialization.
+        device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
+
+    Example::
+
+        # Taobao: B = 2; 16 pooled keys of dim 16 in the deep tower; click_50_seq of 3 sub-features
+        #   adgroup_id                [3]          [5]
+        #   click_50_seq__adgroup_id  [3, 8, 1]    []      (cate_id, brand alike)
+        model = build_model(spec, cfg.model)
+        emb = model.sparse_arch(kjt)
+        emb["user_id"].shape       # (2, 16)      one per deep-tower key
+        emb["seq__query"].shape    # (2, 48)      target adgroup_id | cate_id | brand
+        emb["seq__values"].shape   # (3, 48)      T = 3 real history items, never padded
+        emb["seq__offsets"]        # tensor([0, 3, 3])
+        model.dense_arch(torch.zeros(2, 0), emb).shape  # (2,) logits
+        # deep: (2, 256) -> 512-256-128; DIN: (2, 48); final: (2, 176) -> 64 -> 1
+    """
+
+    def __init__(
+        self,
+        tables: list[TableSpec],
+        towers: list[DeepTower],
+        din_towers: list[DinTower],
+        final: MlpSpec,
+        dense_in_features: int = 0,
+        pooling: dict[str, str] | None = None,
+        embedding_init: EmbeddingInit = EmbeddingInit(),
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
+        query_keys = [k for t in din_towers for k in t.query_keys]
+        history_keys = [k for t in din_towers for k in t.history_keys]
+        self.embeddings = EmbeddingGroup(
+            tables,
+            pooled_keys=list(dict.fromkeys(deep_keys + query_keys)),
+            sequence_keys=list(dict.fromkeys(history_keys)),
+            pooling=pooling,
+            device=device,
+            init=embedding_init,
+        )
+        dims = {k: self.embeddings.embedding_dim(k) for k in [*deep_keys, *query_keys, *history_keys]}
+        self.dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device=device)
+
+    def dense_input_names(self) -> list[str]:
+        """Inputs of :meth:`dense_arch`, in order: ``dense`` ``(B, dense_in_features)``; one ``(B, D)`` per
+        deep-tower key; per DIN tower ``<name>__query (B, Dq)``, ``<name>__values (T, Ds)``,
+        ``<name>__offsets (B + 1,)`` int64."""
+        return self.dense.input_names()
+
+    def dense_module(self) -> nn.Module:
+        """The dense arch as a module ``(dense, embeddings) -> logits`` holding no embedding table."""
+        return self.dense
+
+    def sparse_arch(self, sparse: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
+        """Embedding lookups keyed by :meth:`dense_input_names` (without ``dense``)."""
+        lookup = self.embeddings(sparse)
+        out = {k: lookup.pooled[k] for k in self.dense.deep_keys}
+        for tower in self.dense.din_towers_spec:
+            out[f"{tower.name}__query"] = torch.cat([lookup.pooled[k] for k in tower.query_keys], dim=1)
+            # The sub-features of one sequence share lengths: item i of every sub-feature is one item.
+            out[f"{tower.name}__values"] = torch.cat([lookup.values[k] for k in tower.history_keys], dim=1)
+            out[f"{tower.name}__offsets"] = lookup.offsets[tower.history_keys[0]]
+        return out
+
+    def dense_arch(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits ``(B,)`` from dense features and :meth:`sparse_arch` outputs (plain torch ops only)."""
+        return self.dense(dense, embeddings)
+
+    def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
+        return self.dense_arch(dense, self.sparse_arch(sparse))
+
+    def predict(self, batch: Batch) -> torch.Tensor:
+        return self.forward(batch.dense, batch.sparse)
+
+
+class MultiTowerDinDense(nn.Module):
+    """MultiTowerDIN's dense arch: tower MLPs, DIN attention, final MLP, logit (plain torch ops only).
+
+    Args:
+        towers (list[DeepTower]): deep towers.
+        din_towers (list[DinTower]): DIN towers.
+        final (MlpSpec): the MLP over all tower outputs.
+        key_dims (dict[str, int]): embedding width of every key the towers read.
+        dense_in_features (int): width of ``Batch.dense``.
+        device (torch.device | None): parameter device.
+
+    Example::
+
+        dense_arch = model.dense_module()
+        dense_arch(torch.zeros(2, 0), model.sparse_arch(kjt)).shape  # (2,)
+    """
+
+    def __init__(
+        self,
+        towers: list[DeepTower],
+        din_towers: list[DinTower],
+        final: MlpSpec,
+        key_dims: dict[str, int],
+        dense_in_features: int = 0,
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        if not towers and not din_towers:
+            raise ValueError("MultiTowerDIN needs at least one tower")
+        names = [t.name for t in towers] + [t.name for t in din_towers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate tower names {dup}")
+        self.deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
+        for tower in din_towers:
+            if tower.attention not in ATTENTIONS:
+                raise ValueError(f"DIN tower {tower.name!r}: attention must be one of {list(ATTENTIONS)}")
+            if len(tower.query_keys) != len(tower.history_keys) or not tower.query_keys:
+                raise ValueError(
+                    f"DIN tower {tower.name!r} needs one query key per history key, "
+                    f"got {list(tower.query_keys)} and {list(tower.history_keys)}"
+                )
+            if tower.attn_mlp.batch_norm or tower.attn_mlp.dropout:
+                raise ValueError(
+                    f"DIN tower {tower.name!r}: the attention MLP takes no batch norm or dropout"
+                )
+            clash = [f"{tower.name}__{s}" for s in ("query", "values", "offsets")]
+            clash = [c for c in clash if c in self.deep_keys]
+            if clash:
+                raise ValueError(f"DIN tower {tower.name!r}: input names {clash} clash with feature keys")
+        for tower in towers:
+            bad = [c for c in tower.dense_columns if not 0 <= c < dense_in_features]
+            if bad:
+                raise ValueError(
+                    f"tower {tower.name!r}: dense columns {bad} outside [0, {dense_in_features})"
+                )
+        self.towers_spec = list(towers)
+        self.din_towers_spec = list(din_towers)
+        self.dense_in_features = dense_in_features
+
+        self.towers = nn.ModuleDict()
+        width = 0
+        for tower in towers:
+            in_features = sum(key_dims[k] for k in tower.sparse_keys) + len(tower.dense_columns)
+            self.towers[tower.name] = MLP.from_spec(in_features, tower.mlp, device=device)
+            width += self.towers[tower.name].out_features
+        self.din = nn.ModuleDict()
+        for tower in din_towers:
+            q_dim = sum(key_dims[k] for k in tower.query_keys)
+            s_dim = sum(key_dims[k] for k in tower.history_keys)
+            if q_dim != s_dim:
+                raise ValueError(
+                    f"DIN tower {tower.name!r}: query width {q_dim} differs from history width {s_dim}"
+                )
+            self.din[tower.name] = _attention(tower, q_dim, device)
+            width += q_dim
+        self.final = MLP.from_spec(width, final, device=device)
+        self.logit = nn.Linear(self.final.out_features, 1, device=device)
+
+    def input_names(self) -> list[str]:
+        names = ["dense", *self.deep_keys]
+        for tower in self.din_towers_spec:
+            names += [f"{tower.name}__query", f"{tower.name}__values", f"{tower.name}__offsets"]
+        return names
+
+    def forward(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        outs: list[torch.Tensor] = []
+        for tower in self.towers_spec:
+            parts = [embeddings[k] for k in tower.sparse_keys]
+            if tower.dense_columns:
+                parts.append(dense[:, list(tower.dense_columns)])
+            outs.append(self.towers[tower.name](torch.cat(parts, dim=1)))
+        for tower in self.din_towers_spec:
+            outs.append(
+                self.din[tower.name](
+                    embeddings[f"{tower.name}__query"],
+                    embeddings[f"{tower.name}__values"],
+                    embeddings[f"{tower.name}__offsets"],
+                )
+            )
+        return self.logit(self.final(torch.cat(outs, dim=1))).squeeze(-1)
+
+
+def _attention(tower: DinTower, dim: int, device: torch.device | None) -> nn.Module:
+    hidden = list(tower.attn_mlp.hidden_units)
+    act = tower.attn_mlp.activation
+    if tower.attention == "jagged":
+        return DinAttention(dim, hidden, act, device=device)
+    if tower.attention == "padded":
+        return PaddedDinAttention(dim, hidden, act, max_length=tower.max_length, device=device)
+    return MeanPoolSequence(dim)

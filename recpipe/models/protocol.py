@@ -1,0 +1,61 @@
+"""The contract every ranking model meets (a Protocol: models share no base class)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.batch import Batch
+
+
+@runtime_checkable
+class RankingModel(Protocol):
+    """``forward == dense_arch(dense, sparse_arch(sparse))``; ``dense_arch`` is plain torch (exportable)
+    and equals ``dense_module()(dense, embeddings)``, a submodule without embedding tables.
+
+    Example::
+
+        emb = model.sparse_arch(batch.sparse)               # {name: Tensor}, names = dense_input_names()[1:]
+        logits = model.dense_arch(batch.dense, emb)          # (B,)
+    """
+
+    def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor: ...
+
+    def predict(self, batch: Batch) -> torch.Tensor: ...
+
+    def sparse_arch(self, sparse: KeyedJaggedTensor) -> dict[str, torch.Tensor]: ...
+
+    def dense_arch(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def dense_input_names(self) -> list[str]: ...
+
+    def dense_module(self) -> torch.nn.Module: ...
+
+
+class DenseArchModule(torch.nn.Module):
+    """A model's dense arch as a module of positional tensors, in ``dense_input_names()`` order: the
+    graph ``torch.export`` / ONNX / RTP serve behind the embedding lookup. It holds only the dense
+    submodule (parameters shared with the model), so no embedding table ends up in an export.
+
+    Args:
+        model (RankingModel): the model whose dense arch to expose.
+
+    Example::
+
+        dense_part = DenseArchModule(model)
+        emb = model.sparse_arch(kjt)
+        inputs = [dense] + [emb[n] for n in model.dense_input_names()[1:]]
+        dense_part(*inputs)            # (B,) logits, == model(dense, kjt)
+    """
+
+    def __init__(self, model: RankingModel) -> None:
+        super().__init__()
+        self.dense = model.dense_module()
+        self.input_names = model.dense_input_names()
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"expected {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
+        return self.dense(inputs[0], dict(zip(self.input_names[1:], inputs[1:])))
