@@ -39,19 +39,23 @@ def _tracking_uri(value: str | None) -> str:
 def cmd_train(a: argparse.Namespace) -> int:
     from recpipe.stages import train
 
-    r = train.run(
-        a.config,
-        a.train,
-        a.eval,
-        a.out,
-        fg_json=a.fg,
-        workers=a.workers,
-        gpus_per_worker=a.gpus_per_worker,
-        nproc_per_node=a.nproc_per_node,
-        overrides=parse_sets(a.set),
-        run_id=a.run_id,
-        tracking_uri=a.tracking_uri,
-    )
+    try:
+        r = train.run(
+            a.config,
+            a.train,
+            a.eval,
+            a.out,
+            fg_json=a.fg,
+            workers=a.workers,
+            gpus_per_worker=a.gpus_per_worker,
+            nproc_per_node=a.nproc_per_node,
+            overrides=parse_sets(a.set),
+            run_id=a.run_id,
+            tracking_uri=_tracking_uri(a.tracking_uri) if a.run_id else None,
+        )
+    except train.TrainingFailed as err:
+        print(f"recpipe train: {err}", file=sys.stderr)
+        return 1
     _print(r)
     return 0
 
@@ -82,9 +86,15 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
+    from recpipe.export import ExportError
     from recpipe.stages import export
 
-    r = export.run(a.checkpoint, a.backends, a.out, data_uri=a.data)
+    uri = _tracking_uri(a.tracking_uri) if a.run_id else None
+    try:
+        r = export.run(a.checkpoint, a.backends, a.out, data_uri=a.data, run_id=a.run_id, tracking_uri=uri)
+    except ExportError as err:
+        print(f"recpipe export: {err}", file=sys.stderr)
+        return 1
     print(r.describe())
     return 0 if r.ok else 1
 
@@ -193,9 +203,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     x = sub.add_parser("export", help="export a checkpoint to serving backends, parity-checked")
     x.add_argument("--checkpoint", required=True)
-    x.add_argument("--backends", required=True, help="comma-separated: jit,aoti,onnx,rtp,trt")
+    x.add_argument("--backends", default="jit,aoti,onnx,rtp", help="comma-separated: jit,aoti,onnx,rtp,trt")
     x.add_argument("--out", required=True)
-    x.add_argument("--data", default=None, help="held-out Parquet rows for the parity check")
+    x.add_argument("--data", required=True, help="held-out rows with labels for the parity check")
+    x.add_argument("--run-id", default=None, help="MLflow run to record the parity on")
+    _tracking_arg(x)
     x.set_defaults(func=cmd_export)
 
     r = sub.add_parser("register", help="log the pyfunc model and register a version with alias challenger")

@@ -152,3 +152,35 @@ def test_promote_moves_champion_only_for_a_passed_gate(tmp_path, tiny_config, sq
     # The refusal failed the step, and the step marked the pipeline's run FAILED with the reason.
     run = tracking.run_summary(run_id, uri=uri)
     assert run["status"] == "FAILED" and "promote: PromotionRefused" in run["tags"]["failure_reason"]
+
+
+def test_promote_cli_force_and_rollback(tmp_path, tiny_config, sqlite_uri, capsys):
+    from recpipe.cli.main import main
+
+    (run_id, uri, *_), _ = _start(tmp_path, tiny_config, sqlite_uri)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "MLmodel").write_text("flavors: {}\n")
+    tracking.log_model_dir(run_id, folder, "model", uri=uri)
+    tags = tracking.eval_version_tags(0.7, 0.65, 0.2, True, ["PASS min_auc"], "d" * 64)
+    tracking.register_version(uri, "m", run_id, "model", tags=tags)
+    reasons = ["FAIL min_auc: auc 0.61 is not >= min_auc 0.65"]
+    tracking.register_version(
+        uri, "m", run_id, "model", tags={**tags, "gate_passed": "false", "gate_reasons": json.dumps(reasons)}
+    )
+    base = ["promote", "--model", "m", "--tracking-uri", uri]
+    assert main([*base, "--version", "1"]) == 0
+    assert main([*base, "--version", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "refused: m v2" in err and "FAIL min_auc: auc 0.61" in err and "--force" in err
+    assert main([*base, "--version", "2", "--force"]) == 2  # a forced promotion needs a reason
+    assert main([*base, "--version", "2", "--force", "--reason", "hotfix for the holiday traffic"]) == 0
+    v2 = tracking.get_version(uri, "m", 2)
+    assert "champion" in v2["aliases"] and v2["tags"]["forced"] == "true"
+    assert main([*base, "--rollback"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "rolled back: m v1 is champion (was v2)"
+    assert main(["models", "list", "m", "--tracking-uri", uri]) == 0
+    table = capsys.readouterr().out
+    assert (
+        "challenger" not in table and "champion" in table.splitlines()[1] and "FAIL" in table.splitlines()[2]
+    )
