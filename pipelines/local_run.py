@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.stages import pipeline_run
+from recpipe.stages.run_summary import RunSummary, summarize
 
 DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 # Sized for < 10 minutes end to end on 2 cores (see the README's measured timings).
@@ -36,7 +37,7 @@ def run_local(
     overrides: dict[str, Any] | None = None,
     model_name: str = "",
     verbose: bool = False,
-) -> pipeline_run.RunSummary:
+) -> RunSummary:
     """Run the whole pipeline locally and return its summary (also when a step failed).
 
     Args:
@@ -104,7 +105,7 @@ def run_local(
                 training_pipeline(**args)
     except Exception as err:  # noqa: BLE001 - a failed step is reported in the summary
         error = f"{type(err).__name__}: {err}"
-    return pipeline_run.summarize(
+    return summarize(
         uri,
         since=t0,
         data_source=source,

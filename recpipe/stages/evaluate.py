@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +195,6 @@ def run(
     """
     from recpipe.config import load_config
     from recpipe.eval.gate import decide
-    from recpipe.eval.plots import calibration_curve_png, roc_curve_png
     from recpipe.train.checkpoint import read_config, resolve_checkpoint
 
     if run_id and tracking_uri:
@@ -223,7 +222,7 @@ def run(
         out_path = Path(out)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         doc = {
-            "candidate": json.loads(_report_json(candidate)),
+            "candidate": candidate.to_dict(),
             "champion": None if champion is None else {"version": champion.version, "source": champion.source,
                                                        "metrics": _metrics_dict(champion.report)},
             "gate": decision.to_dict(),
@@ -232,16 +231,7 @@ def run(
         }  # fmt: skip
         out_path.write_text(json.dumps(_json_safe(doc), indent=2, sort_keys=True, allow_nan=False))
         if run_id and tracking_uri:
-            _log(
-                run_id,
-                tracking_uri,
-                candidate,
-                champion,
-                decision,
-                out_path,
-                roc_curve_png,
-                calibration_curve_png,
-            )
+            _log(run_id, tracking_uri, candidate, champion, decision, out_path)
     return EvaluateResult(
         report_path=str(out_path),
         auc=float(candidate.auc),
@@ -271,12 +261,6 @@ def read_report(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def _report_json(report: Any) -> str:
-    from recpipe.eval.report import _json_safe as safe
-
-    return json.dumps(safe(report.to_dict()), allow_nan=False)
-
-
 def _metrics_dict(report: Any) -> dict[str, Any]:
     if hasattr(report, "metrics"):
         return report.metrics()
@@ -290,12 +274,17 @@ def _json_safe(value: Any) -> Any:
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _json_safe(value.item())
     return value
 
 
-def _log(run_id: str, uri: str, candidate: Any, champion: ChampionEval | None, decision: Any, report: Path,
-         roc_png: Any, calibration_png: Any) -> None:  # fmt: skip
+def _log(
+    run_id: str, uri: str, candidate: Any, champion: ChampionEval | None, decision: Any, report: Path
+) -> None:
+    """Metrics (``eval.*``, ``champion.*``), the decision as tags, the report and the ROC/calibration plots."""
     from recpipe import tracking
+    from recpipe.eval.plots import calibration_curve_png, roc_curve_png
 
     tracking.log_metrics(run_id, {f"eval.{k}": v for k, v in candidate.metrics().items()})
     if champion is not None:
@@ -314,12 +303,10 @@ def _log(run_id: str, uri: str, candidate: Any, champion: ChampionEval | None, d
     tracking.log_artifact(run_id, report, "eval")
     plots = report.parent / f".{report.stem}-plots"
     if candidate.roc.get("fpr"):
-        tracking.log_artifact(run_id, roc_png(candidate.roc, plots / "roc.png", auc=candidate.auc), "eval")
+        tracking.log_artifact(
+            run_id, roc_curve_png(candidate.roc, plots / "roc.png", auc=candidate.auc), "eval"
+        )
     if candidate.calibration_curve.get("mean_prediction"):
         tracking.log_artifact(
-            run_id, calibration_png(candidate.calibration_curve, plots / "calibration.png"), "eval"
+            run_id, calibration_curve_png(candidate.calibration_curve, plots / "calibration.png"), "eval"
         )
-
-
-def asdict_result(r: EvaluateResult) -> dict[str, Any]:
-    return asdict(r)

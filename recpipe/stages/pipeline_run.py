@@ -9,12 +9,11 @@ stages with their lineage. ``failing`` marks the run FAILED with the reason when
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -426,127 +425,3 @@ def fit_step(
 def is_local() -> bool:
     """True when steps run on this machine (``recpipe run``, tests), per env ``RECPIPE_LOCAL=1``."""
     return os.environ.get(ENV_LOCAL, "") == "1"
-
-
-# --------------------------------------------------------------------------------------------- summary
-@dataclass
-class RunSummary:
-    """What a pipeline run did, read back from its MLflow run and the registry."""
-
-    run_id: str | None
-    status: str
-    tracking_uri: str
-    model_name: str | None = None
-    outcome: str | None = None
-    failure_reason: str | None = None
-    seconds: float = 0.0
-    data_source: str | None = None
-    auc: float | None = None
-    gauc: float | None = None
-    logloss: float | None = None
-    oracle_auc: float | None = None
-    gate_passed: bool | None = None
-    gate_reasons: list[str] = field(default_factory=list)
-    champion_source: str | None = None
-    backends: dict[str, str] = field(default_factory=dict)
-    registered_version: int | None = None
-    versions: list[dict[str, Any]] = field(default_factory=list)
-    run_dir: str | None = None
-
-    def format(self) -> str:
-        """The summary ``recpipe run`` prints."""
-
-        def f(v: float | None) -> str:
-            return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-
-        mins, secs = divmod(int(round(self.seconds)), 60)
-        lines = [f"recpipe run: {self.status} in {mins}m{secs:02d}s  (MLflow run {self.run_id})"]
-        if self.data_source:
-            lines.append(f"  data          {self.data_source}")
-        if self.auc is not None:
-            ratio = f"  = {self.auc / self.oracle_auc:.1%} of oracle" if self.oracle_auc else ""
-            lines.append(f"  AUC           {f(self.auc)} vs oracle {f(self.oracle_auc)}{ratio}")
-            lines.append(f"  GAUC/logloss  {f(self.gauc)} / {f(self.logloss)}")
-        if self.gate_passed is not None:
-            lines.append(
-                f"  gate          {'PASSED' if self.gate_passed else 'FAILED'} (champion: {self.champion_source})"
-            )
-            # The champion's provenance is on the line above; each reason repeats it.
-            lines += [f"                {r.split(' (champion ')[0]}" for r in self.gate_reasons]
-        if self.backends:
-            lines.append("  exported      " + ", ".join(f"{b} ({p})" for b, p in self.backends.items()))
-        if self.registered_version is not None:
-            lines.append(f"  registered    {self.model_name} v{self.registered_version}")
-        for v in self.versions:
-            aliases = ",".join(v["aliases"]) or "-"
-            auc = v["metrics"].get("auc")
-            lines.append(
-                f"                v{v['version']:<3} {aliases:<20} auc {f(auc)}  gate {v['gate_passed']}"
-            )
-        if self.outcome:
-            lines.append(f"  outcome       {self.outcome}")
-        if self.failure_reason:
-            lines.append(f"  failed        {self.failure_reason}")
-        if self.run_dir:
-            lines.append(f"  run folder    {self.run_dir}")
-        lines.append(f"  MLflow UI     mlflow ui --backend-store-uri {self.tracking_uri} --port 5000")
-        return "\n".join(lines)
-
-
-def find_run(tracking_uri: str, since: float, experiment: str | None = None) -> str | None:
-    """The newest MLflow run started at or after ``since`` (seconds since the epoch)."""
-    from recpipe.tracking.uri import client
-
-    c = client(tracking_uri)
-    exps = [c.get_experiment_by_name(experiment)] if experiment else c.search_experiments()
-    ids = [e.experiment_id for e in exps if e is not None]
-    if not ids:
-        return None
-    runs = c.search_runs(
-        ids,
-        filter_string=f"attributes.start_time >= {int(since * 1000)}",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    return runs[0].info.run_id if runs else None
-
-
-def summarize(
-    tracking_uri: str,
-    run_id: str | None = None,
-    since: float | None = None,
-    data_source: str | None = None,
-    run_dir: str | Path | None = None,
-    seconds: float = 0.0,
-    error: str | None = None,
-) -> RunSummary:
-    """Read a pipeline run back from MLflow (``run_id``, or the newest started after ``since``)."""
-    from recpipe import tracking
-
-    if run_id is None and since is not None:
-        run_id = find_run(tracking_uri, since)
-    s = RunSummary(run_id, "FAILED" if error else "UNKNOWN", tracking_uri, seconds=seconds, data_source=data_source,
-                   run_dir=None if run_dir is None else str(run_dir))  # fmt: skip
-    if run_id is None:
-        s.failure_reason = error or "no MLflow run was created (the first step failed)"
-        return s
-    info = tracking.run_summary(run_id, uri=tracking_uri)
-    tags, metrics = info["tags"], info["metrics"]
-    s.status = "FAILED" if error and info["status"] != "FAILED" else info["status"]
-    s.failure_reason = tags.get("failure_reason") or error
-    s.outcome = tags.get("pipeline.summary")
-    s.model_name = tags.get("registered_model")
-    s.auc, s.gauc, s.logloss = metrics.get("eval.auc"), metrics.get("eval.gauc"), metrics.get("eval.logloss")
-    s.oracle_auc = metrics.get("eval.oracle_auc", metrics.get("data.oracle_auc"))
-    if "gate.passed" in tags:
-        s.gate_passed = tags["gate.passed"] == "true"
-        s.gate_reasons = [r for r in tags.get("gate.reasons", "").split("\n") if r]
-        s.champion_source = tags.get("gate.champion_source")
-    for key, value in sorted(tags.items()):
-        if key.startswith("export.") and key.endswith(".parity"):
-            s.backends[key.split(".")[1]] = value
-    if tags.get("registered.version"):
-        s.registered_version = int(tags["registered.version"])
-    if s.model_name:
-        s.versions = tracking.list_models(tracking_uri, s.model_name)
-    return s

@@ -184,3 +184,34 @@ def test_promote_cli_force_and_rollback(tmp_path, tiny_config, sqlite_uri, capsy
     assert (
         "challenger" not in table and "champion" in table.splitlines()[1] and "FAIL" in table.splitlines()[2]
     )
+
+
+def test_run_summary_reads_the_run_back(tmp_path, tiny_config, sqlite_uri):
+    from recpipe.stages.run_summary import summarize
+
+    (run_id, uri, *_), _ = _start(tmp_path, tiny_config, sqlite_uri)
+    tracking.log_metrics(
+        run_id, {"eval.auc": 0.61, "eval.gauc": 0.6, "eval.logloss": 0.2, "data.oracle_auc": 0.75}
+    )
+    reasons = "FAIL min_auc: auc 0.610000 is not >= min_auc 0.990000"
+    tracking.set_tags(
+        run_id, {"gate.passed": "false", "gate.reasons": reasons, "gate.champion_source": "none"}, uri=uri
+    )
+    finish.python_func(
+        run_id=run_id,
+        tracking_uri=uri,
+        outcome=reject.python_func(run_id=run_id, tracking_uri=uri, gate_reasons=reasons),
+    )
+    s = summarize(uri, run_id=run_id, seconds=75.2)
+    assert (s.status, s.gate_passed, s.auc, s.oracle_auc, s.model_name) == (
+        "FINISHED",
+        False,
+        0.61,
+        0.75,
+        "tiny-din",
+    )
+    text = s.format()
+    assert text.splitlines()[0] == f"recpipe run: FINISHED in 1m15s  (MLflow run {run_id})"
+    assert "AUC           0.6100 vs oracle 0.7500  = 81.3% of oracle" in text
+    assert "gate          FAILED (champion: none)" in text and f"mlflow ui --backend-store-uri {uri}" in text
+    assert summarize(uri, since=4102444800.0, error="boom").failure_reason == "boom"  # no run after 2100
