@@ -65,9 +65,21 @@ class RunSummary:
         if self.outcome:
             lines.append(f"  outcome       {self.outcome}")
         if self.failure_reason:
-            lines.append(f"  failed        {self.failure_reason}")
+            reason = self.failure_reason.strip().splitlines()
+            if len(reason) > 6:  # a traceback: its first line and the error at its end
+                reason = [
+                    *reason[:1],
+                    "  ...",
+                    *reason[-3:],
+                    "  (whole reason: the MLflow run's tag failure_reason)",
+                ]
+            lines.append(f"  failed        {reason[0]}")
+            lines += [f"                {r}" for r in reason[1:]]
         if self.run_dir:
-            lines.append(f"  run folder    {self.run_dir}")
+            log = Path(self.run_dir) / "pipeline.log"
+            lines.append(
+                f"  run folder    {self.run_dir}" + (f"  (step logs: {log.name})" if log.is_file() else "")
+            )
         lines.append(f"  MLflow UI     mlflow ui --backend-store-uri {self.tracking_uri} --port 5000")
         return "\n".join(lines)
 
