@@ -215,3 +215,16 @@ def test_run_summary_reads_the_run_back(tmp_path, tiny_config, sqlite_uri):
     assert "AUC           0.6100 vs oracle 0.7500  = 81.3% of oracle" in text
     assert "gate          FAILED (champion: none)" in text and f"mlflow ui --backend-store-uri {uri}" in text
     assert summarize(uri, since=4102444800.0, error="boom").failure_reason == "boom"  # no run after 2100
+    s.failure_reason = (
+        "train: TrainingFailed: exit code 1\n"
+        + "\n".join(f"  frame {i}" for i in range(20))
+        + "\nBadRowError: row 17"
+    )
+    failed = s.format().splitlines()
+    start = failed.index("  failed        train: TrainingFailed: exit code 1")
+    assert [x.strip() for x in failed[start + 1 : start + 5]] == [
+        "...",
+        "frame 18",
+        "frame 19",
+        "BadRowError: row 17",
+    ]
