@@ -176,3 +176,11 @@ def test_clean_histories_take_the_one_pass_path_and_equal_the_reference(taobao_r
     # A sliced batch (non-zero array offset) takes the same path with the same result.
     part = table.slice(1000, 700)
     _assert_same(fg(part), rowwise_fg(din_spec, part)[0])
+
+
+def test_generated_criteo_has_no_bad_rows_for_the_shipped_config(tmp_path):
+    generate("criteo", rows=3000, out=tmp_path, seed=0, chunk_rows=3000)
+    spec = build_feature_spec(load_config("configs/dlrm_criteo_small.yaml"))
+    fg = FeatureGenerator(spec)  # on_bad_row="error": every generated row must pass log(x+3)
+    out = fg(pq.read_table(tmp_path))
+    assert out.num_rows == 3000 and fg.stats.rows_skipped == 0

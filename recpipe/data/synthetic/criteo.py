@@ -104,8 +104,8 @@ def _draw(model: CriteoModel, rng: np.random.Generator, n: int) -> dict[str, obj
     for j, mu in enumerate(DENSE_MU):
         x = rng.normal(mu, DENSE_SIGMA, n)
         values = np.maximum(np.floor(np.exp(x)) - 1, 0).astype(np.int64)
-        if j == 1:  # I2 has a few small negative values, as in the real data
-            values = np.where(rng.random(n) < 0.08, rng.integers(-3, 0, n), values)
+        if j == 1:  # I2 has a few small negative values (>= -2, so the configs' log(x+3) stays defined)
+            values = np.where(rng.random(n) < 0.08, rng.integers(-2, 0, n), values)
         null = rng.random(n) < DENSE_NULL_RATES[j]
         z = (np.log1p(np.maximum(values, 0)) - mu) / DENSE_SIGMA
         logit += np.where(null, model.dense_missing_effect[j], model.dense_weight[j] * z)
