@@ -22,13 +22,10 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(PY) -c "import torch, fbgemm_gpu, torchrec, pyarrow, kfp, mlflow; print('recpipe deps ok: torch', torch.__version__, 'torchrec', torchrec.__version__)"
 	touch $(STAMP)
 
-# The most complete job that exists so far: ingest generated Taobao data (time split, oracle AUC), fit fg.json.
-# Training, evaluation, export and registration join it as the pipeline lands (`recpipe run`).
-RUN_CONFIG ?= configs/din_taobao_small.yaml
-RUN_ROWS ?= 200000
+# The whole pipeline on the embedded default: kfp.local runs every step as a subprocess, training uses
+# torchrun CPU ranks (gloo), MLflow is $(RUNS)/mlflow.db; 1M generated Taobao rows, ~2-5 minutes on 2 cores.
 run: $(STAMP)
-	$(VENV)/bin/recpipe ingest --config $(RUN_CONFIG) --source 'synthetic:taobao?rows=$(RUN_ROWS)' --out $(RUNS)/data
-	$(VENV)/bin/recpipe fit --config $(RUN_CONFIG) --train $(RUNS)/data/train --out $(RUNS)/data/fg.json
+	$(VENV)/bin/recpipe run --runs $(RUNS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
