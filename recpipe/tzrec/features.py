@@ -1,0 +1,211 @@
+"""``feature_configs`` → recpipe ``features``: id, raw and grouped sequence features, and which
+features share an embedding table.
+
+Tables follow TorchEasyRec's rule: a feature's table is its ``embedding_name``, else
+``"<feature name>_emb"``, where a sequence sub-feature's name is ``"<sequence_name>__<feature_name>"``.
+So a sub-feature shares the target feature's table only when its ``embedding_name`` says so (e.g.
+``embedding_name: "adgroup_id_emb"``); without it TorchEasyRec trains a separate table. In recpipe a
+feature's table is its ``embedding_name``, else its name, and a sub-feature's default is its short name
+(the target's table). Each TorchEasyRec table therefore becomes a recpipe table named after its first
+top-level feature (else its first sub-feature, ``"<sequence>__<feature>"``); a top-level feature names
+another table only when it shares one, and every sub-feature names its table explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from recpipe.tzrec.problems import Findings
+
+# recpipe reads the column an expression names; inputs computed by other features or constants are
+# TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
+_SIDES = ("user", "item", "context")
+_MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
+_EXPR_NORMALIZER = re.compile(r"^\s*method\s*=\s*expression\s*,\s*expr\s*=\s*(?P<expr>.+?)\s*$")
+_LOG = re.compile(r"^log\(x\+(?P<c>[0-9]+(\.[0-9]*)?)\)$")
+
+
+@dataclass
+class _Member:
+    """One user of a TorchEasyRec embedding table, and the recpipe dict to give its table name."""
+
+    target: dict[str, Any]
+    name: str  # recpipe feature key: "user_id", or "click_50_seq__adgroup_id" for a sub-feature
+    is_sub: bool
+    path: str
+
+
+def _column(expression: str, name: str, path: str, found: Findings) -> str | None:
+    if not expression:  # missing: reported as a required field
+        return None
+    side, sep, column = expression.partition(":")
+    if not sep or not column:
+        found.problem(f"{path}.expression", f"expression {expression!r} is not '<side>:<input>'")
+        return None
+    if side not in _SIDES:
+        found.problem(
+            f"{path}.expression",
+            f"input side {side!r} of {expression!r} is not supported (recpipe reads table columns: "
+            f"{', '.join(_SIDES)})",
+        )
+        return None
+    return None if column == name else column
+
+
+def _id_fields(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
+    """The id mapping, embedding dim, pooling and default value shared by id features and sub-features."""
+    out: dict[str, Any] = {}
+    given = [k for k in _MAPPINGS if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    if len(given) != 1:
+        found.problem(
+            path,
+            f"id feature {cfg.feature_name!r} needs exactly one of {', '.join(_MAPPINGS)}; "
+            f"got {', '.join(given) or 'none'}",
+        )
+    for key in given[:1]:
+        value = getattr(cfg, key)
+        out[key] = list(value) if key == "vocab_list" else value
+    out["embedding_dim"] = cfg.embedding_dim
+    if cfg.pooling not in ("sum", "mean"):
+        found.problem(f"{path}.pooling", f"pooling {cfg.pooling!r} is not 'sum' or 'mean'")
+    elif cfg.pooling != "sum":
+        out["pooling"] = cfg.pooling
+    # TorchEasyRec's "" means "no default: an empty value has no id", as recpipe's null does.
+    if cfg.default_value:
+        out["default_value"] = cfg.default_value
+    return out
+
+
+def map_normalizer(text: str) -> str | None:
+    """TorchEasyRec's ``"method=expression,expr=log(x+3)"`` (or a bare ``"log(x+3)"``) → ``"log(x+3)"``;
+    None for anything else."""
+    m = _EXPR_NORMALIZER.match(text)
+    expr = re.sub(r"\s+", "", m.group("expr") if m else text)
+    return expr if _LOG.match(expr) else None
+
+
+def _raw(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "raw", "name": cfg.feature_name}
+    column = _column(cfg.expression, cfg.feature_name, path, found)
+    if column:
+        out["column"] = column
+    bounds = list(cfg.boundaries)
+    if bounds:
+        if any(b >= a for b, a in zip(bounds, bounds[1:])):
+            found.problem(f"{path}.boundaries", "boundaries must be strictly increasing")
+        out["boundaries"] = bounds
+        if not cfg.embedding_dim:
+            found.problem(path, f"raw feature {cfg.feature_name!r} has boundaries but no embedding_dim")
+        out["embedding_dim"] = cfg.embedding_dim
+    elif cfg.HasField("embedding_dim"):
+        found.note(
+            f"{path}.embedding_dim",
+            "ignored: a raw feature without boundaries is a dense value; embedding_dim has no effect",
+        )
+    if cfg.HasField("normalizer"):
+        normalizer = map_normalizer(cfg.normalizer)
+        if normalizer is None:
+            found.problem(
+                f"{path}.normalizer",
+                f"normalizer {cfg.normalizer!r} is not supported: recpipe applies log(x+C) "
+                "('method=expression,expr=log(x+C)'); zscore statistics are fitted on the training split "
+                "rather than given, and log10/minmax/other expressions have no counterpart",
+            )
+        elif bounds:
+            found.problem(
+                f"{path}.normalizer", "a normalizer together with boundaries is not supported in recpipe"
+            )
+        else:
+            out["normalizer"] = normalizer
+    if cfg.HasField("default_value"):
+        try:
+            out["default"] = float(cfg.default_value)
+        except ValueError:
+            found.problem(f"{path}.default_value", f"default_value {cfg.default_value!r} is not a number")
+    return out
+
+
+def map_features(configs: Any, found: Findings) -> list[dict[str, Any]]:
+    """Map ``feature_configs`` in order; problems and notes go to ``found``."""
+    features: list[dict[str, Any]] = []
+    tables: dict[str, list[_Member]] = {}
+    for i, fc in enumerate(configs):
+        kind = fc.WhichOneof("feature")
+        path = f"feature_configs[{i}].{kind}" if kind else f"feature_configs[{i}]"
+        if kind is None:
+            found.problem(path, "feature config sets no feature (id_feature, raw_feature, sequence_feature)")
+            continue
+        cfg = getattr(fc, kind)
+        if kind == "id_feature":
+            out: dict[str, Any] = {"kind": "id", "name": cfg.feature_name}
+            out.update(_id_fields(cfg, path, found))
+            column = _column(cfg.expression, cfg.feature_name, path, found)
+            if column:
+                out["column"] = column
+            table = cfg.embedding_name or f"{cfg.feature_name}_emb"
+            tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
+        elif kind == "raw_feature":
+            out = _raw(cfg, path, found)
+            if "boundaries" in out:
+                table = cfg.embedding_name or f"{cfg.feature_name}_emb"
+                tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
+        else:
+            out = _sequence(cfg, path, found, tables)
+        features.append(out)
+    _assign_tables(tables, found)
+    return features
+
+
+def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Member]]) -> dict[str, Any]:
+    name = cfg.sequence_name
+    out: dict[str, Any] = {
+        "kind": "sequence",
+        "name": name,
+        "sequence_length": cfg.sequence_length,
+        "delimiter": cfg.sequence_delim,
+        "sub_features": [],
+    }
+    if cfg.HasField("sequence_pk"):
+        found.note(f"{path}.sequence_pk", "ignored: the serving-side primary key has no recpipe counterpart")
+    if not cfg.features:
+        found.problem(path, f"sequence feature {name!r} has no sub-features")
+    for j, sub_fc in enumerate(cfg.features):
+        sub_path = f"{path}.features[{j}].id_feature"
+        if sub_fc.WhichOneof("feature") is None:
+            found.problem(f"{path}.features[{j}]", "sub-feature sets no id_feature")
+            continue
+        sub = sub_fc.id_feature
+        # The expression names the per-item input; recpipe reads sub-values by position in the sequence
+        # column, so only its form is checked.
+        _column(sub.expression, sub.feature_name, sub_path, found)
+        sub_out: dict[str, Any] = {"name": sub.feature_name}
+        sub_out.update(_id_fields(sub, sub_path, found))
+        key = f"{name}__{sub.feature_name}"
+        table = sub.embedding_name or f"{key}_emb"
+        tables.setdefault(table, []).append(_Member(sub_out, key, True, sub_path))
+        out["sub_features"].append(sub_out)
+    return out
+
+
+def _table_shape(member: _Member) -> tuple[Any, ...]:
+    t = member.target
+    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim"))
+    return tuple(tuple(v) if isinstance(v, list) else v for v in values)
+
+
+def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
+    for table, members in tables.items():
+        owner = next((m for m in members if not m.is_sub), members[0])
+        shapes = {_table_shape(m) for m in members}
+        if len(shapes) > 1:
+            names = ", ".join(m.name for m in members)
+            for m in members:
+                found.problem(
+                    m.path,
+                    f"features sharing embedding {table!r} ({names}) differ in their buckets or embedding_dim",
+                )
+        for m in members:
+            if m.is_sub or m.name != owner.name:
+                m.target["embedding_name"] = owner.name

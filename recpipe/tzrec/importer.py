@@ -1,0 +1,413 @@
+"""Import a TorchEasyRec pipeline config (protobuf text) as a validated recpipe config.
+
+Steps: :func:`~recpipe.tzrec.scan.scan` lists every field outside the supported schema with its line;
+protobuf's ``text_format`` parses the text against that schema (types, enum values, oneofs), skipping
+those fields; missing required fields are listed; the message is mapped section by section, collecting
+every value recpipe cannot honour. Any finding stops the import with one :class:`TzrecImportError`
+that lists them all by line; otherwise the result is validated with :func:`recpipe.config.parse_config`.
+
+What maps to what (TorchEasyRec → recpipe):
+
+- ``train_input_path`` / ``eval_input_path`` → ``data.train`` / ``data.eval`` (``odps://`` URIs are
+  checked as recpipe ODPS sources); ``data_config``: ``batch_size``, ``num_workers`` (TorchEasyRec's
+  defaults 1024 and 8 when unset), ``label_fields`` (exactly one) → ``label``,
+  ``sample_weight_fields`` (at most one) → ``weight``, ``CsvDataset``'s ``delimiter``/``with_header``/
+  ``input_fields`` → ``data.csv``; ``dataset_type`` and ``fg_mode`` are checked (recpipe runs its own
+  feature generation on raw columns, so FG_DAG/FG_NORMAL, not pre-encoded FG_NONE/FG_BUCKETIZE).
+- ``train_config``: ``sparse_optimizer`` / ``dense_optimizer`` (``*_optimizer { lr }`` with
+  ``constant_learning_rate {}``) → ``{type, lr[, weight_decay]}``; ``num_epochs`` → ``epochs``,
+  ``num_steps`` → ``max_steps``, ``save_checkpoints_steps`` → ``checkpoint_every_steps``,
+  ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset).
+- ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
+- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``) → ``feature_groups``;
+  ``multi_tower_din`` (towers/din_towers ``input`` → ``group``) and ``dlrm`` (``final`` → ``over_mlp``,
+  ``sparse_group: sparse``; only ``arch_with_sparse: false``, the classic DLRM recpipe implements);
+  ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
+  ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
+  ``losses`` ``binary_cross_entropy {}`` (recpipe's loss); ``num_class: 1``.
+
+Read but ignored (each reported as a note, with its line): ``model_dir``, ``eval_config``,
+``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``, ``sequence_pk``,
+``auc { thresholds }`` (recpipe's AUC is exact). Sections TorchEasyRec has no counterpart for come from
+recpipe's defaults: :data:`FROM_DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import text_format
+
+from recpipe.config import RecpipeConfig, parse_config
+from recpipe.data.odps import parse_odps_uri
+from recpipe.tzrec.features import map_features
+from recpipe.tzrec.problems import Findings, Problem, TzrecImportError, parse_error_problem
+from recpipe.tzrec.render import render_yaml
+from recpipe.tzrec.scan import scan
+from recpipe.tzrec.schema import descriptor, new_config
+
+FROM_DEFAULTS: dict[str, str] = {
+    "data.split": "train and eval are separate inputs in TorchEasyRec; the split applies to ingest only",
+    "data.on_bad_row, data.neg_sample_rate, data.oracle_column, data.group_column": "recpipe-only",
+    "train.grad_clip_norm, eval_every_steps, keep_last_checkpoints, nproc_per_node, seed, sharding": (
+        "recpipe-only (or not imported)"
+    ),
+    "eval.gate, eval.threshold": "recpipe's promotion gate",
+    "export": "recpipe's export backends",
+    "tracking": "recpipe's MLflow tracking",
+}
+
+_SPARSE_OPT = {
+    "sgd_optimizer": "sgd",
+    "adagrad_optimizer": "adagrad",
+    "adam_optimizer": "adam",
+    "rowwise_adagrad_optimizer": "rowwise_adagrad",
+}
+_DENSE_OPT = {"sgd_optimizer": "sgd", "adagrad_optimizer": "adagrad", "adam_optimizer": "adam"}
+_ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
+_GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence"}
+_CSV_TYPES = {"INT32": "int64", "INT64": "int64", "FLOAT": "float64", "DOUBLE": "float64", "STRING": "string"}
+
+
+@dataclass
+class TzrecImport:
+    """An imported config.
+
+    Args:
+        config (RecpipeConfig): the validated recpipe config.
+        data (dict): the same as the mapping written to YAML (only what the TorchEasyRec config set).
+        notes (list[Problem]): fields read but ignored, with lines and reasons.
+        source (str): where the TorchEasyRec config came from.
+    """
+
+    config: RecpipeConfig
+    data: dict[str, Any]
+    notes: list[Problem] = field(default_factory=list)
+    source: str = "<text>"
+
+    def to_yaml(self) -> str:
+        """The recpipe YAML, headed by comments on where it came from, what was ignored and what came
+        from recpipe's defaults."""
+        head = [f"# Imported from {self.source} (TorchEasyRec) by `recpipe config import-tzrec`."]
+        if self.notes:
+            head.append("# Read but not carried over:")
+            head += [f"#   {n}" for n in self.notes]
+        head.append("# From recpipe's defaults (no TorchEasyRec counterpart):")
+        head += [f"#   {k}: {why}" for k, why in FROM_DEFAULTS.items()]
+        return "\n".join(head) + "\n" + render_yaml(self.data)
+
+
+def import_tzrec(text: str, source: str = "<text>", name: str | None = None) -> TzrecImport:
+    """Import TorchEasyRec config text.
+
+    Args:
+        text (str): the protobuf text of a TorchEasyRec ``EasyRecConfig``.
+        source (str): its name in messages (a path).
+        name (str | None): the recpipe config ``name``; default: the last part of ``model_dir``.
+
+    Raises:
+        TzrecImportError: the config has unsupported fields or values, syntax errors or missing required
+            fields; every one is listed with its line.
+        ConfigError: the mapped config fails recpipe's own validation.
+
+    Example::
+
+        imported = import_tzrec(Path("dlrm_criteo.config").read_text(), "dlrm_criteo.config")
+        imported.config.model.type                  # "dlrm"
+        Path("dlrm_criteo.yaml").write_text(imported.to_yaml())
+    """
+    scanned = scan(text, descriptor())
+    if scanned.syntax_error is not None:
+        raise TzrecImportError(source, [*scanned.unknown, scanned.syntax_error])
+    msg = new_config()
+    try:
+        # Unknown fields are already listed; skipping them lets every other finding be listed too.
+        text_format.Parse(text, msg, allow_unknown_extension=True, allow_unknown_field=True)
+    except text_format.ParseError as err:
+        raise TzrecImportError(source, [*scanned.unknown, parse_error_problem(err)]) from None
+    found = Findings(scanned.lines, problems=list(scanned.unknown))
+    for path in msg.FindInitializationErrors():
+        found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
+    data = _map(msg, found, name)
+    if found.problems:
+        raise TzrecImportError(source, found.problems)
+    config = parse_config(data, f"{source} (imported from TorchEasyRec)")
+    return TzrecImport(config, data, found.notes, source)
+
+
+def import_tzrec_file(path: str | Path, name: str | None = None) -> TzrecImport:
+    """:func:`import_tzrec` of the file at ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"TorchEasyRec config {path} does not exist")
+    return import_tzrec(path.read_text(), str(path), name)
+
+
+# ------------------------------------------------------------------------------------------ sections
+def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
+    if msg.HasField("model_dir"):
+        found.note("model_dir", "ignored: recpipe writes runs under its own output folders")
+    if msg.HasField("eval_config"):
+        for f, _ in msg.eval_config.ListFields():
+            found.note(
+                f"eval_config.{f.name}",
+                "ignored: recpipe evaluates the whole eval split and logs each evaluation",
+            )
+    model, eval_ = _model(msg.model_config, found)
+    data: dict[str, Any] = {
+        "name": name or Path(msg.model_dir.rstrip("/")).name or "tzrec-import",
+        "data": _data(msg, found),
+        "features": map_features(msg.feature_configs, found),
+        "feature_groups": _groups(msg, found),
+        "model": model,
+        "train": _train(msg.train_config, found),
+    }
+    if eval_:
+        data["eval"] = eval_
+    if model.get("type") == "dlrm":
+        _check_dlrm_groups(msg, data, found)
+    return data
+
+
+def _data(msg: Any, found: Findings) -> dict[str, Any]:
+    dc, p = msg.data_config, "data_config"
+    out: dict[str, Any] = {}
+    labels = list(dc.label_fields)
+    if len(labels) != 1:
+        found.problem(f"{p}.label_fields", f"recpipe trains one label; label_fields is {labels}")
+    out["label"] = labels[0] if labels else ""
+    weights = list(dc.sample_weight_fields)
+    if len(weights) > 1:
+        found.problem(f"{p}.sample_weight_fields", f"recpipe takes one sample weight; got {weights}")
+    elif weights:
+        out["weight"] = weights[0]
+    out["batch_size"] = dc.batch_size
+    out["num_workers"] = dc.num_workers
+
+    dataset = dc.DESCRIPTOR.fields_by_name["dataset_type"].enum_type.values_by_number[dc.dataset_type].name
+    odps = dataset in ("OdpsDataset", "OdpsDatasetV1")
+    if dataset == "KafkaDataset":
+        found.problem(f"{p}.dataset_type", "KafkaDataset (streaming input) is not supported")
+    for key, src in (("train", "train_input_path"), ("eval", "eval_input_path")):
+        uri = getattr(msg, src)
+        if _check_input(uri, odps, dataset, src, found):
+            out[key] = uri
+    if dataset == "CsvDataset":
+        out["csv"] = _csv(dc, found)
+
+    mode_field = dc.DESCRIPTOR.fields_by_name["fg_mode"].enum_type
+    if dc.HasField("fg_mode"):
+        mode, where = mode_field.values_by_number[dc.fg_mode].name, "fg_mode"
+    else:  # TorchEasyRec: the deprecated fg_encoded decides; it defaults to encoded input
+        mode, where = ("FG_NONE" if dc.fg_encoded else "FG_NORMAL"), "fg_encoded"
+    if mode in ("FG_NONE", "FG_BUCKETIZE"):
+        found.problem(
+            f"{p}.{where}",
+            f"input after TorchEasyRec feature generation ({mode}) is not supported: recpipe bucketizes "
+            "and hashes raw columns itself; use a table of raw values and fg_mode: FG_DAG",
+        )
+    for key, why in (
+        ("pin_memory", "recpipe's loader decides"),
+        ("fg_threads", "recpipe's feature generation is vectorized, not a thread pool"),
+        ("odps_data_quota_name", "recpipe's ODPS reader uses the tunnel's default quota"),
+    ):
+        if dc.HasField(key):
+            found.note(f"{p}.{key}", f"ignored: {why}")
+    return out
+
+
+def _check_input(uri: str, odps: bool, dataset: str, path: str, found: Findings) -> bool:
+    if not uri:  # missing: reported as a required field
+        return False
+    if uri.count("odps://") > 1:
+        found.problem(path, f"{uri!r} lists several tables; recpipe reads one source per split")
+        return False
+    if uri.startswith("odps://") != odps:
+        found.problem(path, f"{uri!r} does not fit dataset_type {dataset}")
+        return False
+    if odps:
+        try:
+            parse_odps_uri(uri)
+        except ValueError as err:
+            found.problem(path, str(err))
+            return False
+    return True
+
+
+def _csv(dc: Any, found: Findings) -> dict[str, Any]:
+    out: dict[str, Any] = {"delimiter": dc.delimiter, "header": dc.with_header}
+    types = dc.DESCRIPTOR.fields_by_name["input_fields"].message_type.fields_by_name["input_type"].enum_type
+    columns, column_types = [], {}
+    for i, f in enumerate(dc.input_fields):
+        columns.append(f.input_name)
+        if f.HasField("input_type"):
+            t = types.values_by_number[f.input_type].name
+            if t not in _CSV_TYPES:
+                found.problem(
+                    f"data_config.input_fields[{i}].input_type", f"CSV column type {t} is not supported"
+                )
+            else:
+                column_types[f.input_name] = _CSV_TYPES[t]
+    if columns:
+        out["columns"] = columns
+    elif not dc.with_header:
+        found.problem("data_config", "a CSV without a header (with_header: false) needs input_fields")
+    if column_types:
+        out["column_types"] = column_types
+    return out
+
+
+def _train(tc: Any, found: Findings) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "sparse_optimizer": _optimizer(
+            tc.sparse_optimizer, "train_config.sparse_optimizer", _SPARSE_OPT, found
+        ),
+        "dense_optimizer": _optimizer(tc.dense_optimizer, "train_config.dense_optimizer", _DENSE_OPT, found),
+    }
+    if tc.HasField("num_epochs"):
+        out["epochs"] = tc.num_epochs
+    if tc.HasField("num_steps"):
+        out["max_steps"] = tc.num_steps
+    out["log_every_steps"] = tc.log_step_count_steps
+    out["checkpoint_every_steps"] = tc.save_checkpoints_steps
+    return out
+
+
+def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> dict[str, Any]:
+    kind = opt.WhichOneof("optimizer")
+    if kind is None:
+        found.problem(path, f"no optimizer set; supported: {', '.join(types)}")
+        return {"type": "sgd", "lr": 1.0}
+    cfg = getattr(opt, kind)
+    out: dict[str, Any] = {"type": types[kind], "lr": cfg.lr}
+    if "momentum" in cfg.DESCRIPTOR.fields_by_name and cfg.momentum != 0.0:
+        found.problem(
+            f"{path}.{kind}.momentum",
+            f"momentum {cfg.momentum} (TorchEasyRec's default is 0.9) is not supported: recpipe's dense SGD "
+            "has no momentum; set momentum: 0",
+        )
+    if "weight_decay" in cfg.DESCRIPTOR.fields_by_name and cfg.weight_decay:
+        out["weight_decay"] = cfg.weight_decay
+    return out
+
+
+def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
+    out: dict[str, Any] = {"hidden_units": list(mlp.hidden_units)}
+    if mlp.activation not in _ACTIVATIONS:
+        found.problem(
+            f"{path}.activation",
+            f"activation {mlp.activation!r} is not supported; supported: {', '.join(_ACTIVATIONS)}",
+        )
+    elif _ACTIVATIONS[mlp.activation] != "relu":
+        out["activation"] = _ACTIVATIONS[mlp.activation]
+    if mlp.use_bn:
+        out["batch_norm"] = True
+    dropout = set(mlp.dropout_ratio)
+    if len(dropout) > 1:
+        found.problem(
+            f"{path}.dropout_ratio", f"recpipe uses one dropout for all layers; got {list(mlp.dropout_ratio)}"
+        )
+    elif dropout and dropout != {0.0}:
+        out["dropout"] = dropout.pop()
+    return out
+
+
+def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
+    known = set()
+    for fc in msg.feature_configs:
+        kind = fc.WhichOneof("feature")
+        if kind == "sequence_feature":
+            seq = fc.sequence_feature
+            known |= {f"{seq.sequence_name}__{s.id_feature.feature_name}" for s in seq.features}
+        elif kind is not None:
+            known.add(getattr(fc, kind).feature_name)
+    out = []
+    for i, g in enumerate(msg.model_config.feature_groups):
+        path = f"model_config.feature_groups[{i}]"
+        gtype = g.DESCRIPTOR.fields_by_name["group_type"].enum_type.values_by_number[g.group_type].name
+        if gtype not in _GROUP_TYPES:
+            found.problem(
+                f"{path}.group_type", f"group_type {gtype} is not supported; supported: DEEP, SEQUENCE"
+            )
+        for j, feature in enumerate(g.feature_names):
+            if feature not in known:
+                found.problem(
+                    f"{path}.feature_names[{j}]", f"feature {feature!r} is not defined in feature_configs"
+                )
+        out.append(
+            {"name": g.group_name, "type": _GROUP_TYPES.get(gtype, "deep"), "features": list(g.feature_names)}
+        )
+    return out
+
+
+def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
+    p = "model_config"
+    if mc.num_class != 1:
+        found.problem(
+            f"{p}.num_class", f"num_class {mc.num_class}: recpipe trains binary CTR models (num_class: 1)"
+        )
+    eval_: dict[str, Any] = {}
+    for i, metric in enumerate(mc.metrics):
+        kind = metric.WhichOneof("metric")
+        if kind == "grouped_auc":
+            key = metric.grouped_auc.grouping_key
+            if eval_.get("gauc_group", key) != key:
+                found.problem(f"{p}.metrics[{i}]", "recpipe reports one GAUC; grouping keys differ")
+            eval_["gauc_group"] = key
+        elif kind == "auc" and metric.auc.HasField("thresholds"):
+            found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
+    kind = mc.WhichOneof("model")
+    if kind == "multi_tower_din":
+        din, mp = mc.multi_tower_din, f"{p}.multi_tower_din"
+        model = {
+            "type": "multi_tower_din",
+            "towers": [
+                {"group": t.input, "mlp": _mlp(t.mlp, f"{mp}.towers[{i}].mlp", found)}
+                for i, t in enumerate(din.towers)
+            ],
+            "din_towers": [
+                {"group": t.input, "attn_mlp": _mlp(t.attn_mlp, f"{mp}.din_towers[{i}].attn_mlp", found)}
+                for i, t in enumerate(din.din_towers)
+            ],
+            "final": _mlp(din.final, f"{mp}.final", found),
+        }
+    elif kind == "dlrm":
+        dlrm, mp = mc.dlrm, f"{p}.dlrm"
+        if dlrm.arch_with_sparse:
+            found.problem(
+                f"{mp}.arch_with_sparse" if dlrm.HasField("arch_with_sparse") else mp,
+                "arch_with_sparse: true (TorchEasyRec's default) also feeds the raw sparse embeddings to the "
+                "final MLP; recpipe's DLRM is the classic one (dense vector and pairwise dots only): set "
+                "arch_with_sparse: false",
+            )
+        groups = [g.group_name for g in mc.feature_groups]
+        model = {
+            "type": "dlrm",
+            "dense_mlp": _mlp(dlrm.dense_mlp, f"{mp}.dense_mlp", found),
+            "over_mlp": _mlp(dlrm.final, f"{mp}.final", found),
+            # TorchEasyRec's DLRM reads the group named "sparse" (or the only group).
+            "sparse_group": groups[0] if len(groups) == 1 else "sparse",
+        }
+    else:
+        found.problem(p, "no model set; supported: multi_tower_din, dlrm")
+        model = {}
+    return model, eval_
+
+
+def _check_dlrm_groups(msg: Any, data: dict[str, Any], found: Findings) -> None:
+    """recpipe's DLRM feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
+    groups = {g["name"]: (i, g) for i, g in enumerate(data["feature_groups"])}
+    dense = [f["name"] for f in data["features"] if f["kind"] == "raw" and "boundaries" not in f]
+    sparse_group = data["model"]["sparse_group"]
+    if sparse_group not in groups:
+        found.problem("model_config.feature_groups", f"DLRM needs a feature group named {sparse_group!r}")
+    if "dense" in groups:
+        i, g = groups["dense"]
+        if sorted(g["features"]) != sorted(dense):
+            found.problem(
+                f"model_config.feature_groups[{i}]",
+                f"recpipe's DLRM bottom MLP reads every dense raw feature ({dense}); group 'dense' lists "
+                f"{g['features']}",
+            )

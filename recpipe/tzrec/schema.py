@@ -1,0 +1,276 @@
+"""The part of TorchEasyRec's ``tzrec.protos`` schema the importer reads, built as protobuf descriptors.
+
+Message, field and enum names and field numbers are TorchEasyRec's (``tzrec/protos/*.proto``, proto2),
+so a config parses here exactly as it does there, restricted to the fields recpipe can honour; a field
+outside this subset is reported as unsupported instead of being dropped. No ``.proto`` compiler is
+needed: the descriptors are declared below and added to a private :class:`DescriptorPool` (not the
+default one, so a real ``tzrec`` install in the same process is unaffected).
+
+One deliberate difference: TorchEasyRec's ``float`` fields are ``double`` here, so ``lr: 0.001`` and
+``boundaries: [1.12]`` come back as the decimals written rather than their float32 neighbours.
+
+Example::
+
+    cfg = message_class("EasyRecConfig")()
+    text_format.Parse('model_dir: "x" data_config { batch_size: 64 }', cfg)
+    cfg.data_config.batch_size, cfg.data_config.num_workers   # (64, 8): TorchEasyRec's default
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, NamedTuple
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message
+
+PACKAGE = "tzrec.protos"
+ROOT = "EasyRecConfig"
+
+
+class FieldSpec(NamedTuple):
+    """One field: ``type`` is a scalar (``string``, ``bool``, ``uint32``, ``uint64``, ``double``) or the
+    name of a message or enum below; ``default`` is TorchEasyRec's, as protobuf text."""
+
+    name: str
+    number: int
+    type: str
+    label: str = "optional"
+    default: str | None = None
+    oneof: str | None = None
+
+
+def _f(name: str, number: int, type_: str, label: str = "optional", default: str | None = None) -> FieldSpec:
+    return FieldSpec(name, number, type_, label, default)
+
+
+def _one(oneof: str, name: str, number: int, type_: str) -> FieldSpec:
+    return FieldSpec(name, number, type_, "optional", None, oneof)
+
+
+_REQ, _REP = "required", "repeated"
+_LR = _f("lr", 1, "double", _REQ, "0.002")
+_MLP = "MLP"
+
+_FIELD_TYPES = [
+    "INT32", "INT64", "STRING", "FLOAT", "DOUBLE",
+    "ARRAY_INT32", "ARRAY_INT64", "ARRAY_STRING", "ARRAY_FLOAT", "ARRAY_DOUBLE",
+    "ARRAY_ARRAY_INT32", "ARRAY_ARRAY_INT64", "ARRAY_ARRAY_STRING", "ARRAY_ARRAY_FLOAT", "ARRAY_ARRAY_DOUBLE",
+    "MAP_STRING_INT32", "MAP_STRING_INT64", "MAP_STRING_STRING", "MAP_STRING_FLOAT", "MAP_STRING_DOUBLE",
+    "MAP_INT64_INT32", "MAP_INT64_INT64", "MAP_INT64_STRING", "MAP_INT64_FLOAT", "MAP_INT64_DOUBLE",
+    "MAP_INT32_INT32", "MAP_INT32_INT64", "MAP_INT32_STRING", "MAP_INT32_FLOAT", "MAP_INT32_DOUBLE",
+]  # fmt: skip
+
+# Every value of TorchEasyRec's enums parses; the importer rejects the values it cannot honour by name.
+ENUMS: dict[str, list[tuple[str, int]]] = {
+    "DatasetType": [
+        ("OdpsDataset", 1), ("ParquetDataset", 2), ("CsvDataset", 3), ("OdpsDatasetV1", 4), ("KafkaDataset", 5),
+    ],
+    "FgMode": [("FG_NONE", 1), ("FG_NORMAL", 2), ("FG_DAG", 3), ("FG_BUCKETIZE", 4)],
+    "FieldType": [(n, i) for i, n in enumerate(_FIELD_TYPES)],
+    "FeatureGroupType": [("DEEP", 0), ("WIDE", 1), ("SEQUENCE", 2), ("JAGGED_SEQUENCE", 3)],
+}  # fmt: skip
+
+MESSAGES: dict[str, list[FieldSpec]] = {
+    # pipeline.proto
+    "EasyRecConfig": [
+        _f("train_input_path", 1, "string", _REQ),
+        _f("eval_input_path", 2, "string", _REQ),
+        _f("model_dir", 3, "string", _REQ),
+        _f("train_config", 4, "TrainConfig"),
+        _f("eval_config", 5, "EvalConfig"),
+        _f("data_config", 7, "DataConfig"),
+        _f("feature_configs", 8, "FeatureConfig", _REP),
+        _f("model_config", 9, "ModelConfig"),
+    ],
+    # train.proto, optimizer.proto
+    "TrainConfig": [
+        _f("sparse_optimizer", 1, "SparseOptimizer", _REQ),
+        _f("dense_optimizer", 2, "DenseOptimizer", _REQ),
+        _f("num_steps", 3, "uint32"),
+        _f("num_epochs", 4, "uint32"),
+        _f("save_checkpoints_steps", 5, "uint32", default="1000"),
+        _f("log_step_count_steps", 8, "uint32", default="100"),
+    ],
+    "SparseOptimizer": [
+        _one("optimizer", "sgd_optimizer", 1, "FusedSGDOptimizer"),
+        _one("optimizer", "adagrad_optimizer", 2, "FusedAdagradOptimizer"),
+        _one("optimizer", "adam_optimizer", 3, "FusedAdamOptimizer"),
+        _one("optimizer", "rowwise_adagrad_optimizer", 8, "FusedRowWiseAdagradOptimizer"),
+        _one("learning_rate", "constant_learning_rate", 101, "ConstantLR"),
+    ],
+    "DenseOptimizer": [
+        _one("optimizer", "sgd_optimizer", 1, "SGDOptimizer"),
+        _one("optimizer", "adagrad_optimizer", 2, "AdagradOptimizer"),
+        _one("optimizer", "adam_optimizer", 3, "AdamOptimizer"),
+        _one("learning_rate", "constant_learning_rate", 101, "ConstantLR"),
+    ],
+    "FusedSGDOptimizer": [_LR],
+    "FusedAdagradOptimizer": [_LR],
+    "FusedAdamOptimizer": [_LR, _f("weight_decay", 4, "double", default="0.0")],
+    "FusedRowWiseAdagradOptimizer": [_LR],
+    "SGDOptimizer": [
+        _LR,
+        _f("momentum", 2, "double", default="0.9"),
+        _f("weight_decay", 3, "double", default="0.0"),
+    ],
+    "AdagradOptimizer": [_LR, _f("weight_decay", 2, "double", default="0.0")],
+    "AdamOptimizer": [_LR, _f("weight_decay", 4, "double", default="0.0")],
+    "ConstantLR": [],
+    # eval.proto
+    "EvalConfig": [_f("num_steps", 1, "uint32"), _f("log_step_count_steps", 2, "uint32", default="10")],
+    # data.proto
+    "DataConfig": [
+        _f("batch_size", 1, "uint32", default="1024"),
+        _f("dataset_type", 2, "DatasetType", _REQ, "OdpsDataset"),
+        _f("fg_encoded", 3, "bool", default="true"),
+        _f("label_fields", 5, "string", _REP),
+        _f("num_workers", 6, "uint32", default="8"),
+        _f("pin_memory", 7, "bool", default="true"),
+        _f("input_fields", 8, "Field", _REP),
+        _f("delimiter", 9, "string", default=","),
+        _f("with_header", 10, "bool", default="false"),
+        _f("fg_threads", 13, "uint32", default="1"),
+        _f("odps_data_quota_name", 15, "string", default="pay-as-you-go"),
+        _f("sample_weight_fields", 19, "string", _REP),
+        _f("fg_mode", 20, "FgMode", default="FG_NONE"),
+    ],
+    "Field": [_f("input_name", 1, "string", _REQ), _f("input_type", 2, "FieldType")],
+    # feature.proto
+    "FeatureConfig": [
+        _one("feature", "id_feature", 1, "IdFeature"),
+        _one("feature", "raw_feature", 2, "RawFeature"),
+        _one("feature", "sequence_feature", 6, "SequenceFeature"),
+    ],
+    "IdFeature": [
+        _f("feature_name", 1, "string", _REQ),
+        _f("expression", 2, "string", _REQ),
+        _f("embedding_name", 3, "string"),
+        _f("embedding_dim", 4, "uint32", _REQ),
+        _f("hash_bucket_size", 5, "uint64"),
+        _f("num_buckets", 6, "uint64"),
+        _f("vocab_list", 7, "string", _REP),
+        _f("pooling", 10, "string", default="sum"),
+        _f("default_value", 11, "string", default=""),
+        _f("vocab_file", 17, "string"),
+    ],
+    "RawFeature": [
+        _f("feature_name", 1, "string", _REQ),
+        _f("expression", 2, "string", _REQ),
+        _f("embedding_name", 3, "string"),
+        _f("embedding_dim", 4, "uint32"),
+        _f("boundaries", 5, "double", _REP),
+        _f("normalizer", 7, "string"),
+        _f("default_value", 11, "string", default="0"),
+    ],
+    "SequenceFeature": [
+        _f("sequence_name", 1, "string", _REQ),
+        _f("sequence_length", 2, "uint32", _REQ),
+        _f("sequence_delim", 3, "string", _REQ, ";"),
+        _f("sequence_pk", 4, "string"),
+        _f("features", 5, "SeqFeatureConfig", _REP),
+    ],
+    "SeqFeatureConfig": [_one("feature", "id_feature", 1, "IdFeature")],
+    # model.proto, rank_model.proto, tower.proto, module.proto, loss.proto, metric.proto
+    "ModelConfig": [
+        _f("feature_groups", 1, "FeatureGroupConfig", _REP),
+        _f("num_class", 2, "uint32", default="1"),
+        _f("losses", 3, "LossConfig", _REP),
+        _f("metrics", 4, "MetricConfig", _REP),
+        _one("model", "dlrm", 100, "DLRM"),
+        _one("model", "multi_tower_din", 103, "MultiTowerDIN"),
+    ],
+    "FeatureGroupConfig": [
+        _f("group_name", 1, "string", _REQ),
+        _f("feature_names", 2, "string", _REP),
+        _f("group_type", 3, "FeatureGroupType", _REQ, "DEEP"),
+    ],
+    "MultiTowerDIN": [
+        _f("towers", 1, "Tower", _REP),
+        _f("din_towers", 2, "DINTower", _REP),
+        _f("final", 3, _MLP, _REQ),
+    ],
+    "DLRM": [
+        _f("dense_mlp", 1, _MLP, _REQ),
+        _f("arch_with_sparse", 2, "bool", default="true"),
+        _f("final", 3, _MLP, _REQ),
+    ],
+    "Tower": [_f("input", 1, "string", _REQ), _f("mlp", 2, _MLP, _REQ)],
+    "DINTower": [_f("input", 1, "string", _REQ), _f("attn_mlp", 2, _MLP, _REQ)],
+    "MLP": [
+        _f("hidden_units", 1, "uint32", _REP),
+        _f("dropout_ratio", 2, "double", _REP),
+        _f("activation", 3, "string", default="nn.ReLU"),
+        _f("use_bn", 4, "bool", default="false"),
+    ],
+    "LossConfig": [_one("loss", "binary_cross_entropy", 1, "BinaryCrossEntropy")],
+    "BinaryCrossEntropy": [],
+    "MetricConfig": [_one("metric", "auc", 1, "AUC"), _one("metric", "grouped_auc", 7, "GroupedAUC")],
+    "AUC": [_f("thresholds", 1, "uint32", default="200")],
+    "GroupedAUC": [_f("grouping_key", 1, "string", _REQ)],
+}
+
+_FDP = descriptor_pb2.FieldDescriptorProto
+_SCALARS = {
+    "string": _FDP.TYPE_STRING,
+    "bool": _FDP.TYPE_BOOL,
+    "uint32": _FDP.TYPE_UINT32,
+    "uint64": _FDP.TYPE_UINT64,
+    "double": _FDP.TYPE_DOUBLE,
+}
+_LABELS = {"optional": _FDP.LABEL_OPTIONAL, "required": _FDP.LABEL_REQUIRED, "repeated": _FDP.LABEL_REPEATED}
+
+
+def file_descriptor_proto() -> descriptor_pb2.FileDescriptorProto:
+    """The supported subset as one proto2 ``FileDescriptorProto`` in package ``tzrec.protos``."""
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="recpipe/tzrec/supported.proto", package=PACKAGE, syntax="proto2"
+    )
+    for enum_name, values in ENUMS.items():
+        enum = fdp.enum_type.add(name=enum_name)
+        for value_name, number in values:
+            enum.value.add(name=value_name, number=number)
+    for msg_name, fields in MESSAGES.items():
+        msg = fdp.message_type.add(name=msg_name)
+        oneofs: list[str] = []
+        for spec in fields:
+            field = msg.field.add(name=spec.name, number=spec.number, label=_LABELS[spec.label])
+            if spec.type in _SCALARS:
+                field.type = _SCALARS[spec.type]
+            elif spec.type in ENUMS:
+                field.type, field.type_name = _FDP.TYPE_ENUM, f".{PACKAGE}.{spec.type}"
+            elif spec.type in MESSAGES:
+                field.type, field.type_name = _FDP.TYPE_MESSAGE, f".{PACKAGE}.{spec.type}"
+            else:
+                raise ValueError(f"field {msg_name}.{spec.name}: unknown type {spec.type!r}")
+            if spec.default is not None:
+                field.default_value = spec.default
+            if spec.oneof is not None:
+                if spec.oneof not in oneofs:
+                    oneofs.append(spec.oneof)
+                    msg.oneof_decl.add(name=spec.oneof)
+                field.oneof_index = oneofs.index(spec.oneof)
+    return fdp
+
+
+@cache
+def _pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_descriptor_proto())
+    return pool
+
+
+def descriptor(name: str = ROOT) -> Descriptor:
+    """The descriptor of message ``name`` (e.g. ``"IdFeature"``)."""
+    return _pool().FindMessageTypeByName(f"{PACKAGE}.{name}")
+
+
+def message_class(name: str = ROOT) -> type[Message]:
+    """The generated message class of ``name``; ``message_class()()`` is an empty ``EasyRecConfig``."""
+    return message_factory.GetMessageClass(descriptor(name))
+
+
+def new_config() -> Any:
+    """An empty ``EasyRecConfig`` message."""
+    return message_class(ROOT)()

@@ -1,0 +1,45 @@
+"""The supported subset of tzrec.protos, built from descriptors: names, numbers, defaults, oneofs."""
+
+from google.protobuf import text_format
+
+from recpipe.tzrec.schema import MESSAGES, descriptor, file_descriptor_proto, new_config
+
+
+def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
+    fdp = file_descriptor_proto()
+    assert fdp.package == "tzrec.protos" and fdp.syntax == "proto2"
+    id_feature = descriptor("IdFeature")
+    assert id_feature.fields_by_name["num_buckets"].number == 6
+    assert id_feature.fields_by_name["vocab_file"].number == 17
+    assert descriptor("ModelConfig").fields_by_name["multi_tower_din"].number == 103
+    assert [f.name for f in descriptor("ModelConfig").oneofs_by_name["model"].fields] == [
+        "dlrm",
+        "multi_tower_din",
+    ]
+    assert descriptor("DLRM").fields_by_name["final"].message_type.name == "MLP"
+    assert len(fdp.message_type) == len(MESSAGES)
+
+
+def test_unset_fields_read_torcheasyrec_defaults():
+    cfg = new_config()
+    text_format.Parse('data_config { label_fields: "clk" } model_config { dlrm {} }', cfg)
+    dc = cfg.data_config
+    assert (dc.batch_size, dc.num_workers, dc.with_header, dc.delimiter) == (1024, 8, False, ",")
+    assert not dc.HasField("fg_mode") and dc.fg_encoded is True
+    assert cfg.model_config.dlrm.arch_with_sparse is True
+    assert cfg.model_config.dlrm.dense_mlp.activation == "nn.ReLU"
+    assert cfg.train_config.save_checkpoints_steps == 1000 and cfg.train_config.log_step_count_steps == 100
+    assert cfg.train_config.dense_optimizer.sgd_optimizer.momentum == 0.9
+    # required fields the text left out are reported by protobuf itself
+    assert "model_config.dlrm.dense_mlp" in cfg.FindInitializationErrors()
+
+
+def test_float_fields_keep_the_decimals_written():
+    cfg = new_config()
+    text_format.Parse(
+        "feature_configs { raw_feature { boundaries: [1.12, 10974.99] } } "
+        "train_config { sparse_optimizer { adagrad_optimizer { lr: 0.001 } } }",
+        cfg,
+    )
+    assert list(cfg.feature_configs[0].raw_feature.boundaries) == [1.12, 10974.99]
+    assert cfg.train_config.sparse_optimizer.adagrad_optimizer.lr == 0.001
