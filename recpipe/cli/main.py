@@ -120,10 +120,11 @@ from recpipe.cli import stages_cli as _stages_cli  # noqa: E402
 _EXTRA += [_stages_cli.register, _pipeline_cli.register]
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 # tzrec: `recpipe config import-tzrec` (TorchEasyRec pipeline configs → recpipe YAML).
 from recpipe.cli import tzrec_cli as _tzrec_cli  # noqa: E402
 
 _EXTRA += [_tzrec_cli.register]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
