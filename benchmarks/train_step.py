@@ -13,7 +13,7 @@ history lengths geometric with mean 3.25 plus a 1% tail of 50..100 items (mean â
 Taobao estimate). Timing: wall clock per step, median over repeats; jagged and padded alternate
 within every repeat so machine load hits both. One thread (like every trainer rank) unless --threads.
 
-Run: ``.venv/bin/python benchmarks/train_step.py`` (about 2 minutes on 2 cores).
+Run: ``.venv/bin/python benchmarks/train_step.py`` (about 3 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def _din_tower(attention: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=8192)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=2, help="steps per model per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=1, help="steps per model per repeat")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()

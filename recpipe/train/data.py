@@ -199,30 +199,43 @@ class StepBatches:
             else:
                 out = self._template_row()
                 weights = np.zeros(1, np.float32)
-            yield StepBatch(to_batch(dataclasses.replace(out, weights=weights), keys), real, step)
+            lo, hi = self.plan.step_range(step)
+            batch = to_batch(dataclasses.replace(out, weights=weights), keys)
+            yield StepBatch(
+                batch, real, step, hi - lo, self.spec.weight is None and self.on_bad_row == "error"
+            )
         self.stats.add(fg.stats)
 
 
 class StepBatch(NamedTuple):
-    """One rank's share of a step: the Batch, how many of its rows are real (padding follows them)."""
+    """One rank's share of a step: the Batch, how many of its rows are real (padding follows them),
+    the step, its rows over all ranks, and whether those rows are the step's total weight (every row
+    weighs 1 and none can be dropped)."""
 
     batch: Batch
     real_rows: int
     step: int
+    step_rows: int
+    rows_are_weight: bool
 
 
 def normalize_step_weights(
     batches: Iterable[StepBatch], world_size: int, group: dist.ProcessGroup | None
 ) -> Iterator[Batch]:
-    """Scale each step's weights so they sum to 1 over all ranks (one scalar all-reduce per step).
+    """Scale each step's weights so they sum to 1 over all ranks.
 
-    Every rank must call this for every step, in order: the reduction is a collective.
+    The total is the step's row count when every row weighs 1 and none can be dropped; otherwise (a
+    weight column, or ``on_bad_row="skip"``) one scalar all-reduce per step sums it, and every rank
+    must call this for every step, in order.
     """
     for sb in batches:
         w = sb.batch.weights
-        total = torch.tensor([float(w.sum(dtype=torch.float64))], dtype=torch.float64)
-        if world_size > 1:
-            dist.all_reduce(total, group=group)
-        t = float(total.item())
+        if sb.rows_are_weight:
+            t = float(sb.step_rows)
+        else:
+            total = torch.tensor([float(w.sum(dtype=torch.float64))], dtype=torch.float64)
+            if world_size > 1:
+                dist.all_reduce(total, group=group)
+            t = float(total.item())
         sb.batch.weights = (w.double() / t).float() if t > 0 else torch.zeros_like(w)
         yield sb.batch

@@ -39,7 +39,12 @@ from recpipe.train.data import StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, shard_model, shutdown
 from recpipe.train.evaluate import evaluate_distributed
 from recpipe.train.memory import embedding_memory_report
-from recpipe.train.optim import apply_sparse_optimizer, combined_optimizer, dense_optimizer
+from recpipe.train.optim import (
+    apply_sparse_optimizer,
+    check_sparse_optimizer,
+    combined_optimizer,
+    dense_optimizer,
+)
 from recpipe.train.step import PipelineStep
 
 METRICS_FILE = "metrics.jsonl"
@@ -56,6 +61,10 @@ class TrainResult:
         epochs_completed (int): full passes over the training data.
         rows_trained (int): rows of all steps in total.
         seconds (float), rows_per_second (float): wall time and global throughput of this process's run.
+        steady_rows_per_second (float): global throughput after the first step (which also traces the
+            model and fills the pipeline).
+        rows_per_cpu_second (float): global rows per CPU-second of this process after the first step
+            (rank 0's in the JSON file): the throughput if the process never waited.
         final_loss (float | None): mean training loss of the last logging window.
         eval (dict | None): final evaluation metrics (AUC, GAUC, logloss, ...).
         checkpoint (str | None): the last checkpoint written.
@@ -68,6 +77,8 @@ class TrainResult:
     rows_trained: int
     seconds: float
     rows_per_second: float
+    steady_rows_per_second: float
+    rows_per_cpu_second: float
     final_loss: float | None
     eval: dict[str, Any] | None
     checkpoint: str | None
@@ -118,6 +129,7 @@ class _Trainer:
         if env.is_main:
             out_dir.mkdir(parents=True, exist_ok=True)
         self.log(embedding_memory_report(spec, cfg.train.sparse_optimizer.type).format())
+        check_sparse_optimizer(cfg.train.sparse_optimizer, env.device.type)  # before building big tables
 
         torch.manual_seed(cfg.train.seed)  # the same initial model on every rank
         model = build_model(spec, cfg.model, device=torch.device("cpu"))
@@ -327,6 +339,8 @@ class _Trainer:
             rows_trained=rows_trained,
             seconds=seconds,
             rows_per_second=meter.rows / seconds if seconds > 0 else 0.0,
+            steady_rows_per_second=meter.steady_rate,
+            rows_per_cpu_second=meter.cpu_rate,
             final_loss=meter.last_loss,
             eval=eval_metrics,
             checkpoint=str(last_ckpt) if last_ckpt else None,
@@ -351,6 +365,8 @@ class _Meter:
         )
         self.start = time.perf_counter()
         self.rows = 0
+        self.after_first: tuple[float, float, int] | None = None  # wall, CPU, rows after step 1
+        self.steady_rate = self.cpu_rate = 0.0
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=env.device)
         self.loss_steps = 0
         self.last_loss: float | None = None
@@ -361,6 +377,8 @@ class _Meter:
         self, rows: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
     ) -> None:
         self.rows += rows
+        if self.after_first is None:
+            self.after_first = (time.perf_counter(), time.process_time(), self.rows)
         self.loss_sum += loss.double()
         self.loss_steps += 1
         if self.env.is_main:
@@ -398,5 +416,11 @@ class _Meter:
         }
 
     def close(self) -> float:
+        """Wall seconds since the start; sets the steady (after step 1) wall and CPU throughputs."""
         self.bar.close()
-        return time.perf_counter() - self.start
+        now, cpu = time.perf_counter(), time.process_time()
+        if self.after_first is not None and self.rows > self.after_first[2]:
+            t0, c0, r0 = self.after_first
+            self.steady_rate = (self.rows - r0) / max(now - t0, 1e-9)
+            self.cpu_rate = (self.rows - r0) / max(cpu - c0, 1e-9)
+        return now - self.start

@@ -110,3 +110,52 @@ def test_sparse_adam_on_cpu_fails_early_with_a_clear_message(taobao, tmp_path):
     cfg = _cfg(taobao["config"], **{"train.sparse_optimizer.type": "adam"})
     with pytest.raises(ValueError, match="fused Adam runs on GPU only"):
         train(cfg, build_feature_spec(cfg), taobao["train"], None, tmp_path)
+
+
+@pytest.mark.parametrize("sparse", ["rowwise_adagrad", "sgd"])
+def test_other_sparse_optimizers_train_and_resume(taobao, tmp_path, sparse):
+    over = {
+        "train.sparse_optimizer.type": sparse,
+        "train.checkpoint_every_steps": 5,
+        "train.log_every_steps": 1,
+    }
+    spec = build_feature_spec(_cfg(taobao["config"]))
+    train(
+        _cfg(taobao["config"], **over, **{"train.max_steps": 12}), spec, taobao["train"], None, tmp_path / "a"
+    )
+    train(
+        _cfg(taobao["config"], **over, **{"train.max_steps": 7}), spec, taobao["train"], None, tmp_path / "b"
+    )
+    train(
+        _cfg(taobao["config"], **over, **{"train.max_steps": 12}), spec, taobao["train"], None, tmp_path / "b"
+    )
+    assert [r["loss"] for r in _records(tmp_path / "b")] == [r["loss"] for r in _records(tmp_path / "a")]
+    if sparse == "rowwise_adagrad":  # one accumulator per row
+        import torch.distributed.checkpoint as dcp
+
+        meta = dcp.FileSystemReader(str(tmp_path / "a" / "checkpoints" / "ckpt-12")).read_metadata()
+        state = [k for k in meta.state_dict_metadata if k.endswith("user_id.momentum1")]
+        assert len(state) == 1 and tuple(meta.state_dict_metadata[state[0]].size) == (11417,)
+
+
+def test_dense_gradient_clipping_bounds_the_update(taobao, tmp_path):
+    # Dense SGD with lr 1: one step moves the dense parameters by exactly the clipped gradient.
+    over = {"train.dense_optimizer.type": "sgd", "train.dense_optimizer.lr": 1.0, "train.max_steps": 1}
+    spec = build_feature_spec(_cfg(taobao["config"]))
+    torch.manual_seed(0)
+    from recpipe.models import build_model
+
+    initial = build_model(spec, _cfg(taobao["config"]).model).state_dict()
+    moved = {}
+    for clip in (None, 1e-3):
+        out = tmp_path / str(clip)
+        train(
+            _cfg(taobao["config"], **over, **{"train.grad_clip_norm": clip}), spec, taobao["train"], None, out
+        )
+        model, _, _ = load_model_for_inference(out)
+        dense = [k for k in initial if not k.startswith("embeddings.")]
+        moved[clip] = float(
+            torch.stack([(model.state_dict()[k] - initial[k]).norm() ** 2 for k in dense]).sum().sqrt()
+        )
+    assert moved[None] > 1e-2
+    assert moved[1e-3] == pytest.approx(1e-3, rel=1e-3)
