@@ -43,3 +43,18 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(RUNS) .pytest_cache
+
+# ---- Images and the kind cluster (images/, manifests/, scripts/; docs/deploy.md) ----
+# `images` builds ghcr.io/recpipe/recpipe{,-cuda,-mlflow}:<version> with docker (tags from components/image.py)
+# and stops with a clear message where no Docker engine is reachable. `local-run` creates a kind cluster,
+# installs Kubeflow Pipelines, the training operator and MLflow from manifests/, loads the images and runs the
+# pipeline on the small Taobao config; `local-down` deletes the cluster.
+.PHONY: images local-run local-down
+images: $(STAMP)
+	scripts/build_images.sh
+
+local-run: $(STAMP)
+	scripts/local_run.sh up
+
+local-down:
+	scripts/local_run.sh down
