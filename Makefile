@@ -34,8 +34,8 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check recpipe components pipelines tests benchmarks
-	$(VENV)/bin/ruff format --check recpipe components pipelines tests benchmarks
+	$(VENV)/bin/ruff check recpipe components pipelines tests benchmarks images manifests
+	$(VENV)/bin/ruff format --check recpipe components pipelines tests benchmarks images manifests
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix recpipe components pipelines tests benchmarks
