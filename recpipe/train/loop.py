@@ -259,6 +259,12 @@ class _Trainer:
             f"resumed from {ckpt}: step {meta.step}, epoch {meta.epoch}, row {meta.position} "
             f"(written by {meta.world_size} rank(s), now {self.env.world_size})"
         )
+        if meta.spec_digest != self.spec.digest():
+            raise ValueError(
+                f"{ckpt} was trained with another FeatureSpec; start in a new folder or with resume off"
+            )
+        if meta.config_digest != self.cfg.digest():
+            self.log("the config differs from the checkpoint's (fine for max_steps, epochs, eval or logging)")
         if meta.global_batch_size != self.cfg.data.batch_size:
             self.log(
                 f"global batch size changed {meta.global_batch_size} -> {self.cfg.data.batch_size}: "

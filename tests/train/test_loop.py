@@ -159,3 +159,14 @@ def test_dense_gradient_clipping_bounds_the_update(taobao, tmp_path):
         )
     assert moved[None] > 1e-2
     assert moved[1e-3] == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_resume_refuses_a_checkpoint_of_another_feature_spec(taobao, tmp_path):
+    import dataclasses
+
+    cfg = _cfg(taobao["config"], **{"train.max_steps": 3})
+    spec = build_feature_spec(cfg)
+    train(cfg, spec, taobao["train"], None, tmp_path)
+    other = dataclasses.replace(spec, group_column=None)
+    with pytest.raises(ValueError, match="another FeatureSpec"):
+        train(_cfg(taobao["config"], **{"train.max_steps": 6}), other, taobao["train"], None, tmp_path)
