@@ -114,6 +114,7 @@ class MultiTowerDIN(nn.Module):
         )
         dims = {k: self.embeddings.embedding_dim(k) for k in [*deep_keys, *query_keys, *history_keys]}
         self.dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device=device)
+        self.dense_in_features = dense_in_features
 
     def dense_input_names(self) -> list[str]:
         """Inputs of :meth:`dense_arch`, in order: ``dense`` ``(B, dense_in_features)``; one ``(B, D)`` per

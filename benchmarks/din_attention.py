@@ -1,0 +1,256 @@
+"""Jagged vs padded DIN attention: forward and forward+backward time, interleaved in one process.
+
+Padded is TorchEasyRec's formulation (pad every history to 100 items, run the attention MLP on every
+position, mask before the softmax); jagged runs the MLP on real items only. Both share one set of
+parameters (dim 48, attention MLP 256-64), so they compute the same function.
+
+History length scenarios (most recent 100 clicks at most):
+  mean4   geometric, ~20% empty, 1% of rows a long tail of 50..100 items, mean ≈ 4
+  mean20  geometric, mean ≈ 20, capped at 100
+  all100  every row holds 100 items (the padded formulation's best case)
+
+Times are medians over repeats; the two implementations alternate within every repeat so machine
+noise hits both, and short calls are repeated within a sample. Speedup = padded time / jagged time.
+"jagged" is ``DinAttention``'s default (``first_layer="auto"``: the per-row split under autograd, the
+folded layer under no_grad); its first-layer variants are compared one by one at the smaller batch
+size (mean4, mean20).
+
+Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from recpipe.models.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
+
+DIM = 48
+HIDDEN = [256, 64]
+MAX_LENGTH = 100
+RESULTS = Path(__file__).resolve().parent / "results" / "din_attention.json"
+
+
+def history_lengths(scenario: str, batch: int, gen: torch.Generator) -> torch.Tensor:
+    """``(B,)`` int64 history lengths for a scenario (see the module docstring)."""
+    if scenario == "all100":
+        return torch.full((batch,), MAX_LENGTH, dtype=torch.long)
+    mean = {"mean4": 3.25, "mean20": 20.3}[scenario]
+    # Number of failures before a success: P(0) = p, mean (1 - p) / p.
+    p = 1.0 / (1.0 + mean)
+    u = torch.rand(batch, generator=gen, dtype=torch.float64)
+    lengths = torch.floor(torch.log1p(-u) / torch.log1p(torch.tensor(-p, dtype=torch.float64))).long()
+    if scenario == "mean4":
+        tail = torch.rand(batch, generator=gen) < 0.01
+        lengths[tail] = torch.randint(50, MAX_LENGTH + 1, (int(tail.sum()),), generator=gen)
+    lengths[0] = MAX_LENGTH  # the padded formulation always pays for 100
+    return lengths.clamp_(max=MAX_LENGTH)
+
+
+def make_inputs(
+    lengths: torch.Tensor, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    offsets = torch.zeros(lengths.numel() + 1, dtype=torch.long)
+    offsets[1:] = lengths.cumsum(0)
+    query = torch.randn(lengths.numel(), DIM, generator=gen)
+    values = torch.randn(int(offsets[-1]), DIM, generator=gen)
+    return query, values, offsets
+
+
+def _fwd(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
+    def run() -> None:
+        with torch.no_grad():
+            module(*inputs)
+
+    return run
+
+
+def _fwd_bwd(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
+    query, values, offsets = inputs
+
+    def run() -> None:
+        q = query.detach().requires_grad_(True)
+        v = values.detach().requires_grad_(True)
+        module(q, v, offsets).sum().backward()
+        module.zero_grad(set_to_none=True)
+
+    return run
+
+
+def _time(fn: Callable[[], None], calls: int = 1) -> float:
+    """Seconds per call, averaged over ``calls`` back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def interleaved(
+    modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ...], repeats: int, sample_s: float
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
+    """Per module, forward and forward+backward seconds per call; modules alternate inside every repeat.
+
+    A short call is repeated within one sample until the sample lasts about ``sample_s``, so a burst
+    of machine noise is averaged over as long a stretch for the fast path as for the slow one.
+    """
+    fns = {n: {"fwd": _fwd(m, inputs), "fwd_bwd": _fwd_bwd(m, inputs)} for n, m in modules.items()}
+    calls = {
+        n: {k: max(1, min(50, round(sample_s / _time(fn)))) for k, fn in f.items()} for n, f in fns.items()
+    }
+    times: dict[str, dict[str, list[float]]] = {n: {"fwd": [], "fwd_bwd": []} for n in modules}
+    for _ in range(repeats):
+        for name, f in fns.items():
+            for kind, fn in f.items():
+                times[name][kind].append(_time(fn, calls[name][kind]))
+    return times, calls
+
+
+def check_equal(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ...]) -> float:
+    """Largest absolute output difference from the padded reference, on the first 256 rows."""
+    query, values, offsets = inputs
+    rows = min(256, query.shape[0])
+    sub = (query[:rows], values[: int(offsets[rows])], offsets[: rows + 1])
+    with torch.no_grad():
+        ref = modules["padded"](*sub)
+        return max(float((m(*sub) - ref).abs().max()) for m in modules.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8192, 2048])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scenarios", nargs="+", default=["mean4", "mean20", "all100"])
+    parser.add_argument("--sample-s", type=float, default=0.5, help="repeat short calls to fill a sample")
+    parser.add_argument(
+        "--variants-at", nargs="+", default=["mean4", "mean20"], help="scenarios for variants"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    jagged = DinAttention(DIM, HIDDEN)
+    padded = PaddedDinAttention(DIM, HIDDEN, max_length=MAX_LENGTH)
+    padded.load_state_dict(jagged.state_dict())
+    variants = {}
+    for first_layer in (f for f in FIRST_LAYERS if f != "auto"):
+        variants[f"jagged_{first_layer}"] = DinAttention(DIM, HIDDEN, first_layer=first_layer)
+        variants[f"jagged_{first_layer}"].load_state_dict(jagged.state_dict())
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    # One small warm-up call per module pays one-time costs (lazy init, first allocations). There is
+    # no CPU caching allocator, so later calls at any size cost the same as steady state.
+    gen = torch.Generator().manual_seed(0)
+    warm_inputs = make_inputs(history_lengths("mean20", 256, gen), gen)
+    for module in [jagged, padded, *variants.values()]:
+        _fwd(module, warm_inputs)()
+        _fwd_bwd(module, warm_inputs)()
+
+    results: dict[str, dict] = {}
+    for batch in args.batch_sizes:
+        compare_variants = batch == min(args.batch_sizes)
+        for scenario in args.scenarios:
+            gen = torch.Generator().manual_seed(batch + len(scenario))
+            lengths = history_lengths(scenario, batch, gen)
+            inputs = make_inputs(lengths, gen)
+            modules = {"jagged": jagged, "padded": padded}
+            if compare_variants and scenario in args.variants_at:
+                modules.update(variants)
+            max_diff = check_equal(modules, inputs)
+            times, calls = interleaved(modules, inputs, args.repeats, args.sample_s)
+            med = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
+            best = {n: {k: min(v) for k, v in t.items()} for n, t in times.items()}
+            entry = {
+                "batch_size": batch,
+                "history_mean": round(float(lengths.float().mean()), 3),
+                "history_empty_fraction": round(float((lengths == 0).float().mean()), 4),
+                "history_max": int(lengths.max()),
+                "values_T": int(lengths.sum()),
+                "max_abs_diff_vs_padded": max_diff,
+                "median_s": med,
+                "min_s": best,
+                "times_s": times,
+                "calls_per_sample": calls,
+                "speedup_fwd": med["padded"]["fwd"] / med["jagged"]["fwd"],
+                "speedup_fwd_bwd": med["padded"]["fwd_bwd"] / med["jagged"]["fwd_bwd"],
+            }
+            results[f"{scenario}_b{batch}"] = entry
+            print(
+                f"B={batch:5d} {scenario:6s} mean={entry['history_mean']:6.2f} T={entry['values_T']:7d}  "
+                + "  ".join(
+                    f"{n} fwd {m['fwd'] * 1e3:8.1f}ms fwd+bwd {m['fwd_bwd'] * 1e3:8.1f}ms"
+                    for n, m in med.items()
+                )
+                + f"  speedup fwd {entry['speedup_fwd']:.1f}x fwd+bwd {entry['speedup_fwd_bwd']:.1f}x",
+                flush=True,
+            )
+
+    big = max(args.batch_sizes)
+
+    def get(scenario: str, key: str) -> float | None:
+        entry = results.get(f"{scenario}_b{big}")
+        return None if entry is None else entry[key]
+
+    all100 = results.get(f"all100_b{big}")
+    summary = {
+        "batch_size": big,
+        "speedup_fwd_bwd_mean4": get("mean4", "speedup_fwd_bwd"),
+        "speedup_fwd_mean4": get("mean4", "speedup_fwd"),
+        "speedup_fwd_bwd_mean20": get("mean20", "speedup_fwd_bwd"),
+        "speedup_fwd_mean20": get("mean20", "speedup_fwd"),
+        # jagged / padded forward+backward time when every row is full.
+        "ratio_all100": None if all100 is None else 1.0 / all100["speedup_fwd_bwd"],
+        "ratio_all100_fwd": None if all100 is None else 1.0 / all100["speedup_fwd"],
+    }
+    report = {
+        "benchmark": "din_attention",
+        "summary": summary,
+        "config": {
+            "dim": DIM,
+            "attn_hidden_units": HIDDEN,
+            "max_length": MAX_LENGTH,
+            "jagged_first_layer": jagged.first_layer,
+            "repeats": args.repeats,
+            "sample_s": args.sample_s,
+            "timing": "wall clock per call, median over repeats, implementations alternating in each repeat "
+            "(calls shorter than sample_s repeated within a sample); fwd under torch.no_grad, "
+            "fwd_bwd = forward + backward of out.sum() w.r.t. inputs and parameters",
+        },
+        "environment": {
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+            "runtime_s": round(time.perf_counter() - started, 1),
+        },
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    tmp.replace(args.out)
+
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
+    print(
+        f"din_attention: speedup_fwd_bwd_mean4={fmt(summary['speedup_fwd_bwd_mean4'])} "
+        f"speedup_fwd_mean4={fmt(summary['speedup_fwd_mean4'])} "
+        f"speedup_fwd_bwd_mean20={fmt(summary['speedup_fwd_bwd_mean20'])} "
+        f"ratio_all100={fmt(summary['ratio_all100'])}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recpipe.models.din import (
+    DinAttention,
+    MeanPoolSequence,
+    PaddedDinAttention,
+    pad_jagged,
+    segment_ids,
+)
+
+DIM = 12
+HIDDEN = [32, 16]
+
+
+def _jagged(lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    offsets = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.long)
+    query = torch.randn(len(lengths), DIM, generator=gen)
+    values = torch.randn(int(offsets[-1]), DIM, generator=gen)
+    return query, values, offsets
+
+
+def _randomize(module: torch.nn.Module, seed: int = 1) -> None:
+    # Non-zero biases and weights large enough that the scores differ visibly between items.
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+
+
+# Lengths 0, 1, 5 and 100 mixed in one batch, with a few more random ones.
+LENGTHS = [5, 0, 100, 1, 0, 37, 1, 5, 100, 2, 0, 13]
+
+
+@pytest.mark.parametrize(
+    ("first_layer", "grad_rtol"), [("folded", 1e-3), ("per_row", 1e-3), ("concat", 1e-4)]
+)
+def test_jagged_equals_padded_outputs_and_gradients(first_layer: str, grad_rtol: float) -> None:
+    torch.manual_seed(0)
+    jagged = DinAttention(DIM, HIDDEN, first_layer=first_layer)
+    _randomize(jagged)
+    padded = PaddedDinAttention(DIM, HIDDEN, max_length=100)
+    padded.load_state_dict(jagged.state_dict())  # same parameter layout
+
+    query, values, offsets = _jagged(LENGTHS)
+    outs, grads = [], []
+    for module in (jagged, padded):
+        q = query.clone().requires_grad_(True)
+        v = values.clone().requires_grad_(True)
+        module.zero_grad()
+        out = module(q, v, offsets)
+        # A non-uniform upstream gradient so every output element matters.
+        (out * torch.linspace(-1.0, 2.0, out.numel()).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append({"query": q.grad, "values": v.grad, **{n: p.grad for n, p in module.named_parameters()}})
+
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    assert outs[0].abs().sum() > 0
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        assert grads[0][name].abs().sum() > 0, name
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=grad_rtol, atol=1e-5, msg=name)
+
+
+def test_attention_weights_are_a_softmax_over_real_items() -> None:
+    # With every score equal the output is the plain mean of the row's items.
+    attn = DinAttention(DIM, HIDDEN)
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.zero_()
+    query, values, offsets = _jagged([3, 1, 0])
+    out = attn(query, values, offsets)
+    torch.testing.assert_close(out[0], values[0:3].mean(0))
+    torch.testing.assert_close(out[1], values[3])
+    assert torch.equal(out[2], torch.zeros(DIM))
+
+
+@pytest.mark.parametrize("module_cls", [DinAttention, PaddedDinAttention, MeanPoolSequence])
+def test_empty_history_gives_zero_vector(module_cls) -> None:
+    module = module_cls(DIM) if module_cls is MeanPoolSequence else module_cls(DIM, HIDDEN)
+    _randomize(module)
+    query, values, offsets = _jagged([0, 4, 0])
+    out = module(query, values, offsets)
+    assert torch.equal(out[0], torch.zeros(DIM)) and torch.equal(out[2], torch.zeros(DIM))
+    assert out[1].abs().sum() > 0
+    # A batch without any history item (T = 0) works too.
+    query, values, offsets = _jagged([0, 0])
+    values.requires_grad_(True)
+    out = module(query, values, offsets)
+    assert out.shape == (2, DIM) and torch.equal(out, torch.zeros(2, DIM))
+    if out.requires_grad:  # MeanPoolSequence has no parameters and T = 0 values
+        out.sum().backward()
+
+
+def test_rows_do_not_leak_into_each_other() -> None:
+    attn = DinAttention(DIM, HIDDEN)
+    _randomize(attn)
+    query, values, offsets = _jagged([4, 2, 7], seed=3)
+    full = attn(query, values, offsets)
+    alone = attn(query[1:2], values[4:6], torch.tensor([0, 2]))
+    torch.testing.assert_close(full[1:2], alone)
+
+
+def test_first_layer_variants_agree_and_validate() -> None:
+    query, values, offsets = _jagged(LENGTHS, seed=5)
+    ref = DinAttention(DIM, HIDDEN, first_layer="concat")
+    _randomize(ref)
+    for variant in ("folded", "per_row"):
+        other = DinAttention(DIM, HIDDEN, first_layer=variant)
+        other.load_state_dict(ref.state_dict())
+        torch.testing.assert_close(
+            other(query, values, offsets), ref(query, values, offsets), rtol=1e-5, atol=1e-6
+        )
+    with pytest.raises(ValueError, match="first_layer"):
+        DinAttention(DIM, HIDDEN, first_layer="split")
+
+
+def test_mean_pool_sequence() -> None:
+    query, values, offsets = _jagged([2, 0, 3])
+    out = MeanPoolSequence(DIM)(query, values, offsets)
+    torch.testing.assert_close(out[0], values[:2].mean(0))
+    torch.testing.assert_close(out[2], values[2:].mean(0))
+    assert torch.equal(out[1], torch.zeros(DIM))
+
+
+def test_segment_ids_and_pad_jagged() -> None:
+    offsets = torch.tensor([0, 3, 3, 4])
+    assert segment_ids(offsets, 4).tolist() == [0, 0, 0, 2]
+    values = torch.arange(8.0).view(4, 2)
+    padded = pad_jagged(values, offsets, max_length=2)  # row 0 is truncated to 2 items
+    expected = torch.tensor([[[0.0, 1.0], [2.0, 3.0]], [[0.0, 0.0], [0.0, 0.0]], [[6.0, 7.0], [0.0, 0.0]]])
+    assert torch.equal(padded, expected)
