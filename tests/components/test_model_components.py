@@ -134,6 +134,17 @@ def test_export_register_and_champion_reevaluation(flow, tmp_path):
     assert passed and champion["version"] == 1 and "re-evaluated on the same eval data" in champion["source"]
     assert champion["metrics"]["auc"] == pytest.approx(m.metadata["auc"], abs=1e-6)
     assert "PASS auc_vs_champion" in reasons and "PASS logloss_vs_champion" in reasons
+    # models:/<name>@champion scores raw rows exactly as the trainer's own evaluation of the checkpoint.
+    from recpipe.train.checkpoint import load_model_for_inference
+    from recpipe.train.evaluate import predict_dataset
+
+    champion_model = tracking.load_pyfunc_model(flow["uri"], "models:/tiny-din@champion")
+    table = pq.read_table(flow["eval"].path)
+    served = np.asarray(champion_model.predict(table.to_pandas()), dtype=np.float64)
+    eager, spec, _ = load_model_for_inference(flow["checkpoint"].path)
+    _, logits, _ = predict_dataset(eager, spec, flow["eval"].path, batch_size=256)
+    assert served.shape == logits.shape == (table.num_rows,)
+    np.testing.assert_allclose(served, 1.0 / (1.0 + np.exp(-logits.astype(np.float64))), rtol=0, atol=1e-5)
 
 
 def test_cli_evaluate_exits_non_zero_on_a_failed_gate(flow, tmp_path, capsys):
