@@ -97,7 +97,7 @@ class EvalReport:
         """Write strict JSON (NaN and infinities become null) and return the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_json_safe(self.to_dict()), indent=2, sort_keys=True, allow_nan=False))
+        path.write_text(json.dumps(json_safe(self.to_dict()), indent=2, sort_keys=True, allow_nan=False))
         return path
 
     @classmethod
@@ -105,15 +105,16 @@ class EvalReport:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN/inf floats as None and numpy scalars as Python numbers (strict JSON)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "item"):  # numpy scalars
-        return _json_safe(value.item())
+        return json_safe(value.item())
     return value
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recpipe.eval.report import json_safe
 from recpipe.stages import pipeline_run
 
 PYFUNC_BATCH_ROWS = 65_536
@@ -229,7 +230,7 @@ def run(
             "checkpoint": str(checkpoint),
             "data": str(data_dir),
         }  # fmt: skip
-        out_path.write_text(json.dumps(_json_safe(doc), indent=2, sort_keys=True, allow_nan=False))
+        out_path.write_text(json.dumps(json_safe(doc), indent=2, sort_keys=True, allow_nan=False))
         if run_id and tracking_uri:
             _log(run_id, tracking_uri, candidate, champion, decision, out_path)
     return EvaluateResult(
@@ -265,18 +266,6 @@ def _metrics_dict(report: Any) -> dict[str, Any]:
     if hasattr(report, "metrics"):
         return report.metrics()
     return dict(report)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if hasattr(value, "item"):  # numpy scalars
-        return _json_safe(value.item())
-    return value
 
 
 def _log(
