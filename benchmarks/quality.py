@@ -18,7 +18,8 @@ rows trained). On Taobao the catalogue grows with the rows (a user per 12 rows, 
 rows do not mean more impressions per id and the gap barely moves with size; on Criteo the
 vocabularies are fixed and the gap shrinks with rows.
 
-Run: ``.venv/bin/python benchmarks/quality.py`` (about 20 minutes on 2 shared cores). The last line is
+Run: ``.venv/bin/python benchmarks/quality.py`` (about 15 minutes on 2 shared cores: ~6.5 for the
+DIN runs, ~7 for DLRM). The last line is
 ``quality: din_auc=… din_oracle_auc=… dlrm_auc=… dlrm_oracle_auc=…``.
 """
 
