@@ -236,6 +236,9 @@ def main() -> None:
         },
         "results": results,
     }
+    busy = max(load_before[0], report["environment"]["load_average_after"][0])
+    if busy > (os.cpu_count() or 1) + 1:  # this process itself adds about one per thread
+        print(f"warning: load average {busy:.1f} on {os.cpu_count()} CPUs: other processes share the cores")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=1) + "\n")
