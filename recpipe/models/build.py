@@ -51,6 +51,7 @@ def build_multi_tower_din(
                 mlp_spec(t.attn_mlp),
                 t.attention,
                 length,
+                t.weighting,
             )
         )
     return MultiTowerDIN(

@@ -47,13 +47,19 @@ def _attention_layers(
 
 
 FIRST_LAYERS = ("auto", "folded", "per_row", "concat")
+# How item scores become weights: a softmax over the row's items (TorchEasyRec's DINEncoder), or each
+# score through a sigmoid on its own (unnormalized, as the DIN paper argues in its §4.3: the sum of the
+# weights then tells how strongly the history matches the candidate).
+WEIGHTINGS = ("softmax", "sigmoid")
 
 
 class DinAttention(nn.Module):
     """DIN target attention computed only over each row's real history items.
 
-    ``score = Linear(MLP([q, s, q − s, q ⊙ s]))`` per item, softmax over the row's items, output the
-    score-weighted sum of the items. An empty history gives a zero vector.
+    ``score = Linear(MLP([q, s, q − s, q ⊙ s]))`` per item, turned into weights by ``weighting``:
+    a softmax over the row's items (default), or ``sigmoid(score)`` per item (unnormalized: a history
+    with many items that match the candidate weighs more than one with a single weak match, which a
+    softmax cannot express). Output: the weighted sum of the items. An empty history gives a zero vector.
 
     The first Linear ``W·[q, s, q−s, q⊙s] + b`` (``W = [W_q | W_s | W_d | W_p]``) equals
     ``(W_q + W_d)·q + (W_s − W_d)·s + W_p·(q⊙s) + b``, which ``first_layer`` evaluates as:
@@ -74,6 +80,7 @@ class DinAttention(nn.Module):
         attn_hidden_units (list[int]): attention MLP widths (e.g. ``[256, 64]``); a Linear to one score follows.
         activation (str): attention MLP activation (``relu``, ``gelu``, ``silu``, ``sigmoid``, ``dice``).
         first_layer (str): ``"auto"``, ``"folded"``, ``"per_row"`` or ``"concat"`` (same result, different speed).
+        weighting (str): ``"softmax"`` or ``"sigmoid"`` (see above).
         device (torch.device | None): parameter device.
 
     Example::
@@ -92,13 +99,16 @@ class DinAttention(nn.Module):
         attn_hidden_units: list[int],
         activation: str = "relu",
         first_layer: str = "auto",
+        weighting: str = "softmax",
         device: torch.device | None = None,
     ) -> None:
         super().__init__()
         if first_layer not in FIRST_LAYERS:
             raise ValueError(f"unknown first_layer {first_layer!r}; allowed: {list(FIRST_LAYERS)}")
+        _check_weighting(weighting)
         self.dim = dim
         self.first_layer = first_layer
+        self.weighting = weighting
         self.attn_mlp, self.attn_out = _attention_layers(dim, attn_hidden_units, activation, device)
 
     @property
@@ -149,6 +159,9 @@ class DinAttention(nn.Module):
         batch = query.shape[0]
         seg = segment_ids(offsets, values.shape[0])
         scores = self.attn_out(self._hidden(query, values, seg)).squeeze(-1)  # (T,)
+        if self.weighting == "sigmoid":
+            weights = torch.sigmoid(scores).unsqueeze(1)
+            return torch.zeros_like(query).index_add(0, seg, weights * values)
         # Segment softmax: shift by the row max (a constant per row, so it carries no gradient).
         row_max = torch.full((batch,), float("-inf"), dtype=scores.dtype, device=scores.device)
         row_max = row_max.scatter_reduce(0, seg, scores.detach(), reduce="amax", include_self=True)
@@ -174,6 +187,7 @@ class PaddedDinAttention(nn.Module):
         attn_hidden_units (list[int]): attention MLP widths; a Linear to one score follows.
         activation (str): attention MLP activation.
         max_length (int): ``L``, the padded history length (the sequence's ``max_length``).
+        weighting (str): ``"softmax"`` (masked with ``−2³¹ + 1``) or ``"sigmoid"`` (padded positions get weight 0).
         device (torch.device | None): parameter device.
 
     Example::
@@ -189,13 +203,16 @@ class PaddedDinAttention(nn.Module):
         attn_hidden_units: list[int],
         activation: str = "relu",
         max_length: int = 100,
+        weighting: str = "softmax",
         device: torch.device | None = None,
     ) -> None:
         super().__init__()
         if max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {max_length}")
+        _check_weighting(weighting)
         self.dim = dim
         self.max_length = max_length
+        self.weighting = weighting
         self.attn_mlp, self.attn_out = _attention_layers(dim, attn_hidden_units, activation, device)
 
     @property
@@ -211,9 +228,17 @@ class PaddedDinAttention(nn.Module):
         h = self.attn_mlp(torch.cat([q, padded, q - padded, q * padded], dim=-1))
         scores = self.attn_out(h).squeeze(-1)  # (B, L)
         mask = torch.arange(length, device=query.device).unsqueeze(0) < lengths.unsqueeze(1)
+        if self.weighting == "sigmoid":
+            weights = torch.where(mask, torch.sigmoid(scores), torch.zeros_like(scores))
+            return torch.bmm(weights.unsqueeze(1), padded).squeeze(1)
         scores = torch.where(mask, scores, torch.full_like(scores, PAD_MASK_VALUE))
         weights = torch.softmax(scores, dim=1)
         return torch.bmm(weights.unsqueeze(1), padded).squeeze(1)
+
+
+def _check_weighting(weighting: str) -> None:
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown attention weighting {weighting!r}; allowed: {list(WEIGHTINGS)}")
 
 
 def pad_jagged(values: torch.Tensor, offsets: torch.Tensor, max_length: int) -> torch.Tensor:

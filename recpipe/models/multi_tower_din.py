@@ -48,6 +48,8 @@ class DinTower:
         attn_mlp (MlpSpec): attention MLP widths and activation (no batch norm / dropout).
         attention (str): ``"jagged"`` (real items only), ``"padded"`` (reference) or ``"mean_pool"`` (ablation).
         max_length (int): the sequence's maximum length (the padded reference pads to it).
+        weighting (str): how attention scores become weights, ``"softmax"`` or ``"sigmoid"`` (see
+            :class:`~recpipe.models.din.DinAttention`).
     """
 
     name: str
@@ -56,6 +58,7 @@ class DinTower:
     attn_mlp: MlpSpec
     attention: str = "jagged"
     max_length: int = 100
+    weighting: str = "softmax"
 
 
 class MultiTowerDIN(nn.Module):
@@ -255,7 +258,9 @@ def _attention(tower: DinTower, dim: int, device: torch.device | None) -> nn.Mod
     hidden = list(tower.attn_mlp.hidden_units)
     act = tower.attn_mlp.activation
     if tower.attention == "jagged":
-        return DinAttention(dim, hidden, act, device=device)
+        return DinAttention(dim, hidden, act, weighting=tower.weighting, device=device)
     if tower.attention == "padded":
-        return PaddedDinAttention(dim, hidden, act, max_length=tower.max_length, device=device)
+        return PaddedDinAttention(
+            dim, hidden, act, max_length=tower.max_length, weighting=tower.weighting, device=device
+        )
     return MeanPoolSequence(dim)

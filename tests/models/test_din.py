@@ -35,14 +35,17 @@ def _randomize(module: torch.nn.Module, seed: int = 1) -> None:
 LENGTHS = [5, 0, 100, 1, 0, 37, 1, 5, 100, 2, 0, 13]
 
 
+@pytest.mark.parametrize("weighting", ["softmax", "sigmoid"])
 @pytest.mark.parametrize(
     ("first_layer", "grad_rtol"), [("folded", 1e-3), ("per_row", 1e-3), ("concat", 1e-4)]
 )
-def test_jagged_equals_padded_outputs_and_gradients(first_layer: str, grad_rtol: float) -> None:
+def test_jagged_equals_padded_outputs_and_gradients(
+    first_layer: str, grad_rtol: float, weighting: str
+) -> None:
     torch.manual_seed(0)
-    jagged = DinAttention(DIM, HIDDEN, first_layer=first_layer)
+    jagged = DinAttention(DIM, HIDDEN, first_layer=first_layer, weighting=weighting)
     _randomize(jagged)
-    padded = PaddedDinAttention(DIM, HIDDEN, max_length=100)
+    padded = PaddedDinAttention(DIM, HIDDEN, max_length=100, weighting=weighting)
     padded.load_state_dict(jagged.state_dict())  # same parameter layout
 
     query, values, offsets = _jagged(LENGTHS)
@@ -76,6 +79,29 @@ def test_attention_weights_are_a_softmax_over_real_items() -> None:
     torch.testing.assert_close(out[0], values[0:3].mean(0))
     torch.testing.assert_close(out[1], values[3])
     assert torch.equal(out[2], torch.zeros(DIM))
+
+
+def test_sigmoid_weighting_is_unnormalized() -> None:
+    # Each item weighs sigmoid(its score) on its own: with every score 0 each weighs 1/2, so the
+    # output is half the sum of the row's items (a softmax would give their mean).
+    attn = DinAttention(DIM, HIDDEN, weighting="sigmoid")
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.zero_()
+    query, values, offsets = _jagged([3, 1, 0])
+    out = attn(query, values, offsets)
+    torch.testing.assert_close(out[0], 0.5 * values[0:3].sum(0))
+    torch.testing.assert_close(out[1], 0.5 * values[3])
+    assert torch.equal(out[2], torch.zeros(DIM))
+    # The weights depend on the candidate: two rows with the same history, different queries.
+    _randomize(attn)
+    q = torch.randn(2, DIM)
+    v = torch.randn(4, DIM)
+    both = attn(q, torch.cat([v, v]), torch.tensor([0, 4, 8]))
+    assert not torch.allclose(both[0], both[1])
+    for module_cls in (DinAttention, PaddedDinAttention):
+        with pytest.raises(ValueError, match="unknown attention weighting 'tanh'"):
+            module_cls(DIM, HIDDEN, weighting="tanh")
 
 
 @pytest.mark.parametrize("module_cls", [DinAttention, PaddedDinAttention, MeanPoolSequence])
