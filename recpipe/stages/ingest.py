@@ -9,6 +9,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -42,21 +43,46 @@ class IngestResult:
     seconds: float
 
 
-def parse_synthetic(uri: str) -> tuple[str, int, int]:
-    """``synthetic:taobao?rows=100000&seed=1`` → ``("taobao", 100000, 1)``."""
+SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab",)}
+
+
+class SyntheticSource(NamedTuple):
+    """A parsed ``synthetic:`` URI: what :func:`recpipe.data.synthetic.generate` takes."""
+
+    kind: str
+    rows: int
+    seed: int
+    options: dict[str, int]
+
+
+def parse_synthetic(uri: str) -> SyntheticSource:
+    """``synthetic:taobao?rows=100000&seed=1`` → ``SyntheticSource("taobao", 100000, 1, {})``.
+
+    Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
+    ``max_vocab`` (vocabulary cap); anything else is an error naming the allowed keys.
+    """
     u = urlparse(uri)
     kind = u.path or u.netloc
-    if kind not in ("taobao", "criteo"):
+    if kind not in SYNTHETIC_OPTIONS:
         raise ValueError(f"data source {uri!r}: synthetic kind must be 'taobao' or 'criteo', got {kind!r}")
     q = parse_qs(u.query)
-    try:
-        rows = int(q.get("rows", ["100000"])[0])
-        seed = int(q.get("seed", ["0"])[0])
-    except ValueError:
-        raise ValueError(f"data source {uri!r}: rows and seed must be integers") from None
+    allowed = ("rows", "seed", *SYNTHETIC_OPTIONS[kind])
+    unknown = sorted(set(q) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"data source {uri!r}: unknown option(s) {unknown}; synthetic {kind} takes {list(allowed)}"
+        )
+    values: dict[str, int] = {}
+    for key, texts in q.items():
+        try:
+            values[key] = int(texts[-1])
+        except ValueError:
+            raise ValueError(f"data source {uri!r}: {key} must be an integer, got {texts[-1]!r}") from None
+    rows = values.pop("rows", 100_000)
+    seed = values.pop("seed", 0)
     if rows < 10:
         raise ValueError(f"data source {uri!r}: rows must be >= 10, got {rows}")
-    return kind, rows, seed
+    return SyntheticSource(kind, rows, seed, values)
 
 
 def _uniform(index: np.ndarray, salt: int) -> np.ndarray:
@@ -130,9 +156,9 @@ def run(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if source.startswith("synthetic:"):
-        kind, rows, gseed = parse_synthetic(source)
+        syn = parse_synthetic(source)
         raw = out / "raw"
-        generate(kind, rows, raw, seed=gseed)
+        generate(syn.kind, syn.rows, raw, seed=syn.seed, **syn.options)
         src = open_source(str(raw))
     else:
         src = open_source(source, csv=csv)

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -60,13 +61,34 @@ def test_ingest_fraction_split_is_deterministic(tmp_path):
     "source, message",
     [
         ("synthetic:movies?rows=10", "synthetic kind"),
-        ("synthetic:taobao?rows=abc", "rows and seed must be integers"),
+        ("synthetic:taobao?rows=abc", "rows must be an integer"),
+        (
+            "synthetic:taobao?rows=100&max_vocab=5",
+            r"unknown option\(s\) \['max_vocab'\]; synthetic taobao takes",
+        ),
+        ("synthetic:criteo?rows=100&users=5", r"unknown option\(s\) \['users'\]"),
+        ("synthetic:taobao?rows=100&users=0", r"users must be in \[1, 1141730\]"),
         ("/nonexistent/data", "nonexistent"),
     ],
 )
 def test_ingest_bad_sources_name_the_parameter(tmp_path, source, message):
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         ingest.run(source, tmp_path, "clk")
+
+
+def test_synthetic_catalogue_options_reach_the_generator(tmp_path):
+    taobao = ingest.run("synthetic:taobao?rows=3000&users=50&ads=40", tmp_path / "t", "clk")
+    table = pq.read_table(taobao.train_dir, columns=["user_id", "adgroup_id"])
+    assert pc.count_distinct(table["user_id"]).as_py() <= 50
+    assert pc.count_distinct(table["adgroup_id"]).as_py() <= 40
+    criteo = ingest.run(
+        "synthetic:criteo?rows=3000&max_vocab=7",
+        tmp_path / "c",
+        "label",
+        SplitConfig(time_column=None, eval_fraction=0.2),
+    )
+    c3 = pq.read_table(criteo.train_dir, columns=["C3"])["C3"]
+    assert pc.count_distinct(c3).as_py() <= 7
 
 
 def test_fit_writes_fg_json_roundtrip(tmp_path):

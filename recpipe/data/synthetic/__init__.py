@@ -23,6 +23,9 @@ def generate(
     out: str | Path,
     seed: int = 0,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    users: int | None = None,
+    ads: int | None = None,
+    max_vocab: int | None = None,
 ) -> GenerateReport:
     """Generate ``rows`` synthetic rows of ``kind`` into the folder ``out``, one Parquet file per chunk.
 
@@ -36,6 +39,9 @@ def generate(
         out (str | Path): output folder; earlier ``part-*.parquet`` files in it are replaced.
         seed (int): random seed (>= 0).
         chunk_rows (int): rows per Parquet file (row groups of 65536 rows inside).
+        users (int | None): taobao only: number of users (default: one per 12 rows).
+        ads (int | None): taobao only: number of ads (default: one per 25 rows).
+        max_vocab (int | None): criteo only: caps every categorical column's vocabulary.
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC, seconds.
@@ -48,15 +54,19 @@ def generate(
     """
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
+    if kind != "taobao" and (users is not None or ads is not None):
+        raise ValueError(f"users and ads are options of synthetic taobao data, not of {kind!r}")
+    if kind != "criteo" and max_vocab is not None:
+        raise ValueError(f"max_vocab is an option of synthetic criteo data, not of {kind!r}")
     if kind == "taobao":
-        cat = taobao.build_catalogue(seed, rows)
+        cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
         params = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
         return write_chunks(
             kind, rows, out, seed, chunk_rows, lambda c, n: taobao.make_chunk(cat, seed, c, n), params
         )
     if kind == "criteo":
-        model = criteo.build_model(seed)
-        params = {"base": model.base, "cardinalities": list(criteo.CARDINALITIES)}
+        model = criteo.build_model(seed, max_vocab)
+        params = {"base": model.base, "cardinalities": list(criteo.cardinalities(max_vocab))}
         return write_chunks(
             kind, rows, out, seed, chunk_rows, lambda c, n: criteo.make_chunk(model, seed, c, n), params
         )

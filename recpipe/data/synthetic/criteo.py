@@ -74,11 +74,24 @@ def hex_strings(values: np.ndarray) -> pa.Array:
     return pa.StringArray.from_buffers(values.size, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
 
 
-def build_model(seed: int) -> CriteoModel:
-    """Draw vocabularies and effects for ``seed`` and calibrate the intercept."""
+def cardinalities(max_vocab: int | None = None) -> tuple[int, ...]:
+    """Each categorical column's vocabulary size, capped at ``max_vocab`` when given."""
+    if max_vocab is not None and max_vocab < 2:
+        raise ValueError(f"synthetic criteo: max_vocab must be >= 2, got {max_vocab}")
+    return tuple(min(c, max_vocab) if max_vocab else c for c in CARDINALITIES)
+
+
+def build_model(seed: int, max_vocab: int | None = None) -> CriteoModel:
+    """Draw vocabularies and effects for ``seed`` and calibrate the intercept.
+
+    Args:
+        seed (int): random seed.
+        max_vocab (int | None): caps every column's vocabulary (default: :data:`CARDINALITIES`,
+            up to 100k values); a smaller vocabulary gives every value more impressions per row.
+    """
     rng = np.random.default_rng([seed, _TAG, 1 << 40])
     vocab, samplers, effects = [], [], []
-    for card, sd in zip(CARDINALITIES, CAT_EFFECT_SD):
+    for card, sd in zip(cardinalities(max_vocab), CAT_EFFECT_SD):
         salt = np.uint64(rng.integers(0, 1 << 32))
         # (i * odd + salt) mod 2^32 is a bijection, so the card strings are distinct.
         hashed = (np.arange(card, dtype=np.uint64) * np.uint64(2_654_435_761) + salt) % np.uint64(1 << 32)
