@@ -174,6 +174,9 @@ class DinTowerConfig(_Strict):
     attn_mlp: MlpConfig
     # "jagged" computes attention on real items only; "padded" is the reference formula (benchmarks).
     attention: Literal["jagged", "padded", "mean_pool"] = "jagged"
+    # How scores become weights: "softmax" over the row's items (TorchEasyRec), or "sigmoid" per item
+    # (unnormalized, DIN paper §4.3: keeps how strongly the history matches the candidate).
+    weighting: Literal["softmax", "sigmoid"] = "softmax"
 
 
 class MultiTowerDinConfig(_Strict):
