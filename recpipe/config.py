@@ -71,9 +71,12 @@ class _IdMappingMixin(_Strict):
     default_bucket: int | None = Field(None, ge=0)
     embedding_dim: int = Field(16, ge=1)
     embedding_name: str | None = None
-    # Zero-collision hashing (TorchRec managed collision) instead of id % num_buckets.
+    # Zero-collision hashing (TorchRec managed collision) instead of id % num_buckets: FG keeps the whole
+    # id (a 63-bit key) and the model gives each id its own row, evicting the least used when full.
+    # zch_size rows (default: hash_bucket_size / num_buckets); each rank keeps one of its rows for ids
+    # without a row, so a table needs at least 2 rows per rank.
     zch: bool = False
-    zch_size: int | None = Field(None, ge=1)
+    zch_size: int | None = Field(None, ge=2)
     # Value used when the column is null; None means the feature is absent (no id) in that row.
     default_value: str | None = None
 
@@ -88,6 +91,13 @@ class _IdMappingMixin(_Strict):
             raise ValueError(
                 "exactly one id mapping is required, one of hash_bucket_size, num_buckets, vocab_list, "
                 f"vocab_file, min_freq; got {given or 'none'}"
+            )
+        if self.zch_size is not None and not self.zch:
+            raise ValueError("zch_size is set but zch is false; set zch: true for a managed-collision table")
+        if self.zch and given[0] not in ("hash_bucket_size", "num_buckets"):
+            raise ValueError(
+                f"zch needs hash_bucket_size or num_buckets, got {given[0]}: a vocabulary already gives every "
+                "listed value its own row"
             )
         return self
 

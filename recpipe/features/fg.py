@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from recpipe.data.types import DataError
-from recpipe.features.hashing import fnv1a64, to_string_array
+from recpipe.features.hashing import fnv1a64, to_string_array, zch_keys_from_hashes, zch_keys_from_ints
 from recpipe.features.spec import FeatureSpec, IdMapping, SequenceFeature, SparseFeature
 
 UINT_EXPECTED = "a non-negative integer id below 1e18"
@@ -150,8 +150,23 @@ def parse_uint(arr: pa.Array, byte_len: np.ndarray | None = None) -> tuple[np.nd
     return _np(pc.cast(padded, pa.int64())).astype(np.int64, copy=False), ok_np
 
 
-def map_ids(arr: pa.Array, m: IdMapping, column: str) -> tuple[np.ndarray, np.ndarray, _Bad | None]:
-    """Map raw values to table rows. Returns ``(ids int64, present bool, bad or None)``."""
+def bucket_ids(raw: np.ndarray, m: IdMapping, zch: bool = False) -> np.ndarray:
+    """Integer ids of a ``mod`` mapping: ``raw % size``, or their 63-bit keys for a zch feature (whose
+    managed-collision module assigns the rows)."""
+    return zch_keys_from_ints(raw) if zch else np.mod(raw, m.size)
+
+
+def map_ids(
+    arr: pa.Array, m: IdMapping, column: str, zch: bool = False
+) -> tuple[np.ndarray, np.ndarray, _Bad | None]:
+    """Map raw values to table rows. Returns ``(ids int64, present bool, bad or None)``.
+
+    With ``zch`` (``hash`` and ``mod`` mappings) the ids are not reduced to ``m.size`` rows: they are
+    63-bit keys (:func:`recpipe.features.hashing.zch_keys_from_ints` / ``zch_keys_from_hashes``) and
+    the model's managed-collision module maps them to rows.
+    """
+    if zch and m.kind not in ("hash", "mod"):
+        raise ValueError(f"column {column!r}: a zch feature needs a hash or mod mapping, not {m.kind!r}")
     if m.default_value is not None and arr.null_count:
         fill = pa.scalar(m.default_value).cast(arr.type) if not _is_str(arr.type) else m.default_value
         arr = pc.fill_null(arr, fill)
@@ -163,13 +178,13 @@ def map_ids(arr: pa.Array, m: IdMapping, column: str) -> tuple[np.ndarray, np.nd
             neg = present & (raw < 0)
             if neg.any():
                 bad = _Bad(np.flatnonzero(neg), column, UINT_EXPECTED, arr)
-            ids = np.mod(raw, m.size)
+            ids = bucket_ids(raw, m, zch)
         elif _is_str(arr.type):
             parsed, ok = parse_uint(arr)
             wrong = present & ~ok
             if wrong.any():
                 bad = _Bad(np.flatnonzero(wrong), column, UINT_EXPECTED, arr)
-            ids = np.mod(parsed, m.size)
+            ids = bucket_ids(parsed, m, zch)
         else:
             raise DataError(
                 f"column {column!r}: expected an integer or string column for ids, got {arr.type}"
@@ -177,7 +192,8 @@ def map_ids(arr: pa.Array, m: IdMapping, column: str) -> tuple[np.ndarray, np.nd
     elif m.kind == "hash":
         # Hash each distinct value once: context features like pid have a handful of values.
         enc = pc.dictionary_encode(to_string_array(arr))
-        table = (fnv1a64(enc.dictionary) % np.uint64(m.size)).astype(np.int64)
+        hashes = fnv1a64(enc.dictionary)
+        table = zch_keys_from_hashes(hashes) if zch else (hashes % np.uint64(m.size)).astype(np.int64)
         ids = (
             table[_np(pc.fill_null(enc.indices, 0)).astype(np.int64)]
             if len(table)
@@ -305,7 +321,7 @@ class FeatureGenerator:
                 ids = np.searchsorted(np.asarray(f.boundaries, np.float64), x, side="right").astype(np.int64)
                 present = np.ones(n, bool)
             else:
-                ids, present, bad = map_ids(arr, f.mapping, f.column)
+                ids, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
             if bad is not None:
                 bads.append(bad)
             values[f.name] = ids if present.all() else ids[present]
@@ -453,13 +469,13 @@ class FeatureGenerator:
                     bad_items = np.flatnonzero(wrong)
                     expected = f"{UINT_EXPECTED} in sub-feature {key!r}"
                     bads.append(_Bad(row_of_item[bad_items], s.column, expected, kept_items, bad_items))
-                ids = np.mod(raw, f.mapping.size)
+                ids = bucket_ids(raw, f.mapping, f.zch)
             else:
                 idx = np.arange(j, len(flat), nsub) if regular else take
                 vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
                 if fill is not None and empty.any():
                     vals = pc.if_else(pa.array(empty), fill, vals)
-                ids, _, bad = map_ids(vals, f.mapping, s.column)
+                ids, _, bad = map_ids(vals, f.mapping, s.column, f.zch)
                 if bad is not None:
                     expected = f"{bad.expected} in sub-feature {key!r}"
                     bads.append(_Bad(row_of_item[bad.rows], s.column, expected, kept_items, bad.rows))
@@ -544,7 +560,7 @@ class FeatureGenerator:
             v = _np(col).astype(np.int64, copy=False)
             if v.size and v.max() >= 10**18:
                 return None
-            out.append(np.mod(v, f.mapping.size))
+            out.append(bucket_ids(v, f.mapping, f.zch))
         kept = counts.astype(np.int32)
         for key, v in zip(s.sub_features, out):
             values[key] = v

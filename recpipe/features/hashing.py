@@ -73,3 +73,70 @@ def to_string_array(arr: pa.Array) -> pa.Array:
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return arr
     return pc.cast(arr, pa.string())
+
+
+# Zero-collision (managed-collision) features keep the whole id space: ids become 63-bit keys, spread
+# evenly because TorchRec's row-wise managed-collision sharding routes a key to the rank owning its
+# value range (key // ceil(2**63 / ranks)), and below int64 max, TorchRec's marker of an empty slot.
+ZCH_KEY_SPACE = (1 << 63) - 1
+_MASK63 = np.uint64((1 << 63) - 1)
+_MAX_KEY = np.uint64(ZCH_KEY_SPACE - 1)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def zch_keys_from_ints(ids: np.ndarray) -> np.ndarray:
+    """63-bit keys of non-negative integer ids: splitmix64's finalizer computed modulo 2**63.
+
+    Every step (``x ^ x >> k``, multiplication by an odd constant mod 2**63) is a bijection of
+    [0, 2**63), so distinct ids keep distinct keys; the one id whose key would be int64 max (TorchRec's
+    empty-slot marker) shares the key below it.
+
+    Args:
+        ids (np.ndarray): ``(N,)`` int64 ids, all ``>= 0``.
+
+    Returns:
+        np.ndarray: ``(N,)`` int64 keys in ``[0, 2**63 - 1)``.
+
+    Example::
+
+        >>> keys = zch_keys_from_ints(np.arange(4))
+        >>> len(set(keys.tolist())), bool((keys >= 0).all())
+        (4, True)
+    """
+    x = np.asarray(ids, dtype=np.int64).view(np.uint64) & _MASK63
+    x = x ^ (x >> np.uint64(31))
+    x = (x * _MIX1) & _MASK63
+    x = x ^ (x >> np.uint64(29))
+    x = (x * _MIX2) & _MASK63
+    x = x ^ (x >> np.uint64(32))
+    return np.minimum(x, _MAX_KEY).view(np.int64)
+
+
+def zch_keys_from_hashes(hashes: np.ndarray) -> np.ndarray:
+    """63-bit keys of FNV-1a 64 string hashes (the top bit dropped): distinct strings collide only
+    when their hashes do (about ``n² / 2**64`` pairs among ``n`` strings).
+
+    Args:
+        hashes (np.ndarray): ``(N,)`` uint64 from :func:`fnv1a64`.
+
+    Returns:
+        np.ndarray: ``(N,)`` int64 keys in ``[0, 2**63 - 1)``.
+    """
+    return np.minimum(np.asarray(hashes, dtype=np.uint64) & _MASK63, _MAX_KEY).view(np.int64)
+
+
+def zch_key_py(value: int | str) -> int:
+    """Reference 63-bit key of one id (per-row code paths and tests): an int is mixed like
+    :func:`zch_keys_from_ints`, a string is its FNV-1a 64 hash with the top bit dropped."""
+    if isinstance(value, str):
+        x = fnv1a64_py(value) & int(_MASK63)
+    else:
+        m = int(_MASK63)
+        x = value & m
+        x ^= x >> 31
+        x = (x * int(_MIX1)) & m
+        x ^= x >> 29
+        x = (x * int(_MIX2)) & m
+        x ^= x >> 32
+    return min(x, ZCH_KEY_SPACE - 1)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from recpipe.features.fg import FGOutput
-from recpipe.features.hashing import fnv1a64_py
+from recpipe.features.hashing import fnv1a64_py, zch_key_py
 from recpipe.features.spec import FeatureSpec, IdMapping
 
 _UINT = re.compile(r"^[0-9]{1,18}$")
@@ -34,7 +34,7 @@ def _canonical(v: object) -> str:
     return str(v)
 
 
-def map_id(v: object, m: IdMapping, column: str) -> int | None:
+def map_id(v: object, m: IdMapping, column: str, zch: bool = False) -> int | None:
     if v is None and m.default_value is not None:
         v = m.default_value
     if v is None:
@@ -46,9 +46,9 @@ def map_id(v: object, m: IdMapping, column: str) -> int | None:
             v = int(v)
         if v < 0:
             raise RowError(column, "id")
-        return v % m.size
+        return zch_key_py(v) if zch else v % m.size
     if m.kind == "hash":
-        return fnv1a64_py(_canonical(v)) % m.size
+        return zch_key_py(_canonical(v)) if zch else fnv1a64_py(_canonical(v)) % m.size
     if m.kind == "vocab":
         s = _canonical(v)
         vocab = m.vocab or []
@@ -83,7 +83,7 @@ def _row(
                 bucket += 1
             per_key[f.name] = [bucket]
         else:
-            i = map_id(r[f.column], f.mapping, f.column)
+            i = map_id(r[f.column], f.mapping, f.column, f.zch)
             per_key[f.name] = [] if i is None else [i]
     for s in spec.sequences:
         text = r[s.column] or ""
@@ -95,13 +95,14 @@ def _row(
             if len(parts) != len(s.sub_features) or (len(parts) == 1 and item == ""):
                 raise RowError(s.column, "sub-values")
             for j, key in enumerate(s.sub_features):
-                mapping = spec.feature(key).mapping
+                feature = spec.feature(key)
+                mapping = feature.mapping
                 value = parts[j]
                 if value == "":
                     if mapping.default_value is None:
                         raise RowError(s.column, "non-empty sub-value")
                     value = mapping.default_value
-                subs[j].append(map_id(value, mapping, s.column))
+                subs[j].append(map_id(value, mapping, s.column, feature.zch))
         for j, key in enumerate(s.sub_features):
             per_key[key] = subs[j]
     dense = []

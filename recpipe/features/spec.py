@@ -68,7 +68,9 @@ class SparseFeature:
         pooling (str): ``"sum"`` or ``"mean"`` when pooled.
         boundaries (list[float] | None): bucketize a raw float column instead of mapping ids.
         sequence (str | None): parent sequence feature name for sub-features.
-        zch (bool): use a managed-collision (zero-collision hashing) module for this feature.
+        zch (bool): use a managed-collision (zero-collision hashing) module for this feature: FG emits
+            63-bit keys (not ``id % size``) and the model's module gives each key its own row.
+        zch_size (int | None): rows of the zch table (default ``mapping.size``).
     """
 
     name: str
@@ -121,6 +123,8 @@ class TableSpec:
     feature_names: list[str]
     # True when any of its features is a sequence sub-feature: lives in an EmbeddingCollection.
     sequence: bool
+    # Rows of a managed-collision (zero-collision hashing) table, == num_embeddings; None: ids index rows.
+    zch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,31 @@ class FeatureGroup:
     # For sequence groups: (query key, history key) pairs matched by sub-feature name.
     query: list[str] = field(default_factory=list)
     history: list[str] = field(default_factory=list)
+
+
+def _zch_size(table: str, feats: list[SparseFeature]) -> int | None:
+    """Rows of ``table`` if its features are zch (all of them must be, with one key scheme), else None."""
+    zch = [f.name for f in feats if f.zch]
+    if not zch:
+        return None
+    plain = [f.name for f in feats if not f.zch]
+    if plain:
+        raise FeatureSpecError(
+            f"table {table!r} is shared by zch features {zch} and features without zch {plain}: their ids "
+            "would not match (FG keys vs id % size); set zch on all of them or none"
+        )
+    kinds = sorted({f.mapping.kind for f in feats})
+    if len(kinds) != 1 or kinds[0] not in ("hash", "mod"):
+        raise FeatureSpecError(
+            f"table {table!r}: zch features need one id mapping, hash_bucket_size or num_buckets, for all "
+            f"features sharing the table (their keys must match); got {kinds}"
+        )
+    explicit = sorted({f.zch_size for f in feats if f.zch_size is not None})
+    if len(explicit) > 1:
+        raise FeatureSpecError(
+            f"table {table!r} is shared by zch features with different zch_size {explicit}"
+        )
+    return explicit[0] if explicit else max(f.mapping.size for f in feats)
 
 
 @dataclass
@@ -200,13 +229,15 @@ class FeatureSpec:
                 raise FeatureSpecError(
                     f"table {name!r} is shared by features with different dims {sorted(dims)}"
                 )
+            zch_size = _zch_size(name, feats)
             out.append(
                 TableSpec(
                     name=name,
-                    num_embeddings=max(sizes),
+                    num_embeddings=zch_size or max(sizes),
                     embedding_dim=dims.pop(),
                     feature_names=[f.name for f in feats],
                     sequence=any(f.sequence is not None for f in feats),
+                    zch_size=zch_size,
                 )
             )
         return out
