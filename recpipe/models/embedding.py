@@ -1,5 +1,6 @@
 """Embedding lookups for a FeatureSpec: pooled tables in an EmbeddingBagCollection, tables that serve
-sequences in one EmbeddingCollection (jagged, never padded)."""
+sequences in one EmbeddingCollection (jagged, never padded), zero-collision (zch) tables in a
+ManagedCollisionEmbeddingCollection that maps 63-bit id keys to rows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ import torch
 from torch import nn
 from torchrec.modules.embedding_configs import EmbeddingBagConfig, EmbeddingConfig, PoolingType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
-from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+from torchrec.modules.mc_embedding_modules import ManagedCollisionEmbeddingCollection
+from torchrec.modules.mc_modules import (
+    DistanceLFU_EvictionPolicy,
+    ManagedCollisionCollection,
+    MCHManagedCollisionModule,
+)
+from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
 
 from recpipe.features.spec import TableSpec
 
@@ -21,16 +28,18 @@ INIT_KINDS = ("uniform", "xavier_uniform", "normal")
 POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
 
 
-def _uniform(weight: torch.Tensor, bound: float) -> None:
-    nn.init.uniform_(weight, -bound, bound)
+# The init functions return the weight: TorchRec's managed-collision modules re-initialize evicted
+# rows with ``rows[idx] = init_fn(rows[idx])``.
+def _uniform(weight: torch.Tensor, bound: float) -> torch.Tensor:
+    return nn.init.uniform_(weight, -bound, bound)
 
 
-def _xavier_uniform(weight: torch.Tensor, gain: float) -> None:
-    nn.init.xavier_uniform_(weight, gain=gain)
+def _xavier_uniform(weight: torch.Tensor, gain: float) -> torch.Tensor:
+    return nn.init.xavier_uniform_(weight, gain=gain)
 
 
-def _normal(weight: torch.Tensor, std: float) -> None:
-    nn.init.normal_(weight, 0.0, std)
+def _normal(weight: torch.Tensor, std: float) -> torch.Tensor:
+    return nn.init.normal_(weight, 0.0, std)
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ class EmbeddingInit:
         if self.scale is not None and not self.scale > 0.0:
             raise ValueError(f"embedding init scale must be > 0, got {self.scale}")
 
-    def init_fn(self, num_embeddings: int, embedding_dim: int) -> partial[None]:
+    def init_fn(self, num_embeddings: int, embedding_dim: int) -> partial[torch.Tensor]:
         """A picklable ``init_fn(weight)`` for one table (sharded tables call it on each local shard)."""
         if self.kind == "uniform":
             return partial(_uniform, bound=self.scale or math.sqrt(1.0 / num_embeddings))
@@ -81,6 +90,99 @@ class EmbeddingLookup(NamedTuple):
     pooled: dict[str, torch.Tensor]
     values: dict[str, torch.Tensor]
     offsets: dict[str, torch.Tensor]
+
+
+# Managed collision: new ids are admitted every step (history coalesced each step); when the table is
+# full, the rows with the lowest count / (steps since last seen + 1) (DistanceLFU) are evicted for them.
+ZCH_EVICTION_INTERVAL = 1
+ZCH_DECAY_EXPONENT = 1.0
+
+
+class ZchRemapModule(MCHManagedCollisionModule):
+    """TorchRec's zero-collision remapping, with keys without a row sent to the row a sharded run used.
+
+    Row-wise sharded over ``W`` ranks, rank ``r`` remaps the keys in the ``r``-th ``1/W`` of the key
+    space and gives those it has no row for the last row of its own range. Unsharded, TorchRec sends
+    every such key to the table's last row, so a model loaded from a checkpoint of ``W > 1`` ranks
+    would score unseen ids differently from the trainer. The row ranges the checkpoint was written
+    with (``_output_segments_tensor``) are kept when it is loaded, and keys without a row go to the last
+    row of their range, as in training.
+    """
+
+    _miss_segments: list[int] | None = None
+
+    def validate_state(self) -> None:
+        super().validate_state()
+        segments = [int(x) for x in self._output_segments_tensor.tolist() if x >= 0]
+        whole = [self._output_global_offset, self._output_global_offset + self._zch_size]
+        # Several ranges loaded into one module that spans them all: an unsharded model of a W-rank run.
+        self._miss_segments = segments if len(segments) > 2 and [segments[0], segments[-1]] == whole else None
+
+    def remap(
+        self,
+        features: dict[str, JaggedTensor],
+        mutate_miss_lengths: bool = True,
+        write_weights: torch.Tensor | None = None,
+    ) -> dict[str, JaggedTensor]:
+        remapped = super().remap(features, mutate_miss_lengths, write_weights)
+        if self._miss_segments is None:
+            return remapped
+        bounds = torch.tensor(self._miss_segments, dtype=torch.int64, device=self.device)
+        ranks = len(self._miss_segments) - 1
+        block = -(-self.input_size() // ranks)  # the row-wise input dist's key range per rank
+        out: dict[str, JaggedTensor] = {}
+        for name, jt in remapped.items():
+            keys = features[name].values()
+            miss = jt.values() == self.output_size() - 1 + self._output_global_offset
+            rank = torch.div(keys, block, rounding_mode="floor").clamp_(max=ranks - 1)
+            values = torch.where(miss, bounds[rank + 1] - 1, jt.values())
+            out[name] = JaggedTensor(
+                values=values, lengths=jt.lengths(), offsets=jt.offsets(), weights=jt.weights_or_none()
+            )
+        return out
+
+
+def managed_collision_ec(
+    configs: list[EmbeddingConfig],
+    device: torch.device | None = None,
+    eviction_interval: int = ZCH_EVICTION_INTERVAL,
+    decay_exponent: float = ZCH_DECAY_EXPONENT,
+) -> ManagedCollisionEmbeddingCollection:
+    """An EmbeddingCollection whose ids are 63-bit keys remapped to rows by TorchRec's zero-collision
+    hashing (one ``MCHManagedCollisionModule`` per table, DistanceLFU eviction).
+
+    Each table of ``num_embeddings`` rows keeps its last row (one per rank when sharded row-wise) for
+    keys without a row: keys never seen in training, and keys that could not be admitted because the
+    table is full of more frequent ones. In eval mode nothing is admitted or evicted.
+
+    Args:
+        configs (list[EmbeddingConfig]): the zch tables; their ``num_embeddings`` are the zch sizes.
+        device (torch.device | None): where the tables and the remapping buffers live (default CPU).
+        eviction_interval (int): steps between admissions/evictions.
+        decay_exponent (float): DistanceLFU's exponent on the steps since an id was last seen.
+
+    Example::
+
+        mc = managed_collision_ec([EmbeddingConfig(name="item", num_embeddings=1000, embedding_dim=16,
+                                                   feature_names=["item"])])
+        jagged, _ = mc(kjt)          # kjt: "item" keys × B rows, values are 63-bit keys
+        jagged["item"].values()      # (N, 16): one row per distinct key until the table is full
+    """
+    device = device or torch.device("cpu")
+    remap_device = torch.device("cpu") if device.type == "meta" else device
+    modules = {
+        c.name: ZchRemapModule(
+            zch_size=c.num_embeddings,
+            device=remap_device,
+            eviction_policy=DistanceLFU_EvictionPolicy(decay_exponent=decay_exponent),
+            eviction_interval=eviction_interval,
+            name=c.name,
+        )
+        for c in configs
+    }
+    return ManagedCollisionEmbeddingCollection(
+        EmbeddingCollection(configs, device=device), ManagedCollisionCollection(modules, configs)
+    )
 
 
 def jagged_pool(values: torch.Tensor, lengths: torch.Tensor, mode: str = "sum") -> torch.Tensor:
@@ -105,7 +207,10 @@ class EmbeddingGroup(nn.Module):
     Tables with ``sequence=True`` live in one EmbeddingCollection that serves both the history
     sub-features and the target features sharing the table by name (table ``adgroup_id`` serves
     ``adgroup_id`` and ``click_50_seq__adgroup_id``); pooled outputs of such target features are a
-    jagged sum (they hold 0 or 1 id per row). Tables no requested key uses are not built.
+    jagged sum (they hold 0 or 1 id per row). Zero-collision tables (``TableSpec.zch_size``), pooled or
+    sequence, live in one ManagedCollisionEmbeddingCollection (:func:`managed_collision_ec`; pooled keys
+    are jagged sums too): TorchRec shards managed collision only row-wise, which its pooled
+    EmbeddingBagCollection cannot do on CPU. Tables no requested key uses are not built.
 
     Args:
         tables (list[TableSpec]): tables from ``FeatureSpec.tables()``.
@@ -169,11 +274,12 @@ class EmbeddingGroup(nn.Module):
 
         bag_configs: list[EmbeddingBagConfig] = []
         seq_configs: list[EmbeddingConfig] = []
+        zch_configs: list[EmbeddingConfig] = []
         for t in tables:
-            if t.sequence:
+            if t.sequence or t.zch_size is not None:
                 feats = [f for f in t.feature_names if f in wanted_pooled or f in wanted_seq]
                 if feats:
-                    seq_configs.append(
+                    (zch_configs if t.zch_size is not None else seq_configs).append(
                         EmbeddingConfig(
                             name=t.name,
                             num_embeddings=t.num_embeddings,
@@ -202,39 +308,50 @@ class EmbeddingGroup(nn.Module):
                     init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
                 )
             )
-        seq_dims = {c.embedding_dim for c in seq_configs}
-        if len(seq_dims) > 1:
-            raise ValueError(
-                f"sequence tables {[c.name for c in seq_configs]} have different dims {sorted(seq_dims)}; "
-                "one EmbeddingCollection needs one dim"
-            )
+        for kind, configs in (("sequence", seq_configs), ("zch", zch_configs)):
+            dims = {c.embedding_dim for c in configs}
+            if len(dims) > 1:
+                raise ValueError(
+                    f"{kind} tables {[c.name for c in configs]} have different dims {sorted(dims)}; "
+                    "one EmbeddingCollection needs one dim"
+                )
         self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
         self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
+        self.mc_ec = managed_collision_ec(zch_configs, device) if zch_configs else None
         self._ebc_keys = [f for c in bag_configs for f in c.feature_names]
         self._ec_keys = [f for c in seq_configs for f in c.feature_names]
         self._ec_pooled = [k for k in self._ec_keys if k in wanted_pooled]
         self._ec_seq = [k for k in self._ec_keys if k in wanted_seq]
-        self._permutes: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
+        self._mc_keys = [f for c in zch_configs for f in c.feature_names]
+        self._mc_pooled = [k for k in self._mc_keys if k in wanted_pooled]
+        self._mc_seq = [k for k in self._mc_keys if k in wanted_seq]
+        self._permutes: dict[tuple[str, ...], tuple[list[int], ...]] = {}
 
     def embedding_dim(self, key: str) -> int:
         """Embedding width of a requested key."""
         return self._dims[key]
 
     def tables(self) -> dict[str, list[str]]:
-        """Which collection holds which tables: ``{"ebc": [...], "ec": [...]}``."""
+        """Which collection holds which tables: ``{"ebc": [...], "ec": [...], "mc_ec": [...]}``."""
         ebc = [c.name for c in self.ebc.embedding_bag_configs()] if self.ebc is not None else []
         ec = [c.name for c in self.ec.embedding_configs()] if self.ec is not None else []
-        return {"ebc": ebc, "ec": ec}
+        mc = (
+            [c.name for c in self.mc_ec._embedding_module.embedding_configs()]
+            if self.mc_ec is not None
+            else []
+        )
+        return {"ebc": ebc, "ec": ec, "mc_ec": mc}
 
     def _select(self, kjt: KeyedJaggedTensor, keys: list[str], which: int) -> KeyedJaggedTensor:
         """The sub-KJT holding ``keys`` in order; the index lists are computed once per key layout."""
         layout = tuple(kjt.keys())
         if layout not in self._permutes:
             pos = {k: i for i, k in enumerate(layout)}
-            missing = [k for k in [*self._ebc_keys, *self._ec_keys] if k not in pos]
+            wanted = [self._ebc_keys, self._ec_keys, self._mc_keys]
+            missing = [k for keys in wanted for k in keys if k not in pos]
             if missing:
                 raise ValueError(f"the KeyedJaggedTensor lacks keys {missing}; it has {list(layout)}")
-            self._permutes[layout] = ([pos[k] for k in self._ebc_keys], [pos[k] for k in self._ec_keys])
+            self._permutes[layout] = tuple([pos[k] for k in keys] for keys in wanted)
         indices = self._permutes[layout][which]
         if indices == list(range(len(layout))):
             return kjt
@@ -261,6 +378,15 @@ class EmbeddingGroup(nn.Module):
                 pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
             for key in self._ec_seq:
                 jt = jagged[key]
+                values[key] = jt.values()
+                offsets[key] = jt.offsets().long()
+        if self.mc_ec is not None:
+            remapped, _ = self.mc_ec(self._select(kjt, self._mc_keys, 2))
+            for key in self._mc_pooled:
+                jt = remapped[key]
+                pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
+            for key in self._mc_seq:
+                jt = remapped[key]
                 values[key] = jt.values()
                 offsets[key] = jt.offsets().long()
         return EmbeddingLookup(

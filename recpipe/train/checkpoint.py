@@ -31,6 +31,7 @@ from torch import nn
 
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.features.spec import FeatureSpec
+from recpipe.train.zch import check_resume
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
@@ -216,9 +217,14 @@ def load_training_state(
     ``model_sd`` must be the model's state dict with model keys whose tensors are the live ones (DCP
     loads in place, resharding ShardedTensors to this run's plan). The dense optimizer's lazily
     created state is materialized first so there is something to load into. Random states are
-    restored when the world size is unchanged.
+    restored when the world size is unchanged. A model with zch tables resumes only on the world size
+    that wrote the checkpoint (see :func:`recpipe.train.zch.check_resume`).
     """
     meta = CheckpointMeta.read(ckpt)
+    try:
+        check_resume(model_sd, meta.world_size, dist.get_world_size(), ckpt)
+    except ValueError as err:
+        raise CheckpointError(str(err)) from None
     dense_optimizer.init_state()
     optimizer.zero_grad()
     optim_sd = optimizer.state_dict()

@@ -21,14 +21,24 @@ from torch.distributed._shard.sharded_tensor import ShardedTensor
 from torchrec.distributed import DistributedModelParallel
 from torchrec.distributed.embedding import EmbeddingCollectionSharder
 from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+from torchrec.distributed.mc_embeddingbag import ManagedCollisionEmbeddingBagCollectionSharder
 from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints
 from torchrec.distributed.planner.types import KernelConfig, TopologyFactory, TrainerConfig
 from torchrec.distributed.types import ModuleSharder, ShardingPlan
 from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
+from torchrec.modules.mc_embedding_modules import BaseManagedCollisionEmbeddingCollection
 from torchrec.streamable import Pipelineable
 
 from recpipe.batch import Batch
 from recpipe.train.launch import free_port
+from recpipe.train.zch import (
+    ZCH_KERNEL,
+    ZCH_SHARDING,
+    ZchEmbeddingCollectionSharder,
+    prepare_for_planning,
+    remap_buffer_names,
+    zch_tables,
+)
 
 # Batch implements Pipelineable's methods (to / record_stream / pin_memory) without inheriting from
 # it; TorchRec's train pipelines check isinstance, so register it as a virtual subclass.
@@ -110,55 +120,80 @@ def shutdown(env: DistEnv) -> None:
         dist.destroy_process_group()
 
 
-def embedding_modules(model: nn.Module) -> Iterator[tuple[str, EmbeddingBagCollection | EmbeddingCollection]]:
-    """Every (unsharded) EmbeddingBagCollection / EmbeddingCollection of ``model`` with its name."""
+EmbeddingModule = EmbeddingBagCollection | EmbeddingCollection | BaseManagedCollisionEmbeddingCollection
+
+
+def embedding_modules(model: nn.Module) -> Iterator[tuple[str, EmbeddingModule]]:
+    """Every (unsharded) EmbeddingBagCollection / EmbeddingCollection / managed-collision collection of
+    ``model`` with its name; the collection inside a managed-collision one is not listed (it is only
+    ever called through the remapping)."""
+    inner: set[str] = set()
     for name, m in model.named_modules():
-        if isinstance(m, EmbeddingBagCollection | EmbeddingCollection):
+        if isinstance(m, BaseManagedCollisionEmbeddingCollection):
+            inner.add(f"{name}._embedding_module" if name else "_embedding_module")
+            yield name, m
+        elif isinstance(m, EmbeddingBagCollection | EmbeddingCollection) and name not in inner:
             yield name, m
 
 
 def sharders() -> list[ModuleSharder[nn.Module]]:
-    return [EmbeddingBagCollectionSharder(), EmbeddingCollectionSharder()]
+    return [
+        EmbeddingBagCollectionSharder(),
+        EmbeddingCollectionSharder(),
+        ZchEmbeddingCollectionSharder(),
+        ManagedCollisionEmbeddingBagCollectionSharder(),
+    ]
 
 
 def sharding_constraints(
     model: nn.Module, requested: dict[str, str], device_type: str
 ) -> tuple[dict[str, ParameterConstraints], list[str]]:
     """Planner constraints: each table gets its requested sharding type; by default ``table_wise`` for
-    pooled tables and ``row_wise`` for sequence (EmbeddingCollection) tables.
+    pooled tables and ``row_wise`` for sequence (EmbeddingCollection) and zch (managed-collision) tables.
 
     A type the table's sharder cannot do on ``device_type`` (row-wise pooled tables on CPU in this
-    TorchRec build) falls back to ``table_wise``; the returned messages say so.
+    TorchRec build) falls back to ``table_wise``, and to ``row_wise`` for zch tables (the only way
+    TorchRec shards managed collision); the returned messages say so.
 
     Raises:
         ValueError: ``requested`` names a table the model does not have.
     """
-    by_table: dict[str, tuple[list[str], str]] = {}
+    by_table: dict[str, tuple[list[str], str, str, str]] = {}  # supported, default, fallback, what
     for _, module in embedding_modules(model):
-        if isinstance(module, EmbeddingBagCollection):
+        if isinstance(module, BaseManagedCollisionEmbeddingCollection):
+            names = zch_tables(module)
+            supported = ZchEmbeddingCollectionSharder().sharding_types(device_type)
+            default = fallback = ZCH_SHARDING
+            what = "zch table "
+        elif isinstance(module, EmbeddingBagCollection):
             names = [c.name for c in module.embedding_bag_configs()]
             supported = EmbeddingBagCollectionSharder().sharding_types(device_type)
-            default = DEFAULT_SHARDING
+            default, fallback, what = DEFAULT_SHARDING, DEFAULT_SHARDING, "table "
         else:
             names = [c.name for c in module.embedding_configs()]
             supported = EmbeddingCollectionSharder().sharding_types(device_type)
-            default = DEFAULT_SEQUENCE_SHARDING
+            default, fallback, what = DEFAULT_SEQUENCE_SHARDING, DEFAULT_SHARDING, "table "
         for n in names:
-            by_table[n] = (supported, default)
+            by_table[n] = (supported, default, fallback, what)
     unknown = sorted(set(requested) - set(by_table))
     if unknown:
         raise ValueError(f"train.sharding names unknown tables {unknown}; tables: {sorted(by_table)}")
     constraints: dict[str, ParameterConstraints] = {}
     messages: list[str] = []
-    for table, (supported, default) in by_table.items():
-        kind = requested.get(table, default if default in supported else DEFAULT_SHARDING)
+    for table, (supported, default, fallback, what) in by_table.items():
+        kind = requested.get(table, default if default in supported else fallback)
         if kind not in supported:
             messages.append(
-                f"table {table!r}: {kind} sharding is not available on {device_type} in this TorchRec build "
-                f"(available: {', '.join(supported)}); using {DEFAULT_SHARDING}"
+                f"{what}{table!r}: {kind} sharding is not available on {device_type} in this TorchRec build "
+                f"(available: {', '.join(supported)}); using {fallback}"
             )
-            kind = DEFAULT_SHARDING
-        constraints[table] = ParameterConstraints(sharding_types=[kind])
+            kind = fallback
+        if what == "zch table ":
+            # The managed-collision sharder lists caching and key-value kernels for any device; the
+            # planner cannot estimate them on CPU, and plain fused tables are what training uses.
+            constraints[table] = ParameterConstraints(sharding_types=[kind], compute_kernels=[ZCH_KERNEL])
+        else:
+            constraints[table] = ParameterConstraints(sharding_types=[kind])
     return constraints, messages
 
 
@@ -166,6 +201,7 @@ def plan_sharding(
     model: nn.Module, env: DistEnv, requested: dict[str, str]
 ) -> tuple[ShardingPlan, list[str]]:
     """The planner's plan for ``model`` on this group (computed on rank 0, broadcast to all)."""
+    prepare_for_planning(model, env.world_size)
     constraints, messages = sharding_constraints(model, requested, env.device.type)
     topology = TopologyFactory.create_topology(
         trainer_config=TrainerConfig(world_size=env.world_size, local_world_size=env.local_world_size),
@@ -181,16 +217,19 @@ def shard_model(model: nn.Module, env: DistEnv, plan: ShardingPlan) -> Distribut
 
     DMP re-initializes every shard with the owning rank's random state, so the tables of a 1-rank
     and a 2-rank run would start apart; the values ``model`` was built with (the same seed on every
-    rank) are copied into the shards instead. The sparse optimizer must already be applied in backward.
+    rank) are copied into the shards instead. The zch remapping tables start empty on every rank and
+    keep the sharded modules' own per-rank row ranges. The sparse optimizer must already be applied in
+    backward.
     """
-    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    remap = remap_buffer_names(model)
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items() if k not in remap}
     dmp = DistributedModelParallel(
         module=model,
         device=env.device,
         plan=plan,
         sharders=sharders(),
     )
-    copy_into(dmp.state_dict(), initial)
+    copy_into({k: v for k, v in dmp.state_dict().items() if k not in remap}, initial)
     return dmp
 
 

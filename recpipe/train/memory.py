@@ -1,5 +1,6 @@
-"""Embedding memory and all-to-all traffic: what the tables and their optimizer state cost, and how
-many bytes one training step moves between ranks (shared/seeds section 3 and 5.1)."""
+"""Embedding memory and all-to-all traffic: what the tables, their optimizer state and the zch
+(managed-collision) remapping buffers cost, and how many bytes one training step moves between ranks
+(shared/seeds section 3 and 5.1)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from typing import Any
 from recpipe.features.spec import FeatureSpec
 
 FLOAT_BYTES = 4
+# A zch table's remapping module (recpipe.models.embedding.managed_collision_ec) keeps four int64 per row:
+# sorted id keys, their rows, and DistanceLFU's counts and last-access steps.
+ZCH_BYTES_PER_ROW = 4 * 8
 MIB = 1 << 20
 
 
@@ -31,13 +35,15 @@ def optimizer_state_bytes(optimizer: str, rows: int, dim: int) -> int:
 
 @dataclass(frozen=True)
 class TableMemory:
-    """One embedding table: ``rows × dim`` float32 weights plus its optimizer state."""
+    """One embedding table: ``rows × dim`` float32 weights plus its optimizer state, and for a zch table
+    its id→row remapping buffers (``zch_bytes``, 0 otherwise)."""
 
     name: str
     rows: int
     dim: int
     weight_bytes: int
     optimizer_bytes: int
+    zch_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,12 @@ class EmbeddingMemoryReport:
         return sum(t.optimizer_bytes for t in self.tables)
 
     @property
+    def zch_bytes(self) -> int:
+        return sum(t.zch_bytes for t in self.tables)
+
+    @property
     def total_bytes(self) -> int:
-        return self.weight_bytes + self.optimizer_bytes
+        return self.weight_bytes + self.optimizer_bytes + self.zch_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,26 +87,36 @@ class EmbeddingMemoryReport:
             "total_rows": self.total_rows,
             "weight_bytes": self.weight_bytes,
             "optimizer_bytes": self.optimizer_bytes,
+            "zch_bytes": self.zch_bytes,
             "total_bytes": self.total_bytes,
         }
 
     def format(self) -> str:
-        """A fixed-width table, largest tables first, with a total line."""
+        """A fixed-width table, largest tables first, with a total line (a zch column when any table is zch)."""
+        zch = any(t.zch_bytes for t in self.tables)
+
+        def zch_col(b: int) -> str:
+            return f" {b / MIB:>8.1f}" if zch else ""
+
         lines = [f"embedding memory (float32, sparse optimizer {self.optimizer}):"]
-        lines.append(f"  {'table':<24} {'rows':>12} {'dim':>4} {'weights MiB':>12} {'optim MiB':>10}")
+        head = f"  {'table':<24} {'rows':>12} {'dim':>4} {'weights MiB':>12} {'optim MiB':>10}"
+        lines.append(head + (f" {'zch MiB':>8}" if zch else ""))
         for t in sorted(self.tables, key=lambda t: -t.weight_bytes):
             lines.append(
-                f"  {t.name:<24} {t.rows:>12,} {t.dim:>4} {t.weight_bytes / MIB:>12.1f} {t.optimizer_bytes / MIB:>10.1f}"
+                f"  {t.name:<24} {t.rows:>12,} {t.dim:>4} {t.weight_bytes / MIB:>12.1f} "
+                f"{t.optimizer_bytes / MIB:>10.1f}{zch_col(t.zch_bytes)}"
             )
         lines.append(
             f"  {'total':<24} {self.total_rows:>12,} {'':>4} {self.weight_bytes / MIB:>12.1f} "
-            f"{self.optimizer_bytes / MIB:>10.1f}   = {self.total_bytes / MIB:.1f} MiB"
+            f"{self.optimizer_bytes / MIB:>10.1f}{zch_col(self.zch_bytes)}   = {self.total_bytes / MIB:.1f} MiB"
         )
         return "\n".join(lines)
 
 
 def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemoryReport:
-    """Per-table ``rows × dim × 4`` bytes of weights and the ``optimizer``'s state, for every table of ``spec``.
+    """Per-table ``rows × dim × 4`` bytes of weights and the ``optimizer``'s state, for every table of
+    ``spec``, and ``rows × 32`` bytes of remapping buffers for each zch table (the per-step history
+    buffers, a few bytes per id of one batch, are not counted).
 
     Args:
         spec (FeatureSpec): the tables (shared tables counted once).
@@ -109,6 +129,7 @@ def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemor
             dim=t.embedding_dim,
             weight_bytes=t.num_embeddings * t.embedding_dim * FLOAT_BYTES,
             optimizer_bytes=optimizer_state_bytes(optimizer, t.num_embeddings, t.embedding_dim),
+            zch_bytes=t.num_embeddings * ZCH_BYTES_PER_ROW if t.zch_size is not None else 0,
         )
         for t in spec.tables()
     ]

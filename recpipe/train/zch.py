@@ -1,0 +1,148 @@
+"""Zero-collision (managed-collision) tables under DistributedModelParallel.
+
+TorchRec shards a ManagedCollisionEmbeddingCollection row-wise only: rank ``r`` owns rows
+``[r·Z/W, (r+1)·Z/W)`` of a ``Z``-row table and the remapping of the keys in the ``r``-th ``1/W`` of the
+63-bit key space (which is why FG spreads ids over that space). Each rank keeps the last of its rows
+for keys without a row, so a table needs at least 2 rows per rank.
+
+When ids are evicted to admit new ones, their rows must start over: TorchRec re-initializes the
+weights, but resets the optimizer state only for row-wise Adagrad and only through an FBGEMM kernel
+that this CPU build does not have (``fbgemm::reset_weight_momentum`` has no CPU implementation: row-wise
+Adagrad would fail on the first step). :class:`ShardedZchEmbeddingCollection` resets weights and every
+optimizer state of the evicted rows itself, on any device.
+
+The remapping tables are row-wise ShardedTensors in the model's state dict, so DCP checkpoints carry
+them; a checkpoint resumes on the same number of ranks (:func:`check_resume`), because each rank's
+slice holds the keys of its own part of the key space.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm used by the sharded kernels)
+import torch
+from torch import nn
+from torchrec.distributed.mc_embedding import (
+    ManagedCollisionEmbeddingCollectionSharder,
+    ShardedManagedCollisionEmbeddingCollection,
+)
+from torchrec.distributed.types import ParameterSharding, ShardingEnv
+from torchrec.modules.mc_embedding_modules import BaseManagedCollisionEmbeddingCollection
+from torchrec.modules.mc_modules import ManagedCollisionModule, MCHManagedCollisionModule
+
+ZCH_SHARDING = "row_wise"
+ZCH_KERNEL = "fused"
+_REMAP_KEY = re.compile(r"_managed_collision_modules\.([^.]+)\.")
+
+
+def zch_collections(model: nn.Module) -> Iterator[tuple[str, BaseManagedCollisionEmbeddingCollection]]:
+    """Every (unsharded) managed-collision embedding collection of ``model`` with its name."""
+    for name, m in model.named_modules():
+        if isinstance(m, BaseManagedCollisionEmbeddingCollection):
+            yield name, m
+
+
+def zch_tables(module: BaseManagedCollisionEmbeddingCollection) -> list[str]:
+    """Table names of a managed-collision embedding collection."""
+    return [c.name for c in module._managed_collision_collection.embedding_configs()]
+
+
+def remap_modules(model: nn.Module) -> Iterator[tuple[str, ManagedCollisionModule]]:
+    """Every managed-collision (remapping) module of ``model``, sharded or not, with its name."""
+    for name, m in model.named_modules():
+        if isinstance(m, ManagedCollisionModule):
+            yield name, m
+
+
+def remap_buffer_names(model: nn.Module) -> set[str]:
+    """State-dict keys of the remapping modules' buffers."""
+    return {f"{name}.{b}" for name, m in remap_modules(model) for b, _ in m.named_buffers()}
+
+
+def prepare_for_planning(model: nn.Module, world_size: int) -> None:
+    """Check every zch table fits ``world_size`` ranks and give its remapping module one bucket per rank.
+
+    The planner refuses a table whose bucket count does not divide by the world size; the sharded
+    modules use one bucket per rank whatever the unsharded module says, so it is set to that.
+
+    Raises:
+        ValueError: a zch table has fewer than 2 rows per rank.
+    """
+    for _, collection in zch_collections(model):
+        mcc = collection._managed_collision_collection
+        for table, module in mcc._managed_collision_modules.items():
+            rows = module.output_size()
+            if rows < 2 * world_size:
+                raise ValueError(
+                    f"zch table {table!r} has {rows} rows: on {world_size} rank(s) it needs at least "
+                    f"{2 * world_size} (each rank keeps one row for ids without a row); raise zch_size"
+                )
+            if isinstance(module, MCHManagedCollisionModule):
+                module._buckets = world_size
+
+
+def check_resume(model_keys: Iterable[str], saved_world_size: int, world_size: int, ckpt: Any) -> None:
+    """Refuse to load zch remapping tables written by another number of ranks.
+
+    Each rank's slice of a remapping table holds the keys of its own part of the key space, sorted; on
+    another world size the slices would land on ranks that do not own those keys.
+
+    Raises:
+        ValueError: the model has zch tables and ``saved_world_size != world_size``.
+    """
+    zch = sorted({m.group(1) for k in model_keys if (m := _REMAP_KEY.search(k))})
+    if zch and saved_world_size != world_size:
+        raise ValueError(
+            f"{ckpt} was written by {saved_world_size} rank(s) and has zch tables {zch}, whose id→row "
+            f"remapping is split by key range over the ranks; resume it on {saved_world_size} rank(s) "
+            f"(now {world_size}), or export/evaluate it, which any process can"
+        )
+
+
+class ShardedZchEmbeddingCollection(ShardedManagedCollisionEmbeddingCollection):
+    """TorchRec's sharded managed-collision EmbeddingCollection whose evicted rows start over: weights
+    re-drawn with the table's ``init_fn`` and every optimizer state of the row set to zero."""
+
+    @torch.no_grad()
+    def _evict(self, evictions_per_table: dict[str, torch.Tensor | None]) -> None:
+        for table, rows in evictions_per_table.items():
+            if rows is None or rows.numel() == 0:
+                continue
+            tbe, table_index = self._table_to_tbe_and_index[table]
+            index = int(table_index.item())
+            rows = rows.long().to(self._device)
+            weight = tbe.split_embedding_weights()[index]
+            init_fn = self._embedding_module._table_name_to_config[table].init_fn
+            fresh = weight[rows].clone()
+            weight[rows] = init_fn(fresh) if init_fn is not None else fresh.zero_()
+            states = tbe.split_optimizer_states()  # [] for SGD
+            for state in states[index] if states else []:
+                state[rows] = 0
+
+
+class ZchEmbeddingCollectionSharder(ManagedCollisionEmbeddingCollectionSharder):
+    """Shards a ManagedCollisionEmbeddingCollection into a :class:`ShardedZchEmbeddingCollection`."""
+
+    def shard(
+        self,
+        module: Any,
+        params: dict[str, ParameterSharding],
+        env: ShardingEnv,
+        device: torch.device | None = None,
+        module_fqn: str | None = None,
+    ) -> ShardedZchEmbeddingCollection:
+        return ShardedZchEmbeddingCollection(
+            module,
+            params,
+            ec_sharder=self._e_sharder,
+            mc_sharder=self._mc_sharder,
+            env=env,
+            device=device or torch.device("cuda"),
+        )
+
+    @property
+    def sharded_module_type(self) -> type[ShardedZchEmbeddingCollection]:
+        return ShardedZchEmbeddingCollection
