@@ -50,6 +50,8 @@ from recpipe.train.step import PipelineStep
 METRICS_FILE = "metrics.jsonl"
 RESULT_FILE = "train_result.json"
 AUC_WINDOW_ROWS = 100_000
+# data.num_workers > 0: FG in forked processes, off this process's GIL (recpipe.train.prefetch).
+DATA_WORKER_KIND = "process"
 
 
 @dataclass
@@ -245,6 +247,8 @@ class _Trainer:
             start_row=start_row,
             on_bad_row=cfg.data.on_bad_row,
             csv=cfg.data.csv,
+            num_workers=cfg.data.num_workers,
+            worker_kind=DATA_WORKER_KIND,
         )
 
     def _resume(self, resume: bool) -> tuple[Path | None, CheckpointMeta | None]:
@@ -303,7 +307,8 @@ class _Trainer:
         while epoch < tc.epochs and step < total:
             plan = reader.plan
             n_steps = min(plan.num_steps, total - step)
-            batches = normalize_step_weights(itertools.islice(reader, n_steps), env.world_size, env.cpu_group)
+            steps = iter(reader)  # starts the data workers, if any
+            batches = normalize_step_weights(itertools.islice(steps, n_steps), env.world_size, env.cpu_group)
             segment: Iterator[Batch] = iter(())
             for k in range(n_steps):
                 if k == 0 or (evaluating and step % tc.eval_every_steps == 0):
@@ -330,6 +335,7 @@ class _Trainer:
                         step, epoch + done, 0 if done else position, epoch_rows, rows_trained
                     )
                     last_ckpt, last_ckpt_step = self._save(ckpt_meta), step
+            steps.close()  # stops the data workers (max_steps can end a pass early)
             if position >= epoch_rows:
                 epoch, position = epoch + 1, 0
                 if epoch < tc.epochs and step < total:
