@@ -30,6 +30,7 @@ one padding row of weight 0 (TorchRec's all-to-all cannot take an empty batch).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -224,7 +225,7 @@ class StepBatches:
         for step, pieces in self._own_pieces():
             if step % workers != worker:
                 continue
-            outs = [fg(rb, file, first) for rb, file, first in pieces]
+            outs = [fg(rb, file, first) for rb, file, first in _join_by_file(pieces)]
             outs = [o for o in outs if o.num_rows]
             real = sum(o.num_rows for o in outs)
             if real:
@@ -237,6 +238,21 @@ class StepBatches:
             batch = to_batch(dataclasses.replace(out, weights=weights), keys)
             stats, fg.stats = fg.stats, FGStats()
             yield StepBatch(batch, real, step, hi - lo, rows_are_weight), stats
+
+
+def _join_by_file(pieces: list[tuple[pa.RecordBatch, str, int]]) -> list[tuple[pa.RecordBatch, str, int]]:
+    """One Arrow batch per file of a step's pieces (consecutive rows of that file, in order).
+
+    A step spans two source batches whenever a file's row count is not a multiple of the batch, i.e.
+    on most steps after the first file; FG costs ~0.9 ms per call plus ~0.75 µs per row here, and
+    merging the FG outputs afterwards costs more than concatenating the Arrow rows first.
+    """
+    joined: list[tuple[pa.RecordBatch, str, int]] = []
+    for file, group in itertools.groupby(pieces, key=lambda p: p[1]):
+        parts = list(group)
+        batch = parts[0][0] if len(parts) == 1 else pa.concat_batches([p[0] for p in parts])
+        joined.append((batch, file, parts[0][2]))
+    return joined
 
 
 class StepBatch(NamedTuple):

@@ -97,3 +97,38 @@ def test_fg_errors_name_the_file_and_row(tmp_path, taobao_spec):
     skipped = StepBatches(str(tmp_path / "d"), taobao_spec, 16, on_bad_row="skip")
     assert sum(sb.real_rows for sb in skipped) == 49
     assert skipped.stats.rows_skipped == 1
+
+
+def test_fg_runs_once_per_file_of_a_step(taobao, taobao_spec, monkeypatch):
+    # Source batches of 1024 rows restart at every file (2000, 2401, 2000 rows), so most steps of 64
+    # span two source batches; FG still sees one batch per step and file: two calls only on the steps
+    # that cross a file (rows 1984..2047 and 4352..4415).
+    from recpipe.features.fg import FeatureGenerator
+
+    sizes: list[int] = []
+    call = FeatureGenerator.__call__
+
+    def counting(self, batch, file="<memory>", first_row=0):
+        sizes.append(batch.num_rows)
+        return call(self, batch, file, first_row)
+
+    monkeypatch.setattr(FeatureGenerator, "__call__", counting)
+    steps = list(StepBatches(taobao["train"], taobao_spec, 64))
+    assert len(steps) == 101 and len(sizes) == 103
+    assert sizes[31:33] == [16, 48] and sizes[69:71] == [49, 15]
+
+
+def test_a_bad_row_in_a_joined_step_names_its_file_row(tmp_path, taobao_spec):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from recpipe.data.synthetic import generate
+
+    generate("taobao", 3000, tmp_path / "d", seed=2, chunk_rows=3000)
+    path = next((tmp_path / "d").glob("*.parquet"))
+    table = pq.read_table(path)
+    clk = table.column("clk").to_pylist()
+    clk[1050] = 7  # step 10 of 100 rows: source rows 1000..1023 and 1024..1099, joined
+    pq.write_table(table.set_column(table.schema.get_field_index("clk"), "clk", pa.array(clk)), path)
+    with pytest.raises(ValueError, match=rf"{path.name}, row 1050, column 'clk'"):
+        list(StepBatches(str(tmp_path / "d"), taobao_spec, 100))
