@@ -99,17 +99,42 @@ ZCH_DECAY_EXPONENT = 1.0
 
 
 class ZchRemapModule(MCHManagedCollisionModule):
-    """TorchRec's zero-collision remapping, with keys without a row sent to the row a sharded run used.
+    """TorchRec's zero-collision remapping with two fixes.
 
-    Row-wise sharded over ``W`` ranks, rank ``r`` remaps the keys in the ``r``-th ``1/W`` of the key
-    space and gives those it has no row for the last row of its own range. Unsharded, TorchRec sends
-    every such key to the table's last row, so a model loaded from a checkpoint of ``W > 1`` ranks
-    would score unseen ids differently from the trainer. The row ranges the checkpoint was written
-    with (``_output_segments_tensor``) are kept when it is loaded, and keys without a row go to the last
-    row of their range, as in training.
+    1. Every id of a step is counted. TorchRec sizes the buffer that collects a step's ids for
+       admission from the first batch (1.25 × its ids) and silently drops the ids past it in later,
+       larger batches (histories vary in length): they were neither admitted nor counted, and a run
+       resumed from a checkpoint (sized by another first batch) diverged from the uninterrupted one.
+       The buffer grows instead.
+    2. Keys without a row go to the row a sharded run used. Row-wise sharded over ``W`` ranks, rank
+       ``r`` remaps the keys in the ``r``-th ``1/W`` of the key space and sends those it has no row for
+       to the last row of its own range; unsharded, TorchRec sends them all to the table's last row, so
+       a model loaded from a ``W``-rank checkpoint would score unseen ids differently from the trainer.
+       The row ranges the checkpoint was written with (``_output_segments_tensor``) are kept when it is
+       loaded and used for such keys.
     """
 
     _miss_segments: list[int] | None = None
+
+    def profile(self, features: dict[str, JaggedTensor]) -> dict[str, JaggedTensor]:
+        if self.training and self._input_history_buffer_size != -1:
+            need = self._current_history_buffer_offset + sum(f.values().numel() for f in features.values())
+            if need > self._input_history_buffer_size:
+                self._grow_history(max(need, 2 * self._input_history_buffer_size))
+        return super().profile(features)
+
+    @torch.no_grad()
+    def _grow_history(self, size: int) -> None:
+        used = self._current_history_buffer_offset
+        accumulator = torch.empty(size, dtype=torch.int64, device=self.device)
+        accumulator[:used] = self._history_accumulator[:used]
+        self._history_accumulator = accumulator
+        for name, old in list(self._history_metadata.items()):
+            grown = torch.zeros(size, dtype=old.dtype, device=self.device)
+            grown[:used] = old[:used]
+            self.register_buffer(f"_history_{name}", grown, persistent=False)
+            self._history_metadata[name] = grown
+        self._input_history_buffer_size = size
 
     def validate_state(self) -> None:
         super().validate_state()
