@@ -12,10 +12,13 @@ import pytest
 import torch
 
 import recpipe
+from recpipe.batch import to_batch
 from recpipe.export import load_backend, read_manifest
-from recpipe.export.api import RESULT_NAME
+from recpipe.export.api import RESULT_NAME, export
 from recpipe.export.manifest import sha256_file
+from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
+from recpipe.models.build import build_model
 
 TOL = 1e-4
 
@@ -93,3 +96,27 @@ def test_jit_scripts_and_generalizes_across_batch_sizes(din_export):
     for n in (2, 9, 130):
         rows = trained.clean.slice(300, n)
         assert np.abs(scorer.predict_raw(rows) - trained.eager_logits(rows)).max() <= TOL
+
+
+def test_sigmoid_weighted_din_exports_with_parity(din, tmp_path):
+    # The unnormalized attention (weighting: sigmoid) takes another branch of the dense graph: it must
+    # export as well. Same parameters as the trained softmax model, so its weights load unchanged.
+    cfg = din.cfg.model_copy(deep=True)
+    for tower in cfg.model.din_towers:
+        tower.weighting = "sigmoid"
+    model = build_model(din.spec, cfg.model)
+    model.load_state_dict(din.model.state_dict())
+    model.eval()
+    result = export(model, din.spec, cfg, ["jit", "onnx", "rtp"], tmp_path, din.held_out)
+    for backend in ("jit", "onnx", "rtp"):
+        r = result.backends[backend]
+        assert r.status == "ok", (backend, r.reason)
+        assert r.parity.passed and r.parity.max_abs_logit_diff <= TOL, backend
+    with torch.no_grad():
+        rows = din.clean.slice(0, 64)
+        assert not np.allclose(din.eager_logits(rows), result_logits(model, din, rows), atol=1e-3)
+
+
+def result_logits(model: torch.nn.Module, trained, rows) -> np.ndarray:
+    b = to_batch(FeatureGenerator(trained.spec, with_labels=False)(rows), trained.spec.sparse_keys())
+    return model(b.dense, b.sparse).numpy()
