@@ -15,6 +15,8 @@ import pytest
 import recpipe.data.synthetic.common as common
 from recpipe.data import CsvSource, criteo_csv_options
 from recpipe.data.synthetic import GenerateReport, generate, write_criteo_tsv
+from recpipe.data.synthetic import criteo as criteo_gen
+from recpipe.data.synthetic import taobao as taobao_gen
 from recpipe.data.synthetic.criteo import CARDINALITIES, hex_strings
 from recpipe.data.synthetic.taobao import FIRST_DAY, NUM_BUCKETS, PIDS
 
@@ -191,6 +193,29 @@ def test_criteo_values(criteo: tuple[GenerateReport, pa.Table]) -> None:
     assert pc.min(table["I2"]).as_py() == -2
     assert all(pc.min(table[f"I{i}"]).as_py() >= 0 for i in range(1, 14) if i != 2)
     assert pc.max(table["I5"]).as_py() > 10_000  # heavy tail
+
+
+def test_criteo_pair_effects_are_low_rank_with_the_stated_spread() -> None:
+    model = criteo_gen.build_model(0, max_vocab=300)
+    assert criteo_gen.cardinalities(300) == tuple(min(c, 300) for c in CARDINALITIES)
+    for (a, b), (u, v) in zip(criteo_gen.PAIRS, model.pair_factors):
+        assert u.shape == (min(CARDINALITIES[a], 300), criteo_gen.PAIR_RANK)
+        assert v.shape == (min(CARDINALITIES[b], 300), criteo_gen.PAIR_RANK)
+        table = u @ v.T  # every pair's effect
+        assert np.linalg.matrix_rank(table) == criteo_gen.PAIR_RANK
+        assert table.std() == pytest.approx(criteo_gen.PAIR_EFFECT_SD, rel=0.25)
+    with pytest.raises(ValueError, match="max_vocab must be >= 2"):
+        criteo_gen.cardinalities(1)
+
+
+def test_dense_taobao_catalogue() -> None:
+    cat = taobao_gen.build_catalogue(0, 1_000_000, users=300, ads=500)
+    assert cat.user_id.size == 300 and cat.ad_id.size == 500
+    assert taobao_gen.build_catalogue(0, 1_000_000).user_id.size == 1_000_000 // 12
+    with pytest.raises(ValueError, match=r"ads must be in \[1, 846812\]"):
+        taobao_gen.build_catalogue(0, 1000, ads=0)
+    with pytest.raises(ValueError, match="max_vocab is an option of synthetic criteo data"):
+        generate("taobao", 10, Path("unused"), max_vocab=5)
 
 
 def test_criteo_tsv_round_trip(criteo: tuple[GenerateReport, pa.Table], tmp_path: Path) -> None:

@@ -5,7 +5,11 @@ categoricals ``C1..C26`` (8 hex chars), with missing values and a known click mo
                  + pair effects of (C2, C14) and (C6, C11)
 
 with ``z(I) = (log(1 + I) - mu) / sigma``, per-value effects ``e_c`` fixed per seed, and ``base``
-calibrated for about 25% positives. ``write_criteo_tsv`` writes the raw Criteo text layout.
+calibrated for about 25% positives. A pair effect is low rank, ``<u_a[C_a], v_b[C_b]>`` with latent
+vectors of :data:`PAIR_RANK` dims per value (standard deviation :data:`PAIR_EFFECT_SD`): the
+structure that factorization machines and DLRM's dot interaction assume (a value's taste for the
+other column's values), learnable from a value's own impressions, unlike an arbitrary table over
+every pair of values. ``write_criteo_tsv`` writes the raw Criteo text layout.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ CAT_EFFECT_SD = (
 DENSE_WEIGHT = (0.3, 0.1, 0.2, 0.1, 0.25, 0.1, 0.3, 0.1, 0.15, 0.1, 0.3, 0.1, 0.2)
 PAIR_EFFECT_SD = 0.4
 PAIRS = ((1, 13), (5, 10))  # 0-based column indices: (C2, C14), (C6, C11)
-PAIR_TABLE = 1 << 18
+PAIR_RANK = 4
 TARGET_POSITIVE_RATE = 0.25
 _TAG = 0xC817E0
 
@@ -55,7 +59,7 @@ class CriteoModel:
     cat_effect: list[np.ndarray]
     dense_weight: np.ndarray
     dense_missing_effect: np.ndarray
-    pair_effect: np.ndarray  # (len(PAIRS), PAIR_TABLE)
+    pair_factors: list[tuple[np.ndarray, np.ndarray]]  # per pair: (card_a, PAIR_RANK), (card_b, PAIR_RANK)
     base: float = 0.0
 
 
@@ -104,7 +108,14 @@ def build_model(seed: int, max_vocab: int | None = None) -> CriteoModel:
         cat_effect=effects,
         dense_weight=np.array(DENSE_WEIGHT) * rng.choice([-1.0, 1.0], len(DENSE_WEIGHT)),
         dense_missing_effect=rng.normal(0.0, 0.15, len(DENSE_MU)),
-        pair_effect=rng.normal(0.0, PAIR_EFFECT_SD, (len(PAIRS), PAIR_TABLE)),
+        # <u, v> of two independent N(0, s²/sqrt(k)) vectors of k dims has standard deviation s.
+        pair_factors=[
+            tuple(
+                rng.normal(0.0, PAIR_EFFECT_SD**0.5 / PAIR_RANK**0.25, (len(effects[c]), PAIR_RANK))
+                for c in pair
+            )
+            for pair in PAIRS
+        ],
     )
     calib = _draw(model, np.random.default_rng([seed, _TAG, (1 << 40) + 1]), 50_000)
     model.base = calibrate_base(calib["logit"], TARGET_POSITIVE_RATE)
@@ -131,9 +142,9 @@ def _draw(model: CriteoModel, rng: np.random.Generator, n: int) -> dict[str, obj
         logit += np.where(null, 0.0, model.cat_effect[c][idx])
         cats.append(idx)
         cat_null.append(null)
-    for p, (a, b) in enumerate(PAIRS):
-        slot = (cats[a] * 1_000_003 + cats[b] * 7919 + p) % PAIR_TABLE
-        logit += np.where(cat_null[a] | cat_null[b], 0.0, model.pair_effect[p][slot])
+    for (a, b), (u, v) in zip(PAIRS, model.pair_factors):
+        effect = np.einsum("nk,nk->n", u[cats[a]], v[cats[b]])
+        logit += np.where(cat_null[a] | cat_null[b], 0.0, effect)
     return {"logit": logit, "dense": dense, "dense_null": dense_null, "cats": cats, "cat_null": cat_null}
 
 
