@@ -12,7 +12,10 @@ embedding backward, Adam dense) on the same generated Taobao rows. Two ways to a
 Throughput is the trainer's own ``steady_rows_per_second``: global rows per second of the training loop
 after its first step (process start, planning, fx tracing, the pipeline fill and the final checkpoint are
 outside it). The three runs alternate in every repeat so machine
-load hits them alike; speedups are ratios of the medians.
+load hits them alike; speedups are ratios of the medians. Data preparation runs in each rank's own
+thread (``data.num_workers: 0``, pinned here): on 2 cores with 2 ranks a worker would compete with the
+ranks for the same cores. The 1-minute load average before the benchmark and before every run is
+recorded; other work on the machine depresses the 2-rank runs far more than the 1-rank ones.
 
 Run: ``.venv/bin/python benchmarks/scaling.py`` (about 4 minutes on 2 cores).
 """
@@ -40,11 +43,13 @@ def run_once(data: Path, out: Path, nproc: int, batch: int, epochs: int) -> dict
     shutil.rmtree(out, ignore_errors=True)
     overrides = {
         "data.batch_size": batch,
+        "data.num_workers": 0,
         "train.epochs": epochs,
         "train.log_every_steps": 10,
         "train.checkpoint_every_steps": 1_000_000,  # only the final one, after the timed loop
     }
     lines: list[str] = []
+    load = os.getloadavg()[0]  # before the run: the other work on the machine (and the previous run's tail)
     t0 = time.perf_counter()
     code = launch(
         CONFIG, str(data), None, out, nproc, overrides, resume=False, threads_per_rank=1, echo=lines.append
@@ -61,7 +66,7 @@ def run_once(data: Path, out: Path, nproc: int, batch: int, epochs: int) -> dict
         "train_s": result["seconds"],
         "wall_s": wall,
         "steps": result["steps"],
-        "load_avg": os.getloadavg()[0],
+        "load_avg": load,
     }
 
 
@@ -75,6 +80,8 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    print(f"load average before the benchmark: {load_before:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="recpipe-scaling-") as tmp:
         data = Path(tmp) / "data"
         generate("taobao", args.rows, data, seed=0)
@@ -108,6 +115,7 @@ def main() -> None:
         "speedup_2_ranks": speedup,
         "speedup_2_ranks_same_global_batch": strong,
         "target": 1.6,
+        "load_avg_before": load_before,
         "median_rows_per_s": median,
         "cpu_time_bound_speedup": cpu_bound,
         "runs": runs,
@@ -118,6 +126,7 @@ def main() -> None:
             "setups": {n: {"ranks": r, "global_batch_size": b} for n, (r, b) in setups.items()},
             "epochs": args.epochs,
             "threads_per_rank": 1,
+            "data_num_workers": 0,
             "backend": "gloo",
         },
         "environment": {
@@ -134,6 +143,8 @@ def main() -> None:
         f"(same global batch: {median['2_ranks_same_global_batch']:,.0f}, {strong:.2f}x)"
     )
     print(f"cpu-time bound (idle machine, no waiting): {cpu_bound}")
+    loads = [r["load_avg"] for r in runs]
+    print(f"load average: {load_before:.2f} before, {min(loads):.2f}..{max(loads):.2f} before the runs")
     print(f"scaling: speedup_2_ranks={speedup:.2f}")
 
 
