@@ -204,6 +204,8 @@ class DlrmConfig(_Strict):
     sparse_group: str = "sparse"
     embedding_init: Literal["uniform", "xavier_uniform", "normal"] = "uniform"
     embedding_init_scale: float | None = Field(None, gt=0.0)
+    # Also feed the raw sparse embeddings to the over arch (TorchEasyRec's option of the same name).
+    arch_with_sparse: bool = False
 
 
 ModelConfig = Annotated[MultiTowerDinConfig | DlrmConfig, Field(discriminator="type")]

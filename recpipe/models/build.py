@@ -78,6 +78,7 @@ def build_dlrm(spec: FeatureSpec, cfg: DlrmConfig, device: torch.device | None =
         over_arch=mlp_spec(cfg.over_mlp),
         pooling=_pooling(spec),
         embedding_init=EmbeddingInit(cfg.embedding_init, cfg.embedding_init_scale),
+        arch_with_sparse=cfg.arch_with_sparse,
         device=device,
     )
 

@@ -20,6 +20,13 @@ def interaction_width(num_sparse_features: int, embedding_dim: int) -> int:
     return embedding_dim + num_sparse_features * (num_sparse_features + 1) // 2
 
 
+def over_arch_width(num_sparse_features: int, embedding_dim: int, arch_with_sparse: bool = False) -> int:
+    """Width of the over arch's input: the interaction's ``D + F·(F + 1) / 2``, plus ``F·D`` when the
+    raw embeddings are fed too (``arch_with_sparse``)."""
+    extra = num_sparse_features * embedding_dim if arch_with_sparse else 0
+    return interaction_width(num_sparse_features, embedding_dim) + extra
+
+
 class _Gram(torch.autograd.Function):
     """``X·Xᵀ`` per row with a one-``bmm`` backward: ``dX = (G + Gᵀ)·X``.
 
@@ -115,6 +122,10 @@ class DotInteraction(nn.Module):
 class DLRM(nn.Module):
     """DLRM: dense arch, sparse arch, dot interaction, over arch → one logit per row.
 
+    With ``arch_with_sparse`` (TorchEasyRec's option of the same name) the over arch also takes every
+    raw embedding, so a categorical value's own effect on the logit is linear in its embedding instead
+    of only reaching the over arch through its dot product with the dense vector.
+
     Args:
         tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
         sparse_keys (list[str]): categorical KJT keys, one pooled embedding each (all of one dim ``D``).
@@ -124,7 +135,8 @@ class DLRM(nn.Module):
         pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per sparse key.
         embedding_init (EmbeddingInit): table initialization.
         over_in_features (int | None): expected over-arch input width, if a caller states it (checked
-            against the derived ``D + F·(F+1)/2``).
+            against the derived ``D + F·(F+1)/2``, plus ``F·D`` with ``arch_with_sparse``).
+        arch_with_sparse (bool): also feed the ``F`` raw embeddings to the over arch.
         device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
 
     Example::
@@ -147,6 +159,7 @@ class DLRM(nn.Module):
         pooling: dict[str, str] | None = None,
         embedding_init: EmbeddingInit = EmbeddingInit(),
         over_in_features: int | None = None,
+        arch_with_sparse: bool = False,
         device: torch.device | None = None,
     ) -> None:
         super().__init__()
@@ -169,16 +182,20 @@ class DLRM(nn.Module):
                 f"DLRM dense arch output width {bottom_out} must equal the embedding dim {dim}: the dense "
                 "vector is dotted with every embedding"
             )
-        width = interaction_width(len(sparse_keys), dim)
+        width = over_arch_width(len(sparse_keys), dim, arch_with_sparse)
         if over_in_features is not None and over_in_features != width:
+            raw = " + F·D raw embeddings" if arch_with_sparse else ""
             raise ValueError(
                 f"DLRM over arch input width {over_in_features} does not match the interaction output width "
-                f"{width} (= embedding dim {dim} + F·(F+1)/2 with F = {len(sparse_keys)} sparse features)"
+                f"{width} (= embedding dim {dim} + F·(F+1)/2{raw} with F = {len(sparse_keys)} sparse features)"
             )
         self.sparse_keys = list(sparse_keys)
         self.embedding_dim = dim
         self.dense_in_features = dense_in_features
-        self.dense = DlrmDense(sparse_keys, dense_in_features, dense_arch, over_arch, dim, device=device)
+        self.arch_with_sparse = arch_with_sparse
+        self.dense = DlrmDense(
+            sparse_keys, dense_in_features, dense_arch, over_arch, dim, arch_with_sparse, device=device
+        )
 
     def dense_input_names(self) -> list[str]:
         """Inputs of :meth:`dense_arch`, in order: ``dense`` ``(B, 13)`` then one ``(B, D)`` per sparse key."""
@@ -212,6 +229,7 @@ class DlrmDense(nn.Module):
         dense_arch (MlpSpec): bottom MLP, ending at ``embedding_dim``.
         over_arch (MlpSpec): top MLP.
         embedding_dim (int): ``D``.
+        arch_with_sparse (bool): also feed the raw ``(B, F·D)`` embeddings to the over arch.
         device (torch.device | None): parameter device.
 
     Example::
@@ -228,18 +246,23 @@ class DlrmDense(nn.Module):
         dense_arch: MlpSpec,
         over_arch: MlpSpec,
         embedding_dim: int,
+        arch_with_sparse: bool = False,
         device: torch.device | None = None,
     ) -> None:
         super().__init__()
         self.sparse_keys = list(sparse_keys)
+        self.arch_with_sparse = arch_with_sparse
         self.bottom = MLP.from_spec(dense_in_features, dense_arch, device=device)
         self.interaction = DotInteraction(len(sparse_keys), device=device)
         self.over = MLP.from_spec(
-            interaction_width(len(sparse_keys), embedding_dim), over_arch, device=device
+            over_arch_width(len(sparse_keys), embedding_dim, arch_with_sparse), over_arch, device=device
         )
         self.logit = nn.Linear(self.over.out_features, 1, device=device)
 
     def forward(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
         bottom = self.bottom(dense)  # (B, D)
         sparse = torch.stack([embeddings[k] for k in self.sparse_keys], dim=1)  # (B, F, D)
-        return self.logit(self.over(self.interaction(bottom, sparse))).squeeze(-1)
+        inter = self.interaction(bottom, sparse)
+        if self.arch_with_sparse:
+            inter = torch.cat([inter, sparse.flatten(1)], dim=1)
+        return self.logit(self.over(inter)).squeeze(-1)

@@ -21,7 +21,7 @@ What maps to what (TorchEasyRec → recpipe):
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
 - ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``) → ``feature_groups``;
   ``multi_tower_din`` (towers/din_towers ``input`` → ``group``) and ``dlrm`` (``final`` → ``over_mlp``,
-  ``sparse_group: sparse``; only ``arch_with_sparse: false``, the classic DLRM recpipe implements);
+  ``sparse_group: sparse``, ``arch_with_sparse``, which TorchEasyRec defaults to true);
   ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
   ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
   ``losses`` ``binary_cross_entropy {}`` (recpipe's loss); ``num_class: 1``.
@@ -375,13 +375,6 @@ def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
         }
     elif kind == "dlrm":
         dlrm, mp = mc.dlrm, f"{p}.dlrm"
-        if dlrm.arch_with_sparse:
-            found.problem(
-                f"{mp}.arch_with_sparse" if dlrm.HasField("arch_with_sparse") else mp,
-                "arch_with_sparse: true (TorchEasyRec's default) also feeds the raw sparse embeddings to the "
-                "final MLP; recpipe's DLRM is the classic one (dense vector and pairwise dots only): set "
-                "arch_with_sparse: false",
-            )
         groups = [g.group_name for g in mc.feature_groups]
         model = {
             "type": "dlrm",
@@ -389,6 +382,8 @@ def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
             "over_mlp": _mlp(dlrm.final, f"{mp}.final", found),
             # TorchEasyRec's DLRM reads the group named "sparse" (or the only group).
             "sparse_group": groups[0] if len(groups) == 1 else "sparse",
+            # Unset means TorchEasyRec's default, true: the raw embeddings reach the final MLP too.
+            "arch_with_sparse": dlrm.arch_with_sparse,
         }
     else:
         found.problem(p, "no model set; supported: multi_tower_din, dlrm")

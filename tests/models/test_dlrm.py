@@ -7,7 +7,7 @@ from torch.export import Dim
 from torchrec.models.dlrm import InteractionArch
 
 from recpipe.models import DLRM, DenseArchModule, MlpSpec, TrainModel, build_model
-from recpipe.models.dlrm import DotInteraction, interaction_width
+from recpipe.models.dlrm import DotInteraction, interaction_width, over_arch_width
 
 
 def test_interaction_equals_naive_double_loop() -> None:
@@ -78,6 +78,39 @@ def test_over_arch_width_check_names_both_numbers(dlrm_spec) -> None:
         device=torch.device("meta"),
     )
     assert model.dense.over.in_features == 367
+
+
+def test_arch_with_sparse_feeds_the_raw_embeddings_to_the_over_arch(dlrm_spec) -> None:
+    keys = ["C1", "C2", "C3"]
+    kwargs = {"device": torch.device("cpu")}
+    width = over_arch_width(3, 16, arch_with_sparse=True)
+    assert width == interaction_width(3, 16) + 3 * 16 == 16 + 6 + 48
+    with pytest.raises(
+        ValueError, match=r"over arch input width 22 .* width 70 \(= .* \+ F·D raw embeddings"
+    ):
+        DLRM(dlrm_spec.tables(), keys, 13, MlpSpec((64, 16)), MlpSpec((8,)), over_in_features=22,
+             arch_with_sparse=True, device=torch.device("meta"))  # fmt: skip
+    torch.manual_seed(0)
+    model = DLRM(
+        capped_spec(dlrm_spec, 100).tables(),
+        keys,
+        13,
+        MlpSpec((16,)),
+        MlpSpec((8,)),
+        arch_with_sparse=True,
+        **kwargs,
+    )
+    assert model.dense.over.in_features == width
+    dense = torch.randn(4, 13)
+    emb = {k: torch.randn(4, 16) for k in keys}
+    # The over arch's input is [dense vector, pairwise dots, C1, C2, C3]: check by hand.
+    seen = []
+    model.dense.over.register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+    model.dense_arch(dense, emb)
+    bottom = model.dense.bottom(dense)
+    stacked = torch.stack([emb[k] for k in keys], dim=1)
+    expected = torch.cat([model.dense.interaction(bottom, stacked), *(emb[k] for k in keys)], dim=1)
+    torch.testing.assert_close(seen[0], expected)
 
 
 def test_dlrm_forward_is_dense_of_sparse(dlrm_spec, dlrm_cfg) -> None:

@@ -106,9 +106,14 @@ def test_values_recpipe_cannot_honour_are_all_listed():
     }
 
 
-def test_dlrm_needs_arch_with_sparse_false_and_raw_normalizers_it_can_apply(dlrm_config):
+def test_dlrm_arch_with_sparse_defaults_to_true_as_in_tzrec(dlrm_config):
     text = dlrm_config.read_text()
-    text = text.replace("arch_with_sparse: false", "").replace(
+    assert import_tzrec(text).config.model.arch_with_sparse is False
+    assert import_tzrec(text.replace("arch_with_sparse: false", "")).config.model.arch_with_sparse is True
+
+
+def test_dlrm_needs_raw_normalizers_it_can_apply(dlrm_config):
+    text = dlrm_config.read_text().replace(
         'normalizer: "method=expression,expr=log(x+3)"',
         'normalizer: "method=zscore,mean=0,standard_deviation=1"',
         1,
@@ -116,8 +121,7 @@ def test_dlrm_needs_arch_with_sparse_false_and_raw_normalizers_it_can_apply(dlrm
     with pytest.raises(TzrecImportError) as err:
         import_tzrec(text)
     paths = [p.path for p in err.value.problems]
-    assert paths == ["feature_configs[0].raw_feature.normalizer", "model_config.dlrm"]
-    assert "arch_with_sparse" in err.value.problems[1].message
+    assert paths == ["feature_configs[0].raw_feature.normalizer"]
 
 
 def test_missing_required_fields_and_undefined_group_features_are_located():
