@@ -120,3 +120,19 @@ def test_sigmoid_weighted_din_exports_with_parity(din, tmp_path):
 def result_logits(model: torch.nn.Module, trained, rows) -> np.ndarray:
     b = to_batch(FeatureGenerator(trained.spec, with_labels=False)(rows), trained.spec.sparse_keys())
     return model(b.dense, b.sparse).numpy()
+
+
+def test_dlrm_with_raw_embeddings_to_the_over_arch_exports_with_parity(dlrm, tmp_path):
+    cfg = dlrm.cfg.model_copy(deep=True)
+    cfg.model.arch_with_sparse = True
+    torch.manual_seed(3)
+    model = build_model(dlrm.spec, cfg.model)
+    model.load_state_dict(
+        {k: v for k, v in dlrm.model.state_dict().items() if not k.startswith("dense.over.")}, strict=False
+    )  # the trained tables and bottom MLP; the wider over arch stays freshly initialized
+    model.eval()
+    result = export(model, dlrm.spec, cfg, ["jit", "onnx", "rtp"], tmp_path, dlrm.held_out)
+    for backend in ("jit", "onnx", "rtp"):
+        r = result.backends[backend]
+        assert r.status == "ok", (backend, r.reason)
+        assert r.parity.passed and r.parity.max_abs_logit_diff <= TOL, backend
