@@ -91,6 +91,18 @@ class _Context:
     example_dense: tuple[torch.Tensor, ...]
     max_shard_bytes: int
     _dense_program: torch.export.ExportedProgram | None = None
+    _serving_model: nn.Module | None = None
+
+    @property
+    def serving_model(self) -> nn.Module:
+        """The model the full-model backends export: zch collections frozen (no admission, no eviction)."""
+        if self._serving_model is None:
+            from recpipe.export.zch import freeze_zch
+
+            self._serving_model = (
+                freeze_zch(self.model, self.split.remaps) if self.split.remaps else self.model
+            )
+        return self._serving_model
 
     @property
     def keys(self) -> list[str]:
@@ -130,7 +142,7 @@ def _tensors(f: FGOutput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def _build_jit(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
     from recpipe.export.jit import script_model, write_jit
 
-    module, how = script_model(ctx.model, ctx.split, ctx.keys, ctx.example_dense)
+    module, how = script_model(ctx.serving_model, ctx.split, ctx.keys, ctx.example_dense)
     return write_jit(folder, module), ctx.kjt_signature(), how
 
 
@@ -138,7 +150,7 @@ def _build_aoti(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
     from recpipe.export.aoti import export_full_model, write_aoti
     from recpipe.export.jit import KjtModelWrapper
 
-    program = export_full_model(KjtModelWrapper(ctx.model, ctx.keys), len(ctx.keys), ctx.example_full)
+    program = export_full_model(KjtModelWrapper(ctx.serving_model, ctx.keys), len(ctx.keys), ctx.example_full)
     return write_aoti(folder, program), ctx.kjt_signature(), {"needs_fbgemm": "1"}
 
 
@@ -146,7 +158,7 @@ def _write_tables(ctx: _Context, folder: Path) -> list[str]:
     from recpipe.export.tables import write_tables
 
     s = ctx.split
-    return write_tables(s.tables, s.metas, s.plan, ctx.keys, folder, ctx.max_shard_bytes)
+    return write_tables(s.tables, s.metas, s.plan, ctx.keys, folder, ctx.max_shard_bytes, s.remaps)
 
 
 def _build_onnx(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
@@ -160,7 +172,9 @@ def _build_rtp(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
     from recpipe.export.rtp import write_rtp
 
     s = ctx.split
-    files = write_rtp(folder, ctx.keys, s.plan, s.tables, s.metas, ctx.dense_program(), ctx.max_shard_bytes)
+    files = write_rtp(
+        folder, ctx.keys, s.plan, s.tables, s.metas, ctx.dense_program(), ctx.max_shard_bytes, s.remaps
+    )
     return files, ctx.split_signature(), {"server": "recpipe.export.rtp.RtpModel"}
 
 
@@ -218,7 +232,7 @@ def read_rows(
 def _check_lookup(model: nn.Module, ctx_split: SplitModel, keys: list[str], example: tuple) -> None:
     """The plan over the extracted tables must reproduce ``sparse_arch`` (else the split is wrong)."""
     dense, values, lengths = example
-    lookup = SparseLookup(keys, ctx_split.plan, ctx_split.metas, ctx_split.tables)
+    lookup = SparseLookup(keys, ctx_split.plan, ctx_split.metas, ctx_split.tables, ctx_split.remaps)
     with torch.no_grad():
         want = model.sparse_arch(kjt_of(keys, values, lengths))
     got = lookup(values, lengths, dense.shape[0])

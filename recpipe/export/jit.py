@@ -21,6 +21,7 @@ from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.export.manifest import Manifest, read_manifest
+from recpipe.export.remap import padded, remap_ids
 from recpipe.export.scorer import Scorer
 from recpipe.export.split import DenseListProgram, SplitModel
 
@@ -45,7 +46,9 @@ class ScriptedLookupModel(nn.Module):
     """Table lookups in TorchScript-able code, then the dense program.
 
     Pooled keys: ``embedding_bag`` (sum/mean), as an EmbeddingBagCollection. Sequence keys:
-    ``embedding`` over the jagged ids, as an EmbeddingCollection. ``lengths`` is key-major ``(F, B)``.
+    ``embedding`` over the jagged ids, as an EmbeddingCollection. Keys of zero-collision tables are
+    first mapped to rows by the frozen remapping (:func:`~recpipe.export.remap.remap_ids`), as a
+    ManagedCollisionEmbeddingCollection does at eval. ``lengths`` is key-major ``(F, B)``.
     """
 
     def __init__(self, split: SplitModel, keys: list[str], dense: nn.Module) -> None:
@@ -59,6 +62,17 @@ class ScriptedLookupModel(nn.Module):
         self.key_mean: list[bool] = [pooling.get(k, "sum") == "mean" for k in keys]
         self.entry_kind: list[int] = [_KINDS[p.kind] for p in split.plan]
         self.entry_keys: list[list[int]] = [[keys.index(k) for k in p.keys] for p in split.plan]
+        # zch: per table, the frozen remapping's (keys, rows, miss_key_starts, miss_rows); -1: not zch
+        zch = [n for n in names if n in split.remaps]
+        self.table_zch: list[int] = [zch.index(n) if n in zch else -1 for n in names]
+        # TorchScript cannot type an empty list attribute: a model without zch keeps one unused entry
+        arrays = [padded(split.remaps[n]) for n in zch] or [
+            tuple(torch.zeros(1, dtype=torch.int64) for _ in range(4))
+        ]
+        self.zch_keys = [a[0] for a in arrays]
+        self.zch_rows = [a[1] for a in arrays]
+        self.zch_miss_key_starts = [a[2] for a in arrays]
+        self.zch_miss_rows = [a[3] for a in arrays]
         self.dense = dense
 
     def forward(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -76,12 +90,23 @@ class ScriptedLookupModel(nn.Module):
                 continue
             parts: list[torch.Tensor] = []
             for k in keys:
-                weight = self.weights[self.key_table[k]]
+                table = self.key_table[k]
+                weight = self.weights[table]
+                rows = ids[k]
+                z = self.table_zch[table]
+                if z >= 0:
+                    rows = remap_ids(
+                        rows,
+                        self.zch_keys[z],
+                        self.zch_rows[z],
+                        self.zch_miss_key_starts[z],
+                        self.zch_miss_rows[z],
+                    )
                 if kind == 0:
                     mode = "mean" if self.key_mean[k] else "sum"
-                    parts.append(F.embedding_bag(ids[k], weight, offsets[k][:-1], mode=mode))
+                    parts.append(F.embedding_bag(rows, weight, offsets[k][:-1], mode=mode))
                 else:
-                    parts.append(F.embedding(ids[k], weight))
+                    parts.append(F.embedding(rows, weight))
             inputs.append(torch.cat(parts, dim=1))
         return self.dense(dense, inputs)
 

@@ -2,7 +2,8 @@
 part as a ``torch.export`` program (``dense.pt2``) over jagged histories at any batch size.
 
 :class:`RtpModel` is the reference server. It imports neither torchrec nor fbgemm: raw feature rows
-→ FG (``fg.json``) → table lookups (``embedding_bag`` / ``embedding`` over the shards) → dense program.
+→ FG (``fg.json``) → table lookups (``embedding_bag`` / ``embedding`` over the shards; zch keys mapped to
+rows by ``searchsorted`` over the frozen remapping in ``zch.safetensors``) → dense program.
 Unlike the reference RTP path, the sparse side never pads histories to ``max_length`` and the dense
 side never slices them back: a 3-item history is 3 rows of ``<group>__values``.
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 from recpipe.export.manifest import Manifest, read_manifest
+from recpipe.export.remap import ZchRemap
 from recpipe.export.scorer import Scorer
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, PlanEntry, SparseLookup, TableMeta, write_tables
 
@@ -33,10 +35,12 @@ def write_rtp(
     metas: list[TableMeta],
     dense_program: torch.export.ExportedProgram,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    remaps: dict[str, ZchRemap] | None = None,
 ) -> list[str]:
-    """Write the tables, ``sparse.json`` and ``dense.pt2`` into ``folder``; returns the file names."""
+    """Write the tables (and the zch tables' frozen ``remaps``), ``sparse.json`` and ``dense.pt2`` into
+    ``folder``; returns the file names."""
     folder = Path(folder)
-    names = write_tables(tables, metas, plan, keys, folder, max_shard_bytes)
+    names = write_tables(tables, metas, plan, keys, folder, max_shard_bytes, remaps)
     torch.export.save(dense_program, str(folder / DENSE_PROGRAM))
     return [*names, DENSE_PROGRAM]
 

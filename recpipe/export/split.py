@@ -9,14 +9,16 @@ features) and, on real rows, that the plan reproduces ``sparse_arch`` exactly.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
+from recpipe.export.remap import ZchRemap
 from recpipe.export.tables import PlanEntry, TableMeta
+from recpipe.export.zch import zch_remaps
 from recpipe.features.spec import FeatureSpec
 
 SEQUENCE_SUFFIXES = {"__query": "pooled", "__values": "sequence", "__offsets": "offsets"}
@@ -36,6 +38,7 @@ class SplitModel:
         tables (dict[str, torch.Tensor]): table name → ``(rows, dim)`` float32 weight.
         metas (list[TableMeta]): tables as stored (features, pooling, id mapping).
         dense (nn.Module): ``forward(dense, *embeddings)`` → logits ``(B,)``, without the tables.
+        remaps (dict[str, ZchRemap]): zch table name → its frozen key → row remapping.
     """
 
     input_names: list[str]
@@ -43,6 +46,7 @@ class SplitModel:
     tables: dict[str, torch.Tensor]
     metas: list[TableMeta]
     dense: nn.Module
+    remaps: dict[str, ZchRemap] = field(default_factory=dict)
 
 
 class DenseProgram(nn.Module):
@@ -159,12 +163,6 @@ def build_plan(input_names: list[str], spec: FeatureSpec) -> list[PlanEntry]:
 def split_model(model: nn.Module, spec: FeatureSpec) -> SplitModel:
     """The sparse/dense split of ``model`` (after :func:`check_spec`)."""
     check_spec(model, spec)
-    zch = [f.name for f in spec.sparse if f.zch]
-    if zch:
-        # The managed-collision remap table would have to travel with the embeddings.
-        raise NotImplementedError(
-            f"splitting a model with zero-collision-hashed features {zch} is not supported"
-        )
     input_names = list(model.dense_input_names())
     plan = build_plan(input_names, spec)
     found = model_tables(model)
@@ -194,13 +192,46 @@ def split_model(model: nn.Module, spec: FeatureSpec) -> SplitModel:
                         "kind": "bucketize" if f.boundaries is not None else f.mapping.kind,
                         "size": f.mapping.size,
                         "sequence": f.sequence,
+                        **({"zch": True} if f.zch else {}),
                     }
                     for f in feats
                 },
             )
         )
+    remaps = _used_remaps(model, spec, metas)
+    for m in metas:
+        if m.name in remaps:
+            m.zch = remaps[m.name].sizes()
     tables = {m.name: found[m.name][0].detach().to("cpu", torch.float32) for m in metas}
-    return SplitModel(input_names, plan, tables, metas, DenseProgram(model, input_names))
+    return SplitModel(input_names, plan, tables, metas, DenseProgram(model, input_names), remaps)
+
+
+def _used_remaps(model: nn.Module, spec: FeatureSpec, metas: list[TableMeta]) -> dict[str, ZchRemap]:
+    """The frozen remapping of every zch table the plan uses, checked against the FeatureSpec."""
+    spec_zch = {t.name: t.zch_size for t in spec.tables() if t.zch_size is not None}
+    try:
+        found = zch_remaps(model)
+    except ValueError as err:
+        raise SpecMismatchError(f"cannot freeze the model's zch remapping: {err}") from None
+    problems = [
+        f"table {t!r} is zch in the model but not in the FeatureSpec" for t in found if t not in spec_zch
+    ]
+    out = {}
+    for m in metas:
+        if m.name not in spec_zch:
+            continue
+        remap = found.get(m.name)
+        if remap is None:
+            problems.append(f"table {m.name!r} is zch in the FeatureSpec but has no remapping in the model")
+        elif remap.table_rows != m.rows:
+            problems.append(
+                f"zch table {m.name!r}: the remapping covers {remap.table_rows} rows, the table has {m.rows}"
+            )
+        else:
+            out[m.name] = remap
+    if problems:
+        raise SpecMismatchError("FeatureSpec does not match the model: " + "; ".join(problems))
+    return out
 
 
 def kjt_of(keys: list[str], values: torch.Tensor, lengths: torch.Tensor) -> KeyedJaggedTensor:

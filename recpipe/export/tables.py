@@ -11,6 +11,10 @@ The plan says how every dense input is built::
     {"name": "seq__query",   "kind": "pooled",   "keys": ["adgroup_id", "cate_id"]} -> (B, 32) concat
     {"name": "seq__values",  "kind": "sequence", "keys": ["click_50_seq__adgroup_id", ...]} -> (T, 32)
     {"name": "seq__offsets", "kind": "offsets",  "keys": ["click_50_seq__adgroup_id"]}      -> (B + 1,)
+
+Zero-collision (zch) tables take 63-bit id keys, not rows: their frozen remapping (sorted keys → rows,
+and the row of keys never admitted) is in ``zch.safetensors`` (:mod:`recpipe.export.remap`), and the
+lookup maps keys to rows with ``searchsorted`` before ``embedding_bag`` / ``embedding``.
 """
 
 from __future__ import annotations
@@ -25,8 +29,14 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from recpipe.export.manifest import ArtifactError
+from recpipe.export.remap import ZchRemap, load_remaps, padded, remap_ids, write_remaps
+
 SPARSE_META = "sparse.json"
 SPARSE_FORMAT_VERSION = 1
+# Version 2: zch tables (``TableMeta.zch`` and ``zch.safetensors``); written only when a table is zch, so
+# a loader of version 1 refuses such a folder instead of reading keys as rows.
+SPARSE_FORMAT_VERSION_ZCH = 2
 DEFAULT_MAX_SHARD_BYTES = 512 * 1024 * 1024
 PLAN_KINDS = ("pooled", "sequence", "offsets")
 
@@ -53,6 +63,9 @@ class TableMeta:
         pooling (dict[str, str]): pooling (``sum``/``mean``) of each pooled key; sequence keys are absent.
         id_mapping (dict[str, dict]): per key, how FG maps raw values to rows (kind, size, column).
         parts (list[TablePart]): where the rows live (one part unless the table exceeds a shard).
+        zch (dict[str, int] | None): for a zero-collision table, the sizes of its frozen remapping
+            (``rows``, ``keys``, ``miss_ranges``; the arrays are in ``zch.safetensors``); ids are then
+            63-bit keys looked up through it, not rows.
     """
 
     name: str
@@ -63,6 +76,7 @@ class TableMeta:
     pooling: dict[str, str]
     id_mapping: dict[str, dict[str, Any]]
     parts: list[TablePart] = field(default_factory=list)
+    zch: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +95,13 @@ def write_tables(
     keys: list[str],
     folder: str | Path,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    remaps: dict[str, ZchRemap] | None = None,
 ) -> list[str]:
     """Write ``model-00000.safetensors``, ... (each at most ``max_shard_bytes`` of tensor data, tables
-    larger than that split by rows) and ``sparse.json``; returns the file names written."""
+    larger than that split by rows), ``zch.safetensors`` when tables are zch (their frozen remappings,
+    ``remaps``) and ``sparse.json``; returns the file names written."""
+    remaps = dict(remaps or {})
+    _check_zch(metas, remaps)
     if max_shard_bytes < 1:
         raise ValueError(f"max_shard_bytes must be >= 1, got {max_shard_bytes}")
     folder = Path(folder)
@@ -116,8 +134,10 @@ def write_tables(
             name = f"model-{i:05d}.safetensors"
             save_file(shard, str(folder / name), metadata={"format": "pt"})
             names.append(name)
+    if remaps:
+        names.append(write_remaps(folder, remaps))
     doc = {
-        "version": SPARSE_FORMAT_VERSION,
+        "version": SPARSE_FORMAT_VERSION_ZCH if remaps else SPARSE_FORMAT_VERSION,
         "keys": list(keys),
         "tables": [asdict(m) for m in metas],
         "plan": [asdict(p) for p in plan],
@@ -142,12 +162,21 @@ class SparseLookup:
     """
 
     def __init__(
-        self, keys: list[str], plan: list[PlanEntry], metas: list[TableMeta], weights: dict[str, torch.Tensor]
+        self,
+        keys: list[str],
+        plan: list[PlanEntry],
+        metas: list[TableMeta],
+        weights: dict[str, torch.Tensor],
+        remaps: dict[str, ZchRemap] | None = None,
     ) -> None:
         self.keys = list(keys)
         self.plan = list(plan)
         self.metas = list(metas)
         self.weights = weights
+        remaps = dict(remaps or {})
+        _check_zch(self.metas, remaps)
+        # zch tables: ids are 63-bit keys, looked up through the frozen remapping first
+        self._remaps = {name: padded(r) for name, r in remaps.items()}
         self._table_of: dict[str, str] = {}
         self._pooling: dict[str, str] = {}
         for m in self.metas:
@@ -168,13 +197,19 @@ class SparseLookup:
         """Read ``sparse.json`` and the shards it lists (verify the folder's manifest first)."""
         folder = Path(folder)
         doc = json.loads((folder / SPARSE_META).read_text())
-        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION:
+        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_ZCH:
             raise ValueError(
-                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION}"
+                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_ZCH}"
             )
         plan = [PlanEntry(**p) for p in doc["plan"]]
         metas = [TableMeta(**{**t, "parts": [TablePart(**x) for x in t["parts"]]}) for t in doc["tables"]]
-        return cls(doc["keys"], plan, metas, _load_weights(folder, metas))
+        zch = {m.name: m.zch for m in metas if m.zch is not None}
+        try:
+            remaps = load_remaps(folder, zch) if zch else {}
+            _check_zch(metas, remaps)
+        except ValueError as err:
+            raise ArtifactError(f"{folder}: {err}") from None
+        return cls(doc["keys"], plan, metas, _load_weights(folder, metas), remaps)
 
     @property
     def input_names(self) -> list[str]:
@@ -213,7 +248,10 @@ class SparseLookup:
             parts = []
             for key in p.keys:
                 ids, offsets = per_key[key]
-                weight = self.weights[self._table_of[key]]
+                table = self._table_of[key]
+                weight = self.weights[table]
+                if table in self._remaps:
+                    ids = remap_ids(ids, *self._remaps[table])
                 if p.kind == "pooled":
                     parts.append(
                         torch.nn.functional.embedding_bag(
@@ -224,6 +262,25 @@ class SparseLookup:
                     parts.append(torch.nn.functional.embedding(ids, weight))
             out[p.name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
         return out
+
+
+def _check_zch(metas: list[TableMeta], remaps: dict[str, ZchRemap]) -> None:
+    """Every zch table (``meta.zch``) has a remapping of its sizes and every remapping a zch table."""
+    zch = {m.name: m for m in metas if m.zch is not None}
+    problems = [f"table {t!r} has a zch remapping but is not a zch table" for t in remaps if t not in zch]
+    for name, m in zch.items():
+        remap = remaps.get(name)
+        if remap is None:
+            problems.append(f"zch table {name!r} has no remapping")
+            continue
+        if remap.table_rows != m.rows:
+            problems.append(
+                f"zch table {name!r}: the remapping covers {remap.table_rows} rows, the table has {m.rows}"
+            )
+        elif remap.sizes() != m.zch:
+            problems.append(f"zch table {name!r}: remapping sizes {remap.sizes()}, sparse.json {m.zch}")
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def _load_weights(folder: Path, metas: list[TableMeta]) -> dict[str, torch.Tensor]:
