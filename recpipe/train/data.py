@@ -15,7 +15,7 @@ rows. Parquet cannot decode part of a row group, and a step is a slice of one, s
 decodes twice its rows: measured on the benchmark's Taobao data, ~0.3 µs of CPU per extra row against
 ~0.8 µs/row for FG and ~16 µs/row for the whole training step, i.e. under 2% of a rank's time.
 
-With ``num_workers > 0`` worker ``w`` (a forked process or a thread) reads the source and runs FG for
+With ``num_workers > 0`` worker ``w`` (a thread, or a forked process) reads the source and runs FG for
 steps ``w, w + n, ...`` ahead of the trainer, at most ``prefetch_steps`` finished steps each; the
 trainer takes them in step order (:mod:`recpipe.train.prefetch`), so the batches, the FG counts, the
 resume position and the errors (file, row, column) are those of ``num_workers=0``. Each worker decodes
@@ -114,7 +114,7 @@ class StepBatches:
         num_workers (int): background workers preparing upcoming steps; 0 prepares each step in this
             thread when the trainer asks for it.
         prefetch_steps (int): finished steps each worker may hold ahead of the trainer.
-        worker_kind (str): ``"process"`` (forked) or ``"thread"``.
+        worker_kind (str): ``"thread"`` or ``"process"`` (forked).
 
     Example::
 
@@ -134,7 +134,7 @@ class StepBatches:
         csv: CsvOptions | None = None,
         num_workers: int = 0,
         prefetch_steps: int = 2,
-        worker_kind: WorkerKind = "process",
+        worker_kind: WorkerKind = "thread",
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, {world_size}), got {rank}")

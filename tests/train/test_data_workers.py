@@ -217,7 +217,7 @@ def test_trainer_with_workers_trains_the_same_steps_bit_for_bit(taobao, tmp_path
     losses0, result0 = run(0)
     assert pools == []
     losses2, result2 = run(2)
-    assert pools == [(2, "process")]
+    assert pools == [(2, "thread")]
     assert len(losses0) == 6 and losses2 == losses0
     assert (
         (result2["steps"], result2["rows_trained"])
