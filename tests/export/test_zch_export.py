@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,6 +227,22 @@ def test_unseen_ids_score_like_the_eager_model(zch_exported, backend):
     seen = trained.clean.slice(0, 24)
     assert np.abs(scorer.predict_raw(seen) - trained.eager_logits(seen)).max() <= TOL
     assert not np.allclose(trained.eager_logits(seen), eager, atol=1e-3)
+
+
+def test_rtp_serves_zch_tables_without_torchrec(din_zch_export, tmp_path):
+    trained, result = din_zch_export
+    rows = pa.concat_tables([_unseen_rows(trained), trained.clean.slice(0, 40)])
+    pq.write_table(rows.drop_columns([trained.spec.label]), tmp_path / "rows.parquet")
+    server = (
+        "import sys, numpy as np, pyarrow.parquet as pq\n"
+        "from recpipe.export.rtp import RtpModel\n"
+        "np.save(sys.argv[3], RtpModel(sys.argv[1]).predict_raw(pq.read_table(sys.argv[2])))\n"
+        "assert not any(m.split('.')[0] in ('torchrec', 'fbgemm_gpu') for m in sys.modules)\n"
+    )
+    args = [result.backends["rtp"].folder, str(tmp_path / "rows.parquet"), str(tmp_path / "out.npy")]
+    proc = subprocess.run([sys.executable, "-c", server, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert np.abs(np.load(tmp_path / "out.npy") - trained.eager_logits(rows)).max() <= TOL
 
 
 def test_aoti_exports_a_zch_model_with_parity(din_zch, tmp_path):
