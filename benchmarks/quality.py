@@ -226,7 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--taobao-rows", type=int, default=8_000_000)
     parser.add_argument("--taobao-catalogue", default="users=4000&ads=2000", help="synthetic:taobao options")
-    parser.add_argument("--criteo-rows", type=int, default=8_000_000)
+    parser.add_argument("--criteo-rows", type=int, default=12_000_000)
     parser.add_argument("--criteo-vocab", default="max_vocab=10000", help="synthetic:criteo options")
     parser.add_argument("--ablation-rows", type=int, default=2_000_000)
     parser.add_argument(
