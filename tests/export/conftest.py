@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from small_training import train_steps
 from torch import nn
 
 from recpipe.batch import to_batch
@@ -18,11 +19,10 @@ from recpipe.config import RecpipeConfig, load_config
 from recpipe.data.synthetic import generate
 from recpipe.export.api import ExportResult, export
 from recpipe.export.parity import clean_rows
-from recpipe.export.split import model_tables
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import bce_loss, build_model
+from recpipe.models import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
@@ -54,26 +54,11 @@ def _train(name: str, config: str, kind: str, tmp: Path) -> Trained:
     table = pq.read_table(tmp / kind)
     torch.manual_seed(0)
     model = build_model(spec, cfg.model)
-    tables = {id(w) for w, _ in model_tables(model).values()}
-    dense_params = [p for p in model.parameters() if id(p) not in tables]
-    sparse_params = [p for p in model.parameters() if id(p) in tables]
-    dense_opt = torch.optim.Adam(dense_params, lr=3e-3)
-    sparse_opt = torch.optim.SGD(sparse_params, lr=1.0)
-    features = FeatureGenerator(spec, on_bad_row="skip")(table.slice(0, TRAIN_ROWS))
-    step_rows = features.num_rows // STEPS
-    model.train()
-    for step in range(STEPS):
-        b = to_batch(features.slice(step * step_rows, (step + 1) * step_rows), spec.sparse_keys())
-        loss = bce_loss(model(b.dense, b.sparse), b.labels)
-        dense_opt.zero_grad()
-        sparse_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        dense_opt.step()
-        sparse_opt.step()
+    model = train_steps(model, spec, table.slice(0, TRAIN_ROWS), STEPS)
     held_out = table.slice(TRAIN_ROWS)
     # Rows FG accepts (synthetic Criteo has I2 = -3, which log(x+3) rejects), for direct scoring tests.
     clean, _ = clean_rows(held_out, spec, held_out.num_rows)
-    return Trained(name, model.eval(), spec, cfg, held_out, clean)
+    return Trained(name, model, spec, cfg, held_out, clean)
 
 
 @pytest.fixture(scope="session")

@@ -98,6 +98,14 @@ def test_jit_scripts_and_generalizes_across_batch_sizes(din_export):
         assert np.abs(scorer.predict_raw(rows) - trained.eager_logits(rows)).max() <= TOL
 
 
+def _exports_with_parity(trained, model: torch.nn.Module, cfg, out: Path) -> None:
+    result = export(model.eval(), trained.spec, cfg, ["jit", "onnx", "rtp"], out, trained.held_out)
+    for backend in ("jit", "onnx", "rtp"):
+        r = result.backends[backend]
+        assert r.status == "ok", (backend, r.reason)
+        assert r.parity.passed and r.parity.max_abs_logit_diff <= TOL, backend
+
+
 def test_sigmoid_weighted_din_exports_with_parity(din, tmp_path):
     # The unnormalized attention (weighting: sigmoid) takes another branch of the dense graph: it must
     # export as well. Same parameters as the trained softmax model, so its weights load unchanged.
@@ -106,20 +114,11 @@ def test_sigmoid_weighted_din_exports_with_parity(din, tmp_path):
         tower.weighting = "sigmoid"
     model = build_model(din.spec, cfg.model)
     model.load_state_dict(din.model.state_dict())
-    model.eval()
-    result = export(model, din.spec, cfg, ["jit", "onnx", "rtp"], tmp_path, din.held_out)
-    for backend in ("jit", "onnx", "rtp"):
-        r = result.backends[backend]
-        assert r.status == "ok", (backend, r.reason)
-        assert r.parity.passed and r.parity.max_abs_logit_diff <= TOL, backend
+    _exports_with_parity(din, model, cfg, tmp_path)
+    rows = din.clean.slice(0, 64)
+    b = to_batch(FeatureGenerator(din.spec, with_labels=False)(rows), din.spec.sparse_keys())
     with torch.no_grad():
-        rows = din.clean.slice(0, 64)
-        assert not np.allclose(din.eager_logits(rows), result_logits(model, din, rows), atol=1e-3)
-
-
-def result_logits(model: torch.nn.Module, trained, rows) -> np.ndarray:
-    b = to_batch(FeatureGenerator(trained.spec, with_labels=False)(rows), trained.spec.sparse_keys())
-    return model(b.dense, b.sparse).numpy()
+        assert not np.allclose(din.eager_logits(rows), model(b.dense, b.sparse).numpy(), atol=1e-3)
 
 
 def test_dlrm_with_raw_embeddings_to_the_over_arch_exports_with_parity(dlrm, tmp_path):
@@ -130,9 +129,4 @@ def test_dlrm_with_raw_embeddings_to_the_over_arch_exports_with_parity(dlrm, tmp
     model.load_state_dict(
         {k: v for k, v in dlrm.model.state_dict().items() if not k.startswith("dense.over.")}, strict=False
     )  # the trained tables and bottom MLP; the wider over arch stays freshly initialized
-    model.eval()
-    result = export(model, dlrm.spec, cfg, ["jit", "onnx", "rtp"], tmp_path, dlrm.held_out)
-    for backend in ("jit", "onnx", "rtp"):
-        r = result.backends[backend]
-        assert r.status == "ok", (backend, r.reason)
-        assert r.parity.passed and r.parity.max_abs_logit_diff <= TOL, backend
+    _exports_with_parity(dlrm, model, cfg, tmp_path)

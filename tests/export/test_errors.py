@@ -104,7 +104,9 @@ def test_failed_parity_leaves_nothing_in_place(dlrm, tmp_path):
     # ONNX Runtime's float32 kernels differ from torch's by ~1e-7; with several threads the RTP lookup's
     # summation order can differ by ~6e-8 too, so either backend may be the first to fail.
     cfg.export.max_abs_logit_diff = 1e-12
-    with pytest.raises(ExportError, match=r"backend '(rtp|onnx)' failed parity on 1032 rows: max \|Δlogit\| = "):
+    with pytest.raises(
+        ExportError, match=r"backend '(rtp|onnx)' failed parity on 1032 rows: max \|Δlogit\| = "
+    ):
         export(dlrm.model, dlrm.spec, cfg, ["rtp", "onnx"], out, dlrm.held_out)
     assert sorted(p.name for p in out.iterdir()) == ["onnx"]  # no rtp, no staging folder
     assert (out / "onnx" / "previous.txt").read_text() == "the last good export"

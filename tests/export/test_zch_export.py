@@ -26,6 +26,7 @@ import torch
 import yaml
 from safetensors import safe_open
 from safetensors.torch import save_file
+from small_training import train_steps
 from torch import nn
 
 from recpipe.batch import to_batch
@@ -36,14 +37,14 @@ from recpipe.export.api import export
 from recpipe.export.manifest import MANIFEST_NAME, sha256_file
 from recpipe.export.parity import clean_rows
 from recpipe.export.remap import ZCH_FILE, ZCH_METADATA, ZchRemap
-from recpipe.export.split import model_tables, split_model
+from recpipe.export.split import split_model
 from recpipe.export.tables import SPARSE_META, write_tables
 from recpipe.export.zch import zch_remaps
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.hashing import zch_key_py
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import bce_loss, build_model
+from recpipe.models import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
@@ -91,23 +92,10 @@ def _train(config: str, kind: str, zch: dict[str, int], tmp: Path) -> ZchTrained
     table = pq.read_table(tmp / kind)
     torch.manual_seed(0)
     model = build_model(spec, cfg.model)
-    tables = {id(w) for w, _ in model_tables(model).values()}
-    dense_opt = torch.optim.Adam([p for p in model.parameters() if id(p) not in tables], lr=3e-3)
-    sparse_opt = torch.optim.SGD([p for p in model.parameters() if id(p) in tables], lr=1.0)
-    features = FeatureGenerator(spec, on_bad_row="skip")(table.slice(0, TRAIN_ROWS))
-    step_rows = features.num_rows // STEPS
-    model.train()
-    for step in range(STEPS):
-        b = to_batch(features.slice(step * step_rows, (step + 1) * step_rows), spec.sparse_keys())
-        loss = bce_loss(model(b.dense, b.sparse), b.labels)
-        dense_opt.zero_grad()
-        sparse_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        dense_opt.step()
-        sparse_opt.step()
+    model = train_steps(model, spec, table.slice(0, TRAIN_ROWS), STEPS)
     held_out = table.slice(TRAIN_ROWS)
     clean, _ = clean_rows(held_out, spec, held_out.num_rows)
-    return ZchTrained(model.eval(), spec, cfg, held_out, clean, next(iter(zch)))
+    return ZchTrained(model, spec, cfg, held_out, clean, next(iter(zch)))
 
 
 @pytest.fixture(scope="module")
