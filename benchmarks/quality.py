@@ -10,11 +10,12 @@ same eval rows.
 Data density. The oracle knows every id's random effect (each user's, ad's and category's logit
 offset; each Criteo value's). At the public Taobao dataset's density (a user per 12 rows, an ad per
 25: what ``synthetic:taobao`` generates by default) a user is seen ~12 times with less than one click,
-so no model can estimate its effect: at 2M rows a Bayes estimate of every effect from the training
-rows, knowing the click model's form, reaches 0.731 against an oracle of 0.772. The oracle target
+so no model can estimate its effect: at 2M rows an estimate of every effect from the training rows
+that knows the click model's form and priors (``benchmarks/learnable_ceiling.py``) reaches 0.727 against an
+oracle of 0.771. The oracle target
 (within 0.01) is therefore measured on a catalogue dense enough for the effects to be learnable
 from the rows trained (``--taobao-catalogue``, default ``users=4000&ads=2000``: ~1,750 impressions per
-user at 8M rows; the same estimate then comes within ~0.003 of the oracle at 6M), and Criteo's vocabularies
+user at 8M rows, where the same estimate comes within 0.002 of the oracle), and Criteo's vocabularies
 are capped (``--criteo-vocab``, default 10,000 values per column). The default-density run is reported
 too (``din.default_density``), so the gap that comes from the data rather than from the model stays
 visible.
