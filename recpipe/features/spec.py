@@ -88,7 +88,12 @@ class SparseFeature:
 
 @dataclass(frozen=True)
 class DenseFeature:
-    """One column of ``Batch.dense``: ``(log(x + log_offset) - mean) / std`` with nulls → ``default``."""
+    """One column of ``Batch.dense``: ``(log(x + log_offset) - mean) / std``, a null read as ``x = default``.
+
+    The default is a raw value (TorchEasyRec's ``default_value``), transformed like any other: with
+    ``log(x+3)`` and ``default 0`` a missing value looks exactly like a 0. Give it a value no real one takes
+    (e.g. ``-2.5`` → ``log 0.5`` when real values are ``>= -2``) where missing and 0 mean different things.
+    """
 
     name: str
     column: str
