@@ -140,6 +140,18 @@ class RawFeatureConfig(_Strict):
             raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
         return v
 
+    @model_validator(mode="after")
+    def _default_in_log_domain(self) -> RawFeatureConfig:
+        # A null is read as the raw value ``default`` and transformed like any other value.
+        m = _NORMALIZER.match(self.normalizer or "")
+        offset = m.group("off") if m else None
+        if offset is not None and not self.default + float(offset) > 0:
+            raise ValueError(
+                f"default {self.default:g} is outside the domain of {self.normalizer}: a null is read as "
+                f"x = default, so default + {offset} must be > 0"
+            )
+        return self
+
 
 class SubFeatureConfig(_IdMappingMixin):
     name: str

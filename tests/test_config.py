@@ -96,6 +96,12 @@ def test_error_two_id_mappings_and_bad_normalizer():
     d["features"][0]["normalizer"] = "sqrt(x)"
     with pytest.raises(ConfigError, match="normalizer"):
         parse_config(d)
+    d = _raw("configs/dlrm_criteo_small.yaml")
+    d["features"][0]["default"] = -3.0  # log(-3 + 3) is undefined: every null row would fail FG
+    with pytest.raises(ConfigError, match=r"features\.0.*default -3 is outside the domain of log\(x\+3\)"):
+        parse_config(d)
+    d["features"][0]["default"] = -2.5
+    assert parse_config(d).features[0].default == -2.5
 
 
 def test_missing_file_and_overrides(tmp_path):
