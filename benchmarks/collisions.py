@@ -35,7 +35,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -49,6 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 import yaml
+from _common import environment
 from torchrec.sparse.jagged_tensor import JaggedTensor
 
 from recpipe.config import parse_config
@@ -245,14 +245,7 @@ def main() -> None:
             "tail": f"eval rows whose {ITEM} was the candidate < {TAIL_SEEN} times in training",
             "threads": args.threads,
         },
-        "environment": {
-            "torch": torch.__version__,
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-            "load_avg_before": load_before,
-            "load_avg_after": os.getloadavg(),
-            "seconds": round(time.perf_counter() - started, 1),
-        },
+        "environment": environment(started, load_before),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

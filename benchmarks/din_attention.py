@@ -24,12 +24,12 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _common import Times, interleaved, median_and_min, warn_if_loaded
 
 from recpipe.models.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
 
@@ -85,32 +85,12 @@ def _fwd_bwd(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Calla
     return run
 
 
-def _time(fn: Callable[[], None], calls: int = 1) -> float:
-    """Seconds per call, averaged over ``calls`` back-to-back calls."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
-
-
-def interleaved(
+def interleaved_modules(
     modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ...], repeats: int, sample_s: float
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
-    """Per module, forward and forward+backward seconds per call; modules alternate inside every repeat.
-
-    A short call is repeated within one sample until the sample lasts about ``sample_s``, so a burst
-    of machine noise is averaged over as long a stretch for the fast path as for the slow one.
-    """
+) -> tuple[Times, dict[str, dict[str, int]]]:
+    """Per module, forward and forward+backward seconds per call; modules alternate inside every repeat."""
     fns = {n: {"fwd": _fwd(m, inputs), "fwd_bwd": _fwd_bwd(m, inputs)} for n, m in modules.items()}
-    calls = {
-        n: {k: max(1, min(50, round(sample_s / _time(fn)))) for k, fn in f.items()} for n, f in fns.items()
-    }
-    times: dict[str, dict[str, list[float]]] = {n: {"fwd": [], "fwd_bwd": []} for n in modules}
-    for _ in range(repeats):
-        for name, f in fns.items():
-            for kind, fn in f.items():
-                times[name][kind].append(_time(fn, calls[name][kind]))
-    return times, calls
+    return interleaved(fns, repeats, sample_s, max_calls=50)
 
 
 def check_equal(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ...]) -> float:
@@ -165,9 +145,8 @@ def main() -> None:
             if compare_variants and scenario in args.variants_at:
                 modules.update(variants)
             max_diff = check_equal(modules, inputs)
-            times, calls = interleaved(modules, inputs, args.repeats, args.sample_s)
-            med = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
-            best = {n: {k: min(v) for k, v in t.items()} for n, t in times.items()}
+            times, calls = interleaved_modules(modules, inputs, args.repeats, args.sample_s)
+            med, best = median_and_min(times)
             entry = {
                 "batch_size": batch,
                 "history_mean": round(float(lengths.float().mean()), 3),
@@ -236,9 +215,7 @@ def main() -> None:
         },
         "results": results,
     }
-    busy = max(load_before[0], report["environment"]["load_average_after"][0])
-    if busy > (os.cpu_count() or 1) + 1:  # this process itself adds about one per thread
-        print(f"warning: load average {busy:.1f} on {os.cpu_count()} CPUs: other processes share the cores")
+    warn_if_loaded(load_before, report["environment"]["load_average_after"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=1) + "\n")

@@ -19,12 +19,12 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _common import interleaved, median_and_min, warn_if_loaded
 from torchrec.models.dlrm import InteractionArch
 
 from recpipe.models.dlrm import DotInteraction
@@ -48,14 +48,6 @@ def _fwd_bwd(module: torch.nn.Module, dense: torch.Tensor, sparse: torch.Tensor)
         module(d, s).sum().backward()
 
     return run
-
-
-def _time(fn: Callable[[], None], calls: int = 1) -> float:
-    """Seconds per call, averaged over ``calls`` back-to-back calls."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
 
 
 def main() -> None:
@@ -87,18 +79,8 @@ def main() -> None:
             for f in fns.values():
                 for fn in f.values():
                     fn()  # warm-up
-            # Short calls are repeated so that every sample lasts about sample_s.
-            calls = {
-                n: {k: max(1, min(200, round(args.sample_s / _time(fn)))) for k, fn in f.items()}
-                for n, f in fns.items()
-            }
-            times: dict[str, dict[str, list[float]]] = {n: {"fwd": [], "fwd_bwd": []} for n in modules}
-            for _ in range(args.repeats):
-                for name, f in fns.items():
-                    for kind, fn in f.items():
-                        times[name][kind].append(_time(fn, calls[name][kind]))
-            med = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
-            best = {n: {k: min(v) for k, v in t.items()} for n, t in times.items()}
+            times, calls = interleaved(fns, args.repeats, args.sample_s, max_calls=200)
+            med, best = median_and_min(times)
             entry = {
                 "batch_size": batch,
                 "dim": dim,
@@ -149,9 +131,7 @@ def main() -> None:
         },
         "results": results,
     }
-    busy = max(load_before[0], report["environment"]["load_average_after"][0])
-    if busy > (os.cpu_count() or 1) + 1:  # this process itself adds about one per thread
-        print(f"warning: load average {busy:.1f} on {os.cpu_count()} CPUs: other processes share the cores")
+    warn_if_loaded(load_before, report["environment"]["load_average_after"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=1) + "\n")

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import torch
+from _common import environment
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
@@ -152,14 +152,7 @@ def main() -> None:
             "threads": args.threads,
             "step": "DMP (1 rank, gloo) forward + BCE + backward with fused Adagrad on the tables + Adam step",
         },
-        "environment": {
-            "torch": torch.__version__,
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-            "load_avg_before": load_before,
-            "load_avg_after": os.getloadavg(),
-            "seconds": round(time.perf_counter() - started, 1),
-        },
+        "environment": environment(started, load_before),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

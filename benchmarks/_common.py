@@ -1,0 +1,71 @@
+"""Shared by the benchmark scripts (run as ``.venv/bin/python benchmarks/<name>.py``, so this folder is on
+``sys.path``): interleaved timing of forward / forward+backward callables, the load warning, and the
+environment block of a results file."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Times = dict[str, dict[str, list[float]]]  # per implementation, per kind ("fwd", "fwd_bwd"): seconds per call
+
+
+def seconds_per_call(fn: Callable[[], None], calls: int = 1) -> float:
+    """Seconds per call, averaged over ``calls`` back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def interleaved(
+    fns: dict[str, dict[str, Callable[[], None]]], repeats: int, sample_s: float, max_calls: int
+) -> tuple[Times, dict[str, dict[str, int]]]:
+    """Time every callable ``repeats`` times, all of them alternating inside every repeat.
+
+    A short call is repeated within one sample (at most ``max_calls`` times) until the sample lasts about
+    ``sample_s``, so a burst of machine noise is averaged over as long a stretch for the fast path as for
+    the slow one. Returns the per-call seconds of every sample and the calls per sample.
+    """
+    calls = {
+        n: {k: max(1, min(max_calls, round(sample_s / seconds_per_call(fn)))) for k, fn in f.items()}
+        for n, f in fns.items()
+    }
+    times: Times = {n: {k: [] for k in f} for n, f in fns.items()}
+    for _ in range(repeats):
+        for name, f in fns.items():
+            for kind, fn in f.items():
+                times[name][kind].append(seconds_per_call(fn, calls[name][kind]))
+    return times, calls
+
+
+def median_and_min(times: Times) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Per implementation and kind: the median and the minimum seconds per call."""
+    med = {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
+    best = {n: {k: min(v) for k, v in t.items()} for n, t in times.items()}
+    return med, best
+
+
+def warn_if_loaded(load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
+    """Print a warning when other processes shared the cores during the run."""
+    busy = max(load_before[0], load_after[0])
+    if busy > (os.cpu_count() or 1) + 1:  # this process itself adds about one per thread
+        print(f"warning: load average {busy:.1f} on {os.cpu_count()} CPUs: other processes share the cores")
+
+
+def environment(started: float, load_before: tuple[float, ...]) -> dict[str, Any]:
+    """The ``environment`` block of a results file: torch, CPUs, machine, load before/after, seconds."""
+    return {
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "load_avg_before": load_before,
+        "load_avg_after": os.getloadavg(),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
