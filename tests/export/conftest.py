@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
-from small_training import train_steps
+from small_training import train_small
 from torch import nn
 
 from recpipe.batch import to_batch
 from recpipe.config import RecpipeConfig, load_config
-from recpipe.data.synthetic import generate
 from recpipe.export.api import ExportResult, export
-from recpipe.export.parity import clean_rows
-from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
 # Everything but AOTI (slow: compiled once per model in test_aoti.py).
 FAST_BACKENDS = ["jit", "onnx", "rtp", "trt"]
 
@@ -47,18 +40,9 @@ class Trained:
 
 
 def _train(name: str, config: str, kind: str, tmp: Path) -> Trained:
-    logging.getLogger().setLevel(logging.ERROR)
     cfg = load_config(ROOT / "configs" / config)
-    spec = build_feature_spec(cfg)
-    generate(kind, TRAIN_ROWS + HELD_OUT_ROWS, tmp / kind, seed=11, chunk_rows=TRAIN_ROWS + HELD_OUT_ROWS)
-    table = pq.read_table(tmp / kind)
-    torch.manual_seed(0)
-    model = build_model(spec, cfg.model)
-    model = train_steps(model, spec, table.slice(0, TRAIN_ROWS), STEPS)
-    held_out = table.slice(TRAIN_ROWS)
-    # Rows FG accepts (synthetic Criteo has I2 = -3, which log(x+3) rejects), for direct scoring tests.
-    clean, _ = clean_rows(held_out, spec, held_out.num_rows)
-    return Trained(name, model, spec, cfg, held_out, clean)
+    small = train_small(cfg, kind, tmp)
+    return Trained(name, small.model, small.spec, cfg, small.held_out, small.clean)
 
 
 @pytest.fixture(scope="session")

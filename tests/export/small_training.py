@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import NamedTuple
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 from torch import nn
 
 from recpipe.batch import to_batch
+from recpipe.config import RecpipeConfig
+from recpipe.data.synthetic import generate
+from recpipe.export.parity import clean_rows
 from recpipe.export.split import model_tables
+from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import bce_loss
+from recpipe.models import bce_loss, build_model
+
+TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
+
+
+class SmallModel(NamedTuple):
+    model: nn.Module
+    spec: FeatureSpec
+    held_out: pa.Table  # raw rows after the training rows, labels included
+    clean: pa.Table  # the held-out rows FG accepts, for direct scoring tests
+
+
+def train_small(cfg: RecpipeConfig, kind: str, tmp: Path) -> SmallModel:
+    """``cfg``'s model trained :data:`STEPS` steps on :data:`TRAIN_ROWS` generated ``kind`` rows (seed 11),
+    with the next :data:`HELD_OUT_ROWS` rows held out."""
+    logging.getLogger().setLevel(logging.ERROR)
+    spec = build_feature_spec(cfg)
+    generate(kind, TRAIN_ROWS + HELD_OUT_ROWS, tmp / kind, seed=11, chunk_rows=TRAIN_ROWS + HELD_OUT_ROWS)
+    table = pq.read_table(tmp / kind)
+    torch.manual_seed(0)
+    model = train_steps(build_model(spec, cfg.model), spec, table.slice(0, TRAIN_ROWS), STEPS)
+    held_out = table.slice(TRAIN_ROWS)
+    clean, _ = clean_rows(held_out, spec, held_out.num_rows)
+    return SmallModel(model, spec, held_out, clean)
 
 
 def train_steps(model: nn.Module, spec: FeatureSpec, rows: pa.Table, steps: int) -> nn.Module:

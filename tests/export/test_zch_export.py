@@ -10,7 +10,6 @@ no row.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ import torch
 import yaml
 from safetensors import safe_open
 from safetensors.torch import save_file
-from small_training import train_steps
+from small_training import train_small
 from torch import nn
 
 from recpipe.batch import to_batch
@@ -35,7 +34,6 @@ from recpipe.data.synthetic import generate
 from recpipe.export import ArtifactError, load_backend
 from recpipe.export.api import export
 from recpipe.export.manifest import MANIFEST_NAME, sha256_file
-from recpipe.export.parity import clean_rows
 from recpipe.export.remap import ZCH_FILE, ZCH_METADATA, ZchRemap
 from recpipe.export.split import split_model
 from recpipe.export.tables import SPARSE_META, write_tables
@@ -47,7 +45,6 @@ from recpipe.features.spec import FeatureSpec
 from recpipe.models import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
 TOL = 1e-4
 SPLIT_BACKENDS = ["jit", "onnx", "rtp"]
 REMAP = "embeddings.mc_ec._managed_collision_collection._managed_collision_modules"
@@ -85,17 +82,9 @@ def zch_config(config: str, zch: dict[str, int], shrink: bool = False) -> dict:
 
 def _train(config: str, kind: str, zch: dict[str, int], tmp: Path) -> ZchTrained:
     """Like the session fixtures of conftest.py: 6 steps of Adam (dense) and SGD (tables)."""
-    logging.getLogger().setLevel(logging.ERROR)
     cfg = parse_config(zch_config(config, zch))
-    spec = build_feature_spec(cfg)
-    generate(kind, TRAIN_ROWS + HELD_OUT_ROWS, tmp / kind, seed=11, chunk_rows=TRAIN_ROWS + HELD_OUT_ROWS)
-    table = pq.read_table(tmp / kind)
-    torch.manual_seed(0)
-    model = build_model(spec, cfg.model)
-    model = train_steps(model, spec, table.slice(0, TRAIN_ROWS), STEPS)
-    held_out = table.slice(TRAIN_ROWS)
-    clean, _ = clean_rows(held_out, spec, held_out.num_rows)
-    return ZchTrained(model, spec, cfg, held_out, clean, next(iter(zch)))
+    small = train_small(cfg, kind, tmp)
+    return ZchTrained(small.model, small.spec, cfg, small.held_out, small.clean, next(iter(zch)))
 
 
 @pytest.fixture(scope="module")
