@@ -213,10 +213,14 @@ def test_resume_restores_the_remapping_bit_for_bit(one_rank_runs):
 @pytest.mark.timeout(300)
 def test_two_ranks_train_split_the_key_space_and_resume_only_on_two(zch_config, taobao, tmp_path):
     out = tmp_path / "two"
-    lines: list[str] = []
-    overrides = {**OVERRIDES, "train.max_steps": 30}
-    code = launch(zch_config, taobao["train"], taobao["eval"], out, 2, overrides, echo=lines.append)
-    log = "".join(lines)
+
+    def run(nproc: int, max_steps: int) -> tuple[int, str]:
+        lines: list[str] = []
+        overrides = {**OVERRIDES, "train.max_steps": max_steps}
+        code = launch(zch_config, taobao["train"], taobao["eval"], out, nproc, overrides, echo=lines.append)
+        return code, "".join(lines)
+
+    code, log = run(2, 30)
     assert code == 0, log[-3000:]
     result = _result(out)
     assert result["world_size"] == 2 and result["steps"] == 30
@@ -235,30 +239,11 @@ def test_two_ranks_train_split_the_key_space_and_resume_only_on_two(zch_config, 
     metrics = evaluate_checkpoint(out, taobao["eval"])
     assert metrics["auc"] == pytest.approx(result["eval"]["auc"], abs=1e-6)
 
-    lines.clear()
-    code = launch(
-        zch_config,
-        taobao["train"],
-        taobao["eval"],
-        out,
-        1,
-        {**overrides, "train.max_steps": 40},
-        echo=lines.append,
-    )
+    code, log = run(1, 40)
     assert code != 0
-    assert "was written by 2 rank(s) and has zch tables ['adgroup_id', 'user_id']" in "".join(lines)
+    assert "was written by 2 rank(s) and has zch tables ['adgroup_id', 'user_id']" in log
 
-    lines.clear()
-    code = launch(
-        zch_config,
-        taobao["train"],
-        taobao["eval"],
-        out,
-        2,
-        {**overrides, "train.max_steps": 40},
-        echo=lines.append,
-    )
-    log = "".join(lines)
+    code, log = run(2, 40)
     assert code == 0, log[-3000:]
     assert "resumed from" in log and _result(out)["steps"] == 40
     assert sorted(_losses(out)) == list(range(1, 41))
