@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import torch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
 from recpipe.features.spec import FeatureSpec
+from recpipe.models import TrainModel
 
 
 def make_kjt(keys: list[str], per_key: dict[str, list[list[int]]]) -> KeyedJaggedTensor:
@@ -82,3 +84,33 @@ def capped_spec(spec: FeatureSpec, max_rows: int = 1000) -> FeatureSpec:
         for f in spec.sparse
     ]
     return dataclasses.replace(spec, sparse=sparse)
+
+
+def train_losses(
+    model: torch.nn.Module, batches: list[Batch], steps: int, check_logits: Callable[[torch.Tensor], None]
+) -> list[float]:
+    """Loss of each of ``steps`` training steps cycling over ``batches`` through :class:`TrainModel`:
+    Adam (lr 1e-2) on the dense parameters, Adagrad (lr 0.1) on the tables; ``check_logits`` sees every
+    step's logits."""
+    train = TrainModel(model)
+    sparse = [p for n, p in model.named_parameters() if n.startswith("embeddings.")]
+    dense = [p for n, p in model.named_parameters() if not n.startswith("embeddings.")]
+    opts = [torch.optim.Adam(dense, lr=1e-2), torch.optim.Adagrad(sparse, lr=0.1)]
+    losses = []
+    for step in range(steps):
+        loss, logits = train(batches[step % len(batches)])
+        check_logits(logits)
+        for opt in opts:
+            opt.zero_grad()
+        loss.backward()
+        for opt in opts:
+            opt.step()
+        losses.append(float(loss))
+    return losses
+
+
+def dense_inputs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, ...]:
+    """The positional inputs of ``model``'s dense arch for ``batch``: ``dense``, then each looked-up
+    embedding input (detached) in ``model.dense_input_names()`` order."""
+    emb = model.sparse_arch(batch.sparse)
+    return (batch.dense, *[emb[n].detach() for n in model.dense_input_names()[1:]])

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_batches import capped_spec, dlrm_batch
+from model_batches import capped_spec, dense_inputs, dlrm_batch, train_losses
 from torch.export import Dim
 from torchrec.models.dlrm import InteractionArch
 
-from recpipe.models import DLRM, DenseArchModule, MlpSpec, TrainModel, build_model
+from recpipe.models import DLRM, DenseArchModule, MlpSpec, build_model
 from recpipe.models.dlrm import DotInteraction, interaction_width, over_arch_width
 
 
@@ -136,20 +136,11 @@ def test_dlrm_trains(dlrm_spec, dlrm_cfg) -> None:
     model = build_model(spec, dlrm_cfg.model)
     gen = torch.Generator().manual_seed(0)
     batches = [dlrm_batch(spec, 256, gen) for _ in range(6)]
-    train = TrainModel(model)
-    sparse = [p for n, p in model.named_parameters() if n.startswith("embeddings.")]
-    dense = [p for n, p in model.named_parameters() if not n.startswith("embeddings.")]
-    opts = [torch.optim.Adam(dense, lr=1e-2), torch.optim.Adagrad(sparse, lr=0.1)]
-    losses = []
-    for step in range(30):
-        loss, logits = train(batches[step % len(batches)])
+
+    def check_logits(logits: torch.Tensor) -> None:
         assert logits.shape == (256,)
-        for opt in opts:
-            opt.zero_grad()
-        loss.backward()
-        for opt in opts:
-            opt.step()
-        losses.append(float(loss))
+
+    losses = train_losses(model, batches, 30, check_logits)
     first, last = sum(losses[:6]) / 6, sum(losses[-6:]) / 6
     assert last < 0.7 * first, (first, last)
 
@@ -158,11 +149,6 @@ def test_dlrm_dense_arch_exports_with_dynamic_batch(dlrm_spec, dlrm_cfg) -> None
     spec = capped_spec(dlrm_spec)
     model = build_model(spec, dlrm_cfg.model).eval()
     names = model.dense_input_names()
-
-    def inputs(batch):
-        emb = model.sparse_arch(batch.sparse)
-        return (batch.dense, *[emb[n].detach() for n in names[1:]])
-
     small, large = (
         dlrm_batch(spec, 3, torch.Generator().manual_seed(1)),
         dlrm_batch(spec, 7, torch.Generator()),
@@ -172,10 +158,14 @@ def test_dlrm_dense_arch_exports_with_dynamic_batch(dlrm_spec, dlrm_cfg) -> None
     batch = Dim("batch", min=1)
     with torch.no_grad():
         program = torch.export.export(
-            dense_part, inputs(large), dynamic_shapes={"inputs": tuple({0: batch} for _ in names)}
+            dense_part,
+            dense_inputs(model, large),
+            dynamic_shapes={"inputs": tuple({0: batch} for _ in names)},
         )
         for b in (small, large):
-            torch.testing.assert_close(program.module()(*inputs(b)), model.predict(b), rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(
+                program.module()(*dense_inputs(model, b)), model.predict(b), rtol=1e-5, atol=1e-6
+            )
 
 
 def test_interaction_scripts_and_traces() -> None:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_batches import capped_spec, din_batch
+from model_batches import capped_spec, dense_inputs, din_batch, train_losses
 from torch.export import Dim
 
-from recpipe.models import DenseArchModule, MultiTowerDIN, TrainModel, build_model
+from recpipe.models import DenseArchModule, MultiTowerDIN, build_model
 from recpipe.models.din import DinAttention, MeanPoolSequence, PaddedDinAttention
 
 
@@ -75,27 +75,13 @@ def test_multi_tower_din_trains(din_spec, din_cfg) -> None:
     model = build_model(spec, din_cfg.model)
     gen = torch.Generator().manual_seed(0)
     batches = [din_batch(spec, 256, gen) for _ in range(6)]
-    train = TrainModel(model)
-    sparse = [p for n, p in model.named_parameters() if n.startswith("embeddings.")]
-    dense = [p for n, p in model.named_parameters() if not n.startswith("embeddings.")]
-    opts = [torch.optim.Adam(dense, lr=1e-2), torch.optim.Adagrad(sparse, lr=0.1)]
-    losses = []
-    for step in range(36):
-        loss, logits = train(batches[step % len(batches)])
+
+    def check_logits(logits: torch.Tensor) -> None:
         assert logits.shape == (256,) and not logits.requires_grad
-        for opt in opts:
-            opt.zero_grad()
-        loss.backward()
-        for opt in opts:
-            opt.step()
-        losses.append(float(loss))
+
+    losses = train_losses(model, batches, 36, check_logits)
     first, last = sum(losses[:6]) / 6, sum(losses[-6:]) / 6
     assert last < 0.85 * first, (first, last)
-
-
-def _dense_inputs(model, batch) -> tuple[torch.Tensor, ...]:
-    emb = model.sparse_arch(batch.sparse)
-    return (batch.dense, *[emb[n].detach() for n in model.dense_input_names()[1:]])
 
 
 def test_dense_arch_exports_with_dynamic_batch_and_values(din_model, din_spec) -> None:
@@ -113,11 +99,11 @@ def test_dense_arch_exports_with_dynamic_batch_and_values(din_model, din_spec) -
             shapes.append({0: batch})
     with torch.no_grad():
         program = torch.export.export(
-            dense_part, _dense_inputs(din_model, large), dynamic_shapes={"inputs": tuple(shapes)}
+            dense_part, dense_inputs(din_model, large), dynamic_shapes={"inputs": tuple(shapes)}
         )
         exported = program.module()
         for b in (small, large):
-            inputs = _dense_inputs(din_model, b)
+            inputs = dense_inputs(din_model, b)
             assert inputs[-1].shape[0] == b.batch_size + 1
             torch.testing.assert_close(exported(*inputs), din_model.predict(b), rtol=1e-5, atol=1e-6)
 
@@ -136,7 +122,7 @@ def test_dense_arch_exports_to_onnx(din_model, din_spec, tmp_path) -> None:
     with torch.no_grad():
         program = torch.onnx.export(
             DenseArchModule(din_model),
-            _dense_inputs(din_model, large),
+            dense_inputs(din_model, large),
             dynamic_shapes={"inputs": shapes},
             input_names=names,
             dynamo=True,
@@ -146,7 +132,7 @@ def test_dense_arch_exports_to_onnx(din_model, din_spec, tmp_path) -> None:
     session = ort.InferenceSession(str(tmp_path / "dense.onnx"))
     assert [i.name for i in session.get_inputs()] == names
     for b in (small, large):
-        feed = {n: x.numpy() for n, x in zip(names, _dense_inputs(din_model, b))}
+        feed = {n: x.numpy() for n, x in zip(names, dense_inputs(din_model, b))}
         (logits,) = session.run(None, feed)
         torch.testing.assert_close(
             torch.from_numpy(logits), din_model.predict(b).detach(), rtol=1e-4, atol=1e-5
