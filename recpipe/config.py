@@ -376,6 +376,24 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     return parse_config(data, str(path))
 
 
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``["train.max_steps=100", "data.batch_size=64"]`` → ``{"train.max_steps": 100, "data.batch_size": 64}``.
+
+    Values are parsed as YAML scalars, so numbers, booleans and lists keep their types. The one parser of
+    ``--set KEY=VALUE`` for every command and for the training worker.
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty key.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
 def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     """Set ``data['a']['b'] = value`` for key ``'a.b'``, creating mappings on the way."""
     node = data

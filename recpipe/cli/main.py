@@ -19,19 +19,6 @@ def _print(result: Any) -> None:
     print(json.dumps(result, indent=2, default=str))
 
 
-def _kv(items: list[str]) -> dict[str, Any]:
-    """``["a.b=3", "c=x"]`` → ``{"a.b": 3, "c": "x"}`` (values parsed as YAML scalars)."""
-    import yaml
-
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k] = yaml.safe_load(v)
-    return out
-
-
 # --------------------------------------------------------------------------------------- commands
 def cmd_data_generate(a: argparse.Namespace) -> int:
     from recpipe.data.synthetic import generate

@@ -23,7 +23,7 @@ def _import_pipelines() -> None:
 def cmd_run(a: argparse.Namespace) -> int:
     _import_pipelines()
     from pipelines.local_run import run_local
-    from recpipe.cli.stages_cli import parse_sets
+    from recpipe.config import parse_overrides
 
     summary = run_local(
         runs_dir=a.runs,
@@ -35,7 +35,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         backends=a.backends,
         min_auc=a.min_auc,
         auto_promote=not a.no_promote,
-        overrides=parse_sets(a.set),
+        overrides=parse_overrides(a.set),
         verbose=a.verbose,
     )
     print(summary.format())
@@ -52,9 +52,9 @@ def cmd_compile(a: argparse.Namespace) -> int:
 
 def parse_params(items: list[str] | None) -> dict[str, Any]:
     """``["workers=4", "node_selector={gpu: h100}"]`` → typed pipeline arguments (YAML values)."""
-    from recpipe.cli.stages_cli import parse_sets
+    from recpipe.config import parse_overrides
 
-    return parse_sets(items)
+    return parse_overrides(items)
 
 
 def cmd_submit(a: argparse.Namespace) -> int:

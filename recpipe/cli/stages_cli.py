@@ -8,25 +8,13 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from recpipe.config import parse_overrides
+
 
 def _print(result: Any) -> None:
     if is_dataclass(result):
         result = asdict(result)
     print(json.dumps(result, indent=2, default=str))
-
-
-def parse_sets(items: list[str] | None) -> dict[str, Any]:
-    """``["train.max_steps=50", "eval.threshold=0.3"]`` → ``{"train.max_steps": 50, "eval.threshold": 0.3}``
-    (values parsed as YAML scalars, so numbers, booleans, lists and mappings keep their type)."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"expected KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
 
 
 def _tracking_uri(value: str | None) -> str:
@@ -49,7 +37,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             workers=a.workers,
             gpus_per_worker=a.gpus_per_worker,
             nproc_per_node=a.nproc_per_node,
-            overrides=parse_sets(a.set),
+            overrides=parse_overrides(a.set),
             run_id=a.run_id,
             tracking_uri=_tracking_uri(a.tracking_uri) if a.run_id else None,
         )

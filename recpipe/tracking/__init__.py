@@ -19,6 +19,7 @@ from recpipe.tracking.registry import (
     set_alias,
     set_version_tags,
 )
+from recpipe.tracking.runlog import MlflowRunLog, open_run_log
 from recpipe.tracking.runs import (
     end_run,
     log_artifact,
@@ -36,6 +37,7 @@ __all__ = [
     "ALIAS_CHALLENGER",
     "ALIAS_CHAMPION",
     "LockTimeout",
+    "MlflowRunLog",
     "PromotionRefused",
     "PromotionResult",
     "artifact_root",
@@ -54,6 +56,7 @@ __all__ = [
     "log_model_dir",
     "log_params",
     "log_pyfunc_model",
+    "open_run_log",
     "promote",
     "promotion_history",
     "promotion_lock",

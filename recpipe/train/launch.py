@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.config import load_config
-from recpipe.train.worker import parse_overrides
+from recpipe.config import parse_overrides
 
 
 class LaunchError(RuntimeError):

@@ -14,21 +14,9 @@ from typing import Any
 import yaml
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from recpipe.config import RecpipeConfig, load_config
+from recpipe.config import RecpipeConfig, load_config, parse_overrides
 from recpipe.features.fit import fit_feature_spec
 from recpipe.features.spec import FeatureSpec
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["train.max_steps=100", "data.batch_size=64"]`` → ``{"train.max_steps": 100, "data.batch_size": 64}``
-    (values parsed as YAML scalars, so numbers, booleans and lists keep their types)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
 
 
 def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_uri: str) -> FeatureSpec:
