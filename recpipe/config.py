@@ -16,6 +16,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from recpipe.export.backends import DEFAULT_BACKENDS
+from recpipe.export.backends import check_names as check_backend_names
+
 
 class ConfigError(ValueError):
     """A config file failed validation; the message names the file, key path and what was expected."""
@@ -264,14 +267,16 @@ class EvalConfig(_Strict):
     gauc_group: str | None = None
 
 
-BACKENDS = ("jit", "aoti", "onnx", "rtp", "trt")
-
-
 class ExportConfig(_Strict):
-    backends: list[Literal["jit", "aoti", "onnx", "rtp", "trt"]] = Field(
-        default_factory=lambda: ["jit", "aoti", "onnx", "rtp"]
-    )
+    # Names of recpipe.export.backends.BACKENDS, the one list of backends.
+    backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
     max_abs_logit_diff: float = Field(1e-4, gt=0.0)
+
+    @field_validator("backends")
+    @classmethod
+    def _known_backends(cls, v: list[str]) -> list[str]:
+        check_backend_names(v)
+        return v
 
 
 class TrackingConfig(_Strict):

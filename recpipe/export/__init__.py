@@ -8,25 +8,33 @@ Public API::
     load_backend(folder) -> Scorer            # .predict_batch(dense, values, lengths) / .predict_raw(rows)
     RtpModel(folder)                           # the torchrec-free reference server
 
-The names that need torchrec (``export``, ``export_checkpoint``) are imported on first use, so that
-``import recpipe.export.rtp`` in a serving process stays free of torchrec and fbgemm.
+Every name is imported on first use: ``recpipe.config`` reads :mod:`recpipe.export.backends` without
+importing torch, and ``import recpipe.export.rtp`` in a serving process stays free of torchrec and fbgemm.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from recpipe.export.loaders import BACKENDS, load_backend
-from recpipe.export.manifest import ArtifactError, ExportError, Manifest, ParityReport, read_manifest
-from recpipe.export.scorer import Scorer
-
 if TYPE_CHECKING:
     from recpipe.export.api import BackendResult, ExportResult, export
+    from recpipe.export.backends import BACKENDS
     from recpipe.export.checkpoint import export_checkpoint
+    from recpipe.export.loaders import load_backend
+    from recpipe.export.manifest import ArtifactError, ExportError, Manifest, ParityReport, read_manifest
     from recpipe.export.rtp import RtpModel
+    from recpipe.export.scorer import Scorer
     from recpipe.export.split import SpecMismatchError
 
 _LAZY = {
+    "BACKENDS": "recpipe.export.backends",
+    "load_backend": "recpipe.export.loaders",
+    "ArtifactError": "recpipe.export.manifest",
+    "ExportError": "recpipe.export.manifest",
+    "Manifest": "recpipe.export.manifest",
+    "ParityReport": "recpipe.export.manifest",
+    "read_manifest": "recpipe.export.manifest",
+    "Scorer": "recpipe.export.scorer",
     "export": "recpipe.export.api",
     "ExportResult": "recpipe.export.api",
     "BackendResult": "recpipe.export.api",

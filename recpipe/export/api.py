@@ -23,10 +23,11 @@ import torch
 from torch import nn
 
 from recpipe.config import CsvOptions, RecpipeConfig
-from recpipe.export.dense import export_dense, input_signature
-from recpipe.export.loaders import BACKENDS, load_backend
+from recpipe.export.backends import BACKENDS, parse_backends
+from recpipe.export.builders import ExportContext
+from recpipe.export.loaders import load_backend
 from recpipe.export.manifest import ExportError, Manifest, ParityReport, record_files
-from recpipe.export.parity import ParitySet, build_parity_set, compare, score_batches
+from recpipe.export.parity import build_parity_set, compare, score_batches
 from recpipe.export.split import SplitModel, check_spec, kjt_of, split_model
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, SparseLookup, fg_to_kjt_arrays
 from recpipe.features.fg import FGOutput
@@ -34,7 +35,6 @@ from recpipe.features.spec import FeatureSpec
 
 RESULT_NAME = "export.json"
 PARITY_READ_ROWS = 4096
-FULL_MODEL_BACKENDS = ("jit", "aoti")
 
 
 @dataclass
@@ -80,130 +80,12 @@ class ExportResult:
         return "\n".join(lines)
 
 
-@dataclass
-class _Context:
-    model: nn.Module
-    spec: FeatureSpec
-    cfg: RecpipeConfig
-    split: SplitModel
-    parity: ParitySet
-    example_full: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-    example_dense: tuple[torch.Tensor, ...]
-    max_shard_bytes: int
-    _dense_program: torch.export.ExportedProgram | None = None
-    _serving_model: nn.Module | None = None
-
-    @property
-    def serving_model(self) -> nn.Module:
-        """The model the full-model backends export: zch collections frozen (no admission, no eviction)."""
-        if self._serving_model is None:
-            from recpipe.export.zch import freeze_zch
-
-            self._serving_model = (
-                freeze_zch(self.model, self.split.remaps) if self.split.remaps else self.model
-            )
-        return self._serving_model
-
-    @property
-    def keys(self) -> list[str]:
-        return self.spec.sparse_keys()
-
-    def dense_program(self) -> torch.export.ExportedProgram:
-        if self._dense_program is None:
-            self._dense_program = export_dense(self.split.dense, self.split.plan, self.example_dense)
-        return self._dense_program
-
-    def kjt_signature(self) -> dict[str, Any]:
-        return {
-            "kind": "kjt",
-            "keys": self.keys,
-            "dense": {"dtype": "float32", "shape": ["B", self.spec.dense_dim]},
-            "values": {"dtype": "int64", "shape": ["N"]},
-            "lengths": {"dtype": "int32", "shape": [f"{len(self.keys)}*B"], "layout": "key-major (F, B)"},
-        }
-
-    def split_signature(self) -> dict[str, Any]:
-        raw = [c for c in self.spec.input_columns() if c not in (self.spec.label, self.spec.weight)]
-        return {
-            "kind": "split",
-            "raw_columns": raw,
-            "keys": self.keys,
-            "dense_program": input_signature(self.split.input_names, self.example_dense, self.split.plan),
-            "histories": "jagged: <group>__values (T, D) with <group>__offsets (B + 1,), never padded",
-        }
-
-
 def _tensors(f: FGOutput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     values, lengths = fg_to_kjt_arrays(f.values, f.lengths)
     return torch.from_numpy(f.dense), values, lengths
 
 
-# ----------------------------------------------------------------------------------------- backends
-def _build_jit(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
-    from recpipe.export.jit import script_model, write_jit
-
-    module, how = script_model(ctx.serving_model, ctx.split, ctx.keys, ctx.example_dense)
-    return write_jit(folder, module), ctx.kjt_signature(), how
-
-
-def _build_aoti(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
-    from recpipe.export.aoti import export_full_model, write_aoti
-    from recpipe.export.jit import KjtModelWrapper
-
-    program = export_full_model(KjtModelWrapper(ctx.serving_model, ctx.keys), len(ctx.keys), ctx.example_full)
-    return write_aoti(folder, program), ctx.kjt_signature(), {"needs_fbgemm": "1"}
-
-
-def _write_tables(ctx: _Context, folder: Path) -> list[str]:
-    from recpipe.export.tables import write_tables
-
-    s = ctx.split
-    return write_tables(s.tables, s.metas, s.plan, ctx.keys, folder, ctx.max_shard_bytes, s.remaps)
-
-
-def _build_onnx(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
-    from recpipe.export.onnx import ONNX_OPSET, write_onnx
-
-    files = _write_tables(ctx, folder) + write_onnx(folder, ctx.dense_program(), ctx.split.input_names)
-    return files, ctx.split_signature(), {"opset": str(ONNX_OPSET)}
-
-
-def _build_rtp(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
-    from recpipe.export.rtp import write_rtp
-
-    s = ctx.split
-    files = write_rtp(
-        folder, ctx.keys, s.plan, s.tables, s.metas, ctx.dense_program(), ctx.max_shard_bytes, s.remaps
-    )
-    return files, ctx.split_signature(), {"server": "recpipe.export.rtp.RtpModel"}
-
-
-def _build_trt(ctx: _Context, folder: Path) -> tuple[list[str], dict, dict]:
-    from recpipe.export.trt import write_trt
-
-    files = _write_tables(ctx, folder) + write_trt(folder, ctx.split.dense, ctx.split.plan, ctx.example_dense)
-    return files, ctx.split_signature(), {"precision": "float32"}
-
-
-_BUILDERS = {
-    "jit": _build_jit,
-    "aoti": _build_aoti,
-    "onnx": _build_onnx,
-    "rtp": _build_rtp,
-    "trt": _build_trt,
-}
-
-
 # --------------------------------------------------------------------------------------- the export
-def check_backends(backends: list[str] | tuple[str, ...] | str) -> list[str]:
-    if isinstance(backends, str):
-        backends = [b.strip() for b in backends.split(",") if b.strip()]
-    unknown = [b for b in backends if b not in BACKENDS]
-    if unknown or not backends:
-        raise ValueError(f"unknown export backends {unknown or backends}; allowed: {list(BACKENDS)}")
-    return list(dict.fromkeys(backends))
-
-
 def read_rows(
     data: Any, spec: FeatureSpec, max_rows: int = PARITY_READ_ROWS, csv: CsvOptions | None = None
 ) -> pa.Table:
@@ -273,7 +155,7 @@ def export(
             ``dense_input_names``) on CPU.
         spec (FeatureSpec): its FeatureSpec (checked against the model's tables).
         cfg (RecpipeConfig): its config (``export.max_abs_logit_diff``; digests go to the manifests).
-        backends (list[str]): any of ``jit``, ``aoti``, ``onnx``, ``rtp``, ``trt`` (or ``"jit,rtp"``).
+        backends (list[str]): names in :data:`~recpipe.export.backends.BACKENDS` (or ``"jit,rtp"``).
         out_dir (str | Path): parent folder; ``<backend>/`` folders are replaced atomically.
         parity_data: held-out raw rows (pyarrow Table, pandas DataFrame or data URI) with labels.
         max_shard_bytes (int): largest safetensors shard for the split backends.
@@ -290,7 +172,7 @@ def export(
         result = export(model, spec, cfg, ["jit", "aoti", "onnx", "rtp"], "runs/x/export", held_out)
         print(result.summary())
     """
-    names = check_backends(backends)
+    names = parse_backends(backends)
     out = Path(out_dir)
     model = model.eval()
     check_spec(model, spec)
@@ -311,7 +193,7 @@ def export(
     with torch.no_grad():
         emb = model.sparse_arch(kjt_of(keys, example_full[1], example_full[2]))
     example_dense = (example_full[0], *(emb[n] for n in split.input_names[1:]))
-    ctx = _Context(model, spec, cfg, split, parity, example_full, example_dense, max_shard_bytes)
+    ctx = ExportContext(model, spec, cfg, split, parity, example_full, example_dense, max_shard_bytes)
     model_info = {
         "name": cfg.name,
         "type": cfg.model.type,
@@ -340,20 +222,18 @@ def export(
 
 
 def _export_one(
-    ctx: _Context, name: str, folder: Path, model_info: dict, eager_logits: np.ndarray, tolerance: float
+    ctx: ExportContext, name: str, folder: Path, model_info: dict, eager_logits: np.ndarray, tolerance: float
 ) -> BackendResult:
     t0 = time.perf_counter()
     folder.mkdir(parents=True)
     ctx.spec.save(folder / "fg.json")
-    if name == "trt":
-        from recpipe.export.trt import trt_unavailable_reason
-
-        reason = trt_unavailable_reason()
-        if reason:
-            Manifest(backend=name, status="skipped", reason=reason, model=model_info).write(folder)
-            return BackendResult(name, "skipped", reason=reason)
+    backend = BACKENDS[name]
+    reason = backend.unavailable_reason()
+    if reason:
+        Manifest(backend=name, status="skipped", reason=reason, model=model_info).write(folder)
+        return BackendResult(name, "skipped", reason=reason)
     try:
-        _, inputs, extra = _BUILDERS[name](ctx, folder)
+        _, inputs, extra = backend.build(ctx, folder)
     except Exception as err:
         raise ExportError(f"backend {name!r} could not be exported: {type(err).__name__}: {err}") from err
     for path in folder.rglob("*"):
@@ -369,7 +249,7 @@ def _export_one(
     )
     manifest.write(folder)
     scorer = load_backend(folder)
-    if name in FULL_MODEL_BACKENDS:
+    if backend.full_model:
         logits, secs = score_batches(ctx.parity, lambda f, _raw: scorer.predict_batch(*_tensors(f)))
     else:
         logits, secs = score_batches(

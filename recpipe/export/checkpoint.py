@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recpipe.export.api import ExportResult, check_backends, export
+from recpipe.export.api import ExportResult, export
+from recpipe.export.backends import parse_backends
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES
 
 
@@ -30,7 +31,7 @@ def export_checkpoint(
     """
     from recpipe.train.checkpoint import load_model_for_inference
 
-    names = check_backends(backends)  # before the (slow) checkpoint load
+    names = parse_backends(backends)  # before the (slow) checkpoint load
     model, spec, cfg = load_model_for_inference(ckpt_dir)
     data_uri = data_uri or cfg.data.eval
     if not data_uri:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from recpipe.export.loaders import BACKENDS
+from recpipe.export.backends import BACKENDS, DEFAULT_BACKENDS
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="recpipe export", description=__doc__)
     parser.add_argument("--checkpoint", required=True, help="checkpoint folder (or a training output folder)")
     parser.add_argument(
-        "--backends", default="jit,aoti,onnx,rtp", help=f"comma-separated, any of {','.join(BACKENDS)}"
+        "--backends", default=",".join(DEFAULT_BACKENDS), help=f"comma-separated, any of {','.join(BACKENDS)}"
     )
     parser.add_argument("--out", required=True, help="output folder; one sub-folder per backend")
     parser.add_argument(

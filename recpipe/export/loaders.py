@@ -1,17 +1,16 @@
 """``load_backend(folder)``: verify an exported folder (sha256 of every file, format version), then load it.
 
-Backends are imported only when asked for, so loading an ``rtp`` folder never imports torchrec or
-fbgemm.
+The backend's scorer is imported only when asked for, so loading an ``rtp`` folder never imports
+torchrec or fbgemm.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from recpipe.export.backends import BACKENDS
 from recpipe.export.manifest import ArtifactError, read_manifest
 from recpipe.export.scorer import Scorer
-
-BACKENDS = ("jit", "aoti", "onnx", "rtp", "trt")
 
 
 def load_backend(folder: str | Path) -> Scorer:
@@ -32,25 +31,9 @@ def load_backend(folder: str | Path) -> Scorer:
         raise ArtifactError(
             f"{folder}: backend {manifest.backend!r} was {manifest.status} at export: {manifest.reason}"
         )
-    backend = manifest.backend
-    if backend == "rtp":
-        from recpipe.export.rtp import RtpModel
-
-        return RtpModel(folder, manifest)
-    if backend == "onnx":
-        from recpipe.export.onnx import OnnxScorer
-
-        return OnnxScorer(folder, manifest)
-    if backend == "jit":
-        from recpipe.export.jit import JitScorer
-
-        return JitScorer(folder, manifest)
-    if backend == "aoti":
-        from recpipe.export.aoti import AotiScorer
-
-        return AotiScorer(folder, manifest)
-    if backend == "trt":
-        from recpipe.export.trt import TrtScorer
-
-        return TrtScorer(folder, manifest)
-    raise ArtifactError(f"{folder}: unknown backend {backend!r} in its manifest; known: {list(BACKENDS)}")
+    backend = BACKENDS.get(manifest.backend)
+    if backend is None:
+        raise ArtifactError(
+            f"{folder}: unknown backend {manifest.backend!r} in its manifest; known: {list(BACKENDS)}"
+        )
+    return backend.load(folder, manifest)

@@ -60,7 +60,7 @@ def run(
         ParameterError: an unknown backend or no parity data.
         recpipe.export.ExportError: a backend failed to build or failed parity (nothing is left in ``out_dir``).
     """
-    from recpipe.config import BACKENDS
+    from recpipe.export.backends import BACKENDS
 
     names = pipeline_run.parse_backends(backends, list(BACKENDS))
     if not data_uri:

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from recpipe.config import BACKENDS, ConfigError, RecpipeConfig, flatten, load_config
+from recpipe.config import ConfigError, RecpipeConfig, flatten, load_config
+from recpipe.export.backends import BACKENDS
 
 # Outcomes a pipeline run ends with (pipeline output ``outcome`` starts with one of them).
 OUTCOME_REGISTERED = "registered"

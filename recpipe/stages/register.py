@@ -9,11 +9,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from recpipe.export.backends import SERVING_PREFERENCE
 from recpipe.stages import pipeline_run
 
-# The backend the pyfunc serves, in order of preference: all score raw rows with FG inside; RTP and ONNX
-# need neither torchrec nor fbgemm at serving time.
-SERVING_PREFERENCE = ("rtp", "onnx", "jit", "aoti")
 MODEL_ARTIFACT = "model"
 SERVING_PINS = ("torch", "numpy", "pyarrow", "pandas", "safetensors", "onnxruntime", "pyyaml", "pydantic")
 

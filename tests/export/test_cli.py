@@ -53,4 +53,4 @@ def test_cli_reports_a_bad_backend(tmp_path, capsys):
         ["--checkpoint", str(tmp_path), "--backends", "jit,pmml", "--out", str(tmp_path / "o"), "--data", "x"]
     )
     assert code == 1
-    assert "unknown export backends ['pmml']" in capsys.readouterr().err
+    assert "unknown backend(s) ['pmml']" in capsys.readouterr().err

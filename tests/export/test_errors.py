@@ -113,5 +113,5 @@ def test_failed_parity_leaves_nothing_in_place(dlrm, tmp_path):
 
 
 def test_unknown_backend(dlrm, tmp_path):
-    with pytest.raises(ValueError, match=r"unknown export backends \['tflite'\]"):
+    with pytest.raises(ValueError, match=r"unknown backend\(s\) \['tflite'\]"):
         export(dlrm.model, dlrm.spec, dlrm.cfg, ["jit", "tflite"], tmp_path, dlrm.held_out)
