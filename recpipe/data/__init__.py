@@ -1,11 +1,11 @@
-"""Data inputs: sources (Parquet, CSV/TSV, ODPS) read as exactly sharded Arrow batches, and synthetic
-Taobao / Criteo generators (:mod:`recpipe.data.synthetic`)."""
+"""Data inputs: sources (Parquet, CSV/TSV, ODPS, ``synthetic:``) read as exactly sharded Arrow batches,
+and synthetic Taobao / Criteo generators (:mod:`recpipe.data.synthetic`)."""
 
 from recpipe.data.csv import CsvSource, criteo_csv_options
 from recpipe.data.odps import OdpsCredentialsError, OdpsSource, OdpsTableRef, parse_odps_uri
 from recpipe.data.parquet import ParquetSource
 from recpipe.data.sharding import Shard
-from recpipe.data.sources import open_source
+from recpipe.data.sources import SyntheticSource, check_source, open_source, parse_synthetic
 from recpipe.data.types import DataError, Source, SourceBatch
 
 __all__ = [
@@ -18,7 +18,10 @@ __all__ = [
     "Shard",
     "Source",
     "SourceBatch",
+    "SyntheticSource",
+    "check_source",
     "criteo_csv_options",
     "open_source",
     "parse_odps_uri",
+    "parse_synthetic",
 ]

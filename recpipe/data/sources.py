@@ -1,4 +1,5 @@
-"""Open any supported input as a :class:`Source`: Parquet, CSV/TSV (local or object store) or ODPS.
+"""Open any supported input as a :class:`Source`: Parquet, CSV/TSV (local or object store), ODPS, or
+generated ``synthetic:`` data. The one place that knows the URI schemes.
 
 Every source yields :class:`SourceBatch` es (an Arrow RecordBatch plus the file and first row it came
 from) for one :class:`Shard`; the union over the shards of one count is exactly the dataset.
@@ -6,14 +7,18 @@ from) for one :class:`Shard`; the union over the shards of one count is exactly 
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, urlparse
 
 from recpipe.config import CsvOptions
 from recpipe.data.csv import CsvSource, criteo_csv_options
 from recpipe.data.files import detect_format, resolve_files
-from recpipe.data.odps import OdpsSource
+from recpipe.data.odps import CREDENTIAL_ENV, OdpsSource, parse_odps_uri
 from recpipe.data.parquet import ParquetSource
 from recpipe.data.sharding import Shard
+from recpipe.data.synthetic import generate
 from recpipe.data.types import DataError, Source, SourceBatch
 
 __all__ = [
@@ -24,15 +29,105 @@ __all__ = [
     "Shard",
     "Source",
     "SourceBatch",
+    "SyntheticSource",
+    "check_source",
     "criteo_csv_options",
     "open_source",
+    "parse_synthetic",
 ]
 
+SYNTHETIC = "synthetic:"
+ODPS = "odps://"
+# Options of each synthetic kind besides rows and seed: keyword arguments of recpipe.data.synthetic.generate.
+SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab",)}
 
-def open_source(uri: str, csv: CsvOptions | None = None, **odps_kwargs: Any) -> Source:
+
+class SyntheticSource(NamedTuple):
+    """A parsed ``synthetic:`` URI: what :func:`recpipe.data.synthetic.generate` takes.
+
+    Args:
+        kind (str): ``"taobao"`` or ``"criteo"``.
+        rows (int): rows to generate.
+        seed (int): generator seed.
+        options (dict[str, int]): the kind's own options (``users``, ``ads``; ``max_vocab``).
+    """
+
+    kind: str
+    rows: int
+    seed: int
+    options: dict[str, int]
+
+
+def parse_synthetic(uri: str) -> SyntheticSource:
+    """``synthetic:taobao?rows=100000&seed=1`` → ``SyntheticSource("taobao", 100000, 1, {})``.
+
+    Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
+    ``max_vocab`` (vocabulary cap); anything else is an error naming the allowed keys.
+
+    Raises:
+        ValueError: an unknown kind or option, a value that is not an integer, fewer than 10 rows.
+    """
+    u = urlparse(uri)
+    kind = u.path or u.netloc
+    if kind not in SYNTHETIC_OPTIONS:
+        raise ValueError(f"data source {uri!r}: synthetic kind must be 'taobao' or 'criteo', got {kind!r}")
+    q = parse_qs(u.query)
+    allowed = ("rows", "seed", *SYNTHETIC_OPTIONS[kind])
+    unknown = sorted(set(q) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"data source {uri!r}: unknown option(s) {unknown}; synthetic {kind} takes {list(allowed)}"
+        )
+    values: dict[str, int] = {}
+    for key, texts in q.items():
+        try:
+            values[key] = int(texts[-1])
+        except ValueError:
+            raise ValueError(f"data source {uri!r}: {key} must be an integer, got {texts[-1]!r}") from None
+    rows = values.pop("rows", 100_000)
+    seed = values.pop("seed", 0)
+    if rows < 10:
+        raise ValueError(f"data source {uri!r}: rows must be >= 10, got {rows}")
+    return SyntheticSource(kind, rows, seed, values)
+
+
+def check_source(uri: str) -> None:
+    """Fail fast, before any data moves, when ``uri`` cannot be read: a malformed ``synthetic:`` spec,
+    an ODPS table URI that is malformed or has no credentials in the environment, or a path/URI with
+    no data files.
+
+    Raises:
+        ValueError: why ``uri`` is unreadable (``DataError`` for missing files).
+
+    Example::
+
+        check_source("synthetic:taobao?rows=1000")    # fine
+        check_source("/no/such/folder")                # DataError: no such file or folder
+    """
+    if not uri or not uri.strip():
+        raise ValueError("the data source is empty")
+    if uri.startswith(SYNTHETIC):
+        parse_synthetic(uri)
+    elif uri.startswith(ODPS):
+        parse_odps_uri(uri)
+        missing = [k for k in CREDENTIAL_ENV if not os.environ.get(k)]
+        if missing:
+            raise ValueError(
+                f"reading {uri} needs the credentials {', '.join(missing)} in the environment "
+                "(Kubernetes Secret 'recpipe-odps' on a cluster)"
+            )
+    else:
+        resolve_files(uri)
+
+
+def open_source(
+    uri: str, csv: CsvOptions | None = None, generate_into: str | Path | None = None, **odps_kwargs: Any
+) -> Source:
     """The :class:`Source` for ``uri``.
 
-    ``odps://`` URIs open an :class:`OdpsSource` (``odps_kwargs``, e.g. ``client=``, go to it). Anything
+    ``synthetic:`` URIs (:func:`parse_synthetic`) are generated into the folder ``generate_into`` first,
+    then read as Parquet. ``odps://`` URIs open an :class:`OdpsSource` (``odps_kwargs``, e.g. ``client=``,
+    go to it). Anything
     else is resolved to files (a file, a folder, a glob; local or ``s3://``/``gs://``/``hdfs://``) whose
     format comes from the first file's suffix (``.parquet``/``.pq``; ``.csv``/``.tsv``/``.txt``, optionally
     compressed) or, without one, its leading bytes (``PAR1`` means Parquet, otherwise CSV).
@@ -40,18 +135,27 @@ def open_source(uri: str, csv: CsvOptions | None = None, **odps_kwargs: Any) -> 
     Args:
         uri (str): where the data is.
         csv (CsvOptions | None): how to parse CSV files (ignored for Parquet and ODPS).
+        generate_into (str | Path | None): where a ``synthetic:`` source is written (required for one).
         **odps_kwargs: keyword arguments for :class:`OdpsSource`.
 
     Raises:
         DataError: nothing exists at ``uri``, or a folder holds no data files.
+        ValueError: a malformed ``synthetic:`` URI, or one without ``generate_into``.
 
     Example::
 
         open_source("runs/data/train").num_rows()                       # Parquet folder
         open_source("criteo/day_0", csv=criteo_csv_options())           # raw Criteo TSV
         open_source("odps://ads/tables/taobao/dt=20240101", client=odps_client)
+        open_source("synthetic:taobao?rows=5000", generate_into="runs/x/raw")
     """
-    if uri.startswith("odps://"):
+    if uri.startswith(SYNTHETIC):
+        syn = parse_synthetic(uri)
+        if generate_into is None:
+            raise ValueError(f"data source {uri!r}: a synthetic source needs a folder to generate into")
+        generate(syn.kind, syn.rows, generate_into, seed=syn.seed, **syn.options)
+        return open_source(str(generate_into))
+    if uri.startswith(ODPS):
         return OdpsSource(uri, **odps_kwargs)
     if odps_kwargs:
         raise ValueError(f"ODPS options {sorted(odps_kwargs)} given for a non-ODPS uri {uri!r}")

@@ -9,8 +9,6 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NamedTuple
-from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +18,6 @@ import pyarrow.parquet as pq
 from recpipe.config import CsvOptions, SplitConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
-from recpipe.data.synthetic import generate
 from recpipe.eval.auc import binary_auc
 
 SECONDS_PER_DAY = 86_400
@@ -41,48 +38,6 @@ class IngestResult:
     oracle_auc: float | None
     source: str
     seconds: float
-
-
-SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab",)}
-
-
-class SyntheticSource(NamedTuple):
-    """A parsed ``synthetic:`` URI: what :func:`recpipe.data.synthetic.generate` takes."""
-
-    kind: str
-    rows: int
-    seed: int
-    options: dict[str, int]
-
-
-def parse_synthetic(uri: str) -> SyntheticSource:
-    """``synthetic:taobao?rows=100000&seed=1`` → ``SyntheticSource("taobao", 100000, 1, {})``.
-
-    Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
-    ``max_vocab`` (vocabulary cap); anything else is an error naming the allowed keys.
-    """
-    u = urlparse(uri)
-    kind = u.path or u.netloc
-    if kind not in SYNTHETIC_OPTIONS:
-        raise ValueError(f"data source {uri!r}: synthetic kind must be 'taobao' or 'criteo', got {kind!r}")
-    q = parse_qs(u.query)
-    allowed = ("rows", "seed", *SYNTHETIC_OPTIONS[kind])
-    unknown = sorted(set(q) - set(allowed))
-    if unknown:
-        raise ValueError(
-            f"data source {uri!r}: unknown option(s) {unknown}; synthetic {kind} takes {list(allowed)}"
-        )
-    values: dict[str, int] = {}
-    for key, texts in q.items():
-        try:
-            values[key] = int(texts[-1])
-        except ValueError:
-            raise ValueError(f"data source {uri!r}: {key} must be an integer, got {texts[-1]!r}") from None
-    rows = values.pop("rows", 100_000)
-    seed = values.pop("seed", 0)
-    if rows < 10:
-        raise ValueError(f"data source {uri!r}: rows must be >= 10, got {rows}")
-    return SyntheticSource(kind, rows, seed, values)
 
 
 def _uniform(index: np.ndarray, salt: int) -> np.ndarray:
@@ -155,13 +110,7 @@ def run(
         raise ValueError(f"neg_sample_rate must be in (0, 1], got {neg_sample_rate}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if source.startswith("synthetic:"):
-        syn = parse_synthetic(source)
-        raw = out / "raw"
-        generate(syn.kind, syn.rows, raw, seed=syn.seed, **syn.options)
-        src = open_source(str(raw))
-    else:
-        src = open_source(source, csv=csv)
+    src = open_source(source, csv=csv, generate_into=out / "raw")
     schema = src.schema()
     if schema.get_field_index(label) < 0:
         raise ValueError(f"data source {source!r} has no label column {label!r}; columns: {schema.names}")

@@ -105,31 +105,15 @@ def check_threshold(name: str, value: float) -> float:
 
 
 def check_data_source(source: str) -> None:
-    """Fail fast when ``source`` cannot be read: a malformed synthetic spec, an ODPS table without
-    credentials in the environment, or a path/URI with no data files."""
-    from recpipe.data.files import resolve_files
-    from recpipe.data.odps import CREDENTIAL_ENV, parse_odps_uri
-    from recpipe.stages.ingest import parse_synthetic
+    """Fail fast when ``source`` cannot be read (:func:`recpipe.data.sources.check_source`)."""
+    from recpipe.data.sources import check_source
 
     if not source or not source.strip():
         raise ParameterError(
             "data_source", "is empty; give an odps:// table, a Parquet/CSV URI or synthetic:taobao?rows=N"
         )
     try:
-        if source.startswith("synthetic:"):
-            parse_synthetic(source)
-        elif source.startswith("odps://"):
-            parse_odps_uri(source)
-            missing = [k for k in CREDENTIAL_ENV if not os.environ.get(k)]
-            if missing:
-                raise ValueError(
-                    f"reading {source} needs the credentials {', '.join(missing)} in the environment "
-                    "(Kubernetes Secret 'recpipe-odps' on a cluster)"
-                )
-        else:
-            resolve_files(source)
-    except ParameterError:
-        raise
+        check_source(source)
     except Exception as err:  # noqa: BLE001 - any failure to reach the source is a bad parameter
         raise ParameterError("data_source", f"{source!r} is not readable: {err}") from None
 
