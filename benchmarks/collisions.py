@@ -51,8 +51,8 @@ import yaml
 from _common import environment
 from torchrec.sparse.jagged_tensor import JaggedTensor
 
+from recpipe.auc import binary_auc
 from recpipe.config import parse_config
-from recpipe.eval.auc import binary_auc
 from recpipe.features.build import build_feature_spec
 from recpipe.features.hashing import zch_keys_from_ints
 from recpipe.stages import ingest

@@ -25,9 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 
+from recpipe.auc import binary_auc
 from recpipe.data.synthetic import criteo, taobao
 from recpipe.data.synthetic.common import sigmoid
-from recpipe.eval.auc import binary_auc
 
 EVAL_FRACTION = 0.125
 

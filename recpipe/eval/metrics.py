@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recpipe.eval.auc import binary_auc
+from recpipe.auc import binary_auc
 
 # Probabilities are clipped to [EPS, 1 - EPS] for logloss; logits to the matching +-LOGIT_CLIP.
 EPS = 1e-7

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from recpipe.eval.auc import binary_auc
+from recpipe.auc import binary_auc
 from recpipe.export.manifest import ParityReport
 from recpipe.features.fg import BadRowError, FeatureGenerator, FGOutput
 from recpipe.features.spec import FeatureSpec

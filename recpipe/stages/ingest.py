@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from recpipe.auc import binary_auc
 from recpipe.config import CsvOptions, SplitConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
-from recpipe.eval.auc import binary_auc
 
 SECONDS_PER_DAY = 86_400
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.metrics import log_loss, roc_auc_score
 
-from recpipe.eval.auc import binary_auc
+from recpipe.auc import binary_auc
 from recpipe.eval.metrics import (
     MetricAccumulator,
     calibration_curve,

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recpipe.eval.auc import binary_auc
+from recpipe.auc import binary_auc
 
 ROW_GROUP_ROWS = 65536
 META_FILE = "_meta.json"
