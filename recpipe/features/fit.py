@@ -13,7 +13,7 @@ from recpipe.config import IdFeatureConfig, RawFeatureConfig, RecpipeConfig, Seq
 from recpipe.data.sharding import Shard
 from recpipe.data.types import Source
 from recpipe.features.build import build_feature_spec, parse_normalizer
-from recpipe.features.fg import to_float
+from recpipe.features.columns import to_float
 from recpipe.features.hashing import to_string_array
 from recpipe.features.spec import FeatureSpec, IdMapping
 

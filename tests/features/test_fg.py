@@ -14,6 +14,7 @@ from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
 from recpipe.features.rowwise import rowwise_fg
+from recpipe.features.sequence_fg import _sequence_fast
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +170,8 @@ def test_clean_histories_take_the_one_pass_path_and_equal_the_reference(taobao_r
     fg = FeatureGenerator(din_spec)
     batch = table.combine_chunks().to_batches()[0]
     seq = din_spec.sequences[0]
-    assert fg._sequence_fast(batch.column(seq.column), seq, batch.num_rows, {}, {}) == 0
+    feats = [din_spec.feature(k) for k in seq.sub_features]
+    assert _sequence_fast(batch.column(seq.column), seq, feats, batch.num_rows, {}, {}) == 0
     want, skipped = rowwise_fg(din_spec, table)
     assert skipped == 0
     _assert_same(fg(table), want)

@@ -1,0 +1,132 @@
+"""Arrow column primitives of FG: ids from raw values (mod / hash / vocabulary / zch keys), floats
+with their bad rows, and the :class:`BadRows` record every check returns. numpy and pyarrow only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from recpipe.data.types import DataError
+from recpipe.features.hashing import fnv1a64, to_string_array, zch_keys_from_hashes, zch_keys_from_ints
+from recpipe.features.spec import IdMapping
+
+UINT_EXPECTED = "a non-negative integer id below 1e18"
+_FLOAT_RE = r"^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$"
+
+
+@dataclass
+class BadRows:
+    """Rows of a batch that failed one check, for :class:`~recpipe.features.fg.BadRowError` (named by the
+    first) or for counting under ``on_bad_row="skip"``."""
+
+    rows: np.ndarray  # 0-based row indices within the batch
+    column: str
+    expected: str
+    arr: pa.Array | None = None  # values aligned with rows, for the message
+    arr_rows: np.ndarray | None = None  # position in ``arr`` of each bad row (default: the row itself)
+
+
+def as_numpy(arr: pa.Array) -> np.ndarray:
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def present_mask(arr: pa.Array) -> np.ndarray:
+    return np.ones(len(arr), bool) if arr.null_count == 0 else ~as_numpy(arr.is_null())
+
+
+def parse_uint(arr: pa.Array, byte_len: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Decimal strings → ``(int64 values, ok)``; ``ok`` is False for nulls, non-digits, empty or > 18 digits."""
+    if byte_len is None:
+        byte_len = as_numpy(pc.fill_null(pc.binary_length(arr), 0))
+    # Empty strings become "0" (callers know them from byte_len) so one cast parses everything valid.
+    padded = pc.ascii_lpad(arr, width=1, padding="0")
+    if arr.null_count:
+        padded = pc.fill_null(padded, "0")
+    ok_np = as_numpy(pc.fill_null(pc.ascii_is_decimal(padded), False)).astype(bool, copy=False)
+    ok_np &= (byte_len <= 18) & (byte_len > 0)
+    if not ok_np.all() and not (ok_np | (byte_len == 0)).all():
+        padded = pc.if_else(pa.array(ok_np), arr, "0")
+    return as_numpy(pc.cast(padded, pa.int64())).astype(np.int64, copy=False), ok_np
+
+
+def bucket_ids(raw: np.ndarray, m: IdMapping, zch: bool = False) -> np.ndarray:
+    """Integer ids of a ``mod`` mapping: ``raw % size``, or their 63-bit keys for a zch feature (whose
+    managed-collision module assigns the rows)."""
+    return zch_keys_from_ints(raw) if zch else np.mod(raw, m.size)
+
+
+def map_ids(
+    arr: pa.Array, m: IdMapping, column: str, zch: bool = False
+) -> tuple[np.ndarray, np.ndarray, BadRows | None]:
+    """Map raw values to table rows. Returns ``(ids int64, present bool, bad or None)``.
+
+    With ``zch`` (``hash`` and ``mod`` mappings) the ids are not reduced to ``m.size`` rows: they are
+    63-bit keys (:func:`recpipe.features.hashing.zch_keys_from_ints` / ``zch_keys_from_hashes``) and
+    the model's managed-collision module maps them to rows.
+    """
+    if zch and m.kind not in ("hash", "mod"):
+        raise ValueError(f"column {column!r}: a zch feature needs a hash or mod mapping, not {m.kind!r}")
+    if m.default_value is not None and arr.null_count:
+        fill = pa.scalar(m.default_value).cast(arr.type) if not is_string(arr.type) else m.default_value
+        arr = pc.fill_null(arr, fill)
+    present = present_mask(arr)
+    bad = None
+    if m.kind == "mod":
+        if pa.types.is_integer(arr.type):
+            raw = as_numpy(pc.fill_null(arr, 0) if arr.null_count else arr).astype(np.int64, copy=False)
+            neg = present & (raw < 0)
+            if neg.any():
+                bad = BadRows(np.flatnonzero(neg), column, UINT_EXPECTED, arr)
+            ids = bucket_ids(raw, m, zch)
+        elif is_string(arr.type):
+            parsed, ok = parse_uint(arr)
+            wrong = present & ~ok
+            if wrong.any():
+                bad = BadRows(np.flatnonzero(wrong), column, UINT_EXPECTED, arr)
+            ids = bucket_ids(parsed, m, zch)
+        else:
+            raise DataError(
+                f"column {column!r}: expected an integer or string column for ids, got {arr.type}"
+            )
+    elif m.kind == "hash":
+        # Hash each distinct value once: context features like pid have a handful of values.
+        enc = pc.dictionary_encode(to_string_array(arr))
+        hashes = fnv1a64(enc.dictionary)
+        table = zch_keys_from_hashes(hashes) if zch else (hashes % np.uint64(m.size)).astype(np.int64)
+        ids = (
+            table[as_numpy(pc.fill_null(enc.indices, 0)).astype(np.int64)]
+            if len(table)
+            else np.zeros(len(arr), np.int64)
+        )
+    elif m.kind == "vocab":
+        s = to_string_array(arr)
+        idx = pc.index_in(s, value_set=pa.array(m.vocab or [], type=pa.string()).cast(s.type))
+        ids = as_numpy(pc.fill_null(pc.add(idx, 1), m.unk_id)).astype(np.int64)
+    else:
+        raise ValueError(f"map_ids does not handle mapping kind {m.kind!r}")
+    return ids, present, bad
+
+
+def to_float(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, BadRows | None]:
+    """Raw values as float64 with nulls → ``default``; text that is not a number and NaN/inf are bad."""
+    bad_mask = np.zeros(len(arr), bool)
+    original = arr
+    if is_string(arr.type):
+        ok = as_numpy(pc.fill_null(pc.match_substring_regex(arr, _FLOAT_RE), True))
+        bad_mask |= ~ok
+        arr = pc.if_else(pa.array(ok), arr, "0")
+    elif not (
+        pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type)
+    ):
+        raise DataError(f"column {column!r}: expected a numeric column, got {arr.type}")
+    x = as_numpy(pc.fill_null(pc.cast(arr, pa.float64()), default)).astype(np.float64, copy=False)
+    bad_mask |= ~np.isfinite(x)
+    bad = BadRows(np.flatnonzero(bad_mask), column, "a finite number", original) if bad_mask.any() else None
+    return x, bad

@@ -1,0 +1,222 @@
+"""FG of jagged behaviour histories: one string column → the ids of every sub-feature, items kept jagged
+(a history of 3 items is 3 values). A fast path parses the common case (decimal ids, nothing to truncate
+or reject) in one Arrow C++ pass; the general path finds and names bad rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from recpipe.data.types import DataError
+from recpipe.features.columns import (
+    UINT_EXPECTED,
+    BadRows,
+    as_numpy,
+    bucket_ids,
+    is_string,
+    map_ids,
+    parse_uint,
+)
+from recpipe.features.spec import SequenceFeature, SparseFeature
+
+
+def sequence_ids(
+    arr: pa.Array,
+    s: SequenceFeature,
+    feats: list[SparseFeature],
+    n: int,
+    values: dict[str, np.ndarray],
+    lengths: dict[str, np.ndarray],
+    bads: list[BadRows],
+) -> int:
+    """Ids of every sub-feature of the sequence ``s`` over ``n`` rows of the string column ``arr``.
+
+    Writes ``values[key]`` (all kept items, row-major) and ``lengths[key]`` ``(n,)`` for each
+    sub-feature key, appends row problems to ``bads``, and returns how many histories were truncated
+    to ``max_length``.
+
+    Args:
+        arr (pa.Array): the history column, items joined by ``s.delimiter``, sub-values by ``s.sub_delimiter``.
+        s (SequenceFeature): the sequence.
+        feats (list[SparseFeature]): the specs of ``s.sub_features``, in order.
+        n (int): rows.
+        values (dict), lengths (dict): outputs, keyed by sub-feature key.
+        bads (list[BadRows]): collects bad rows.
+
+    Example::
+
+        # one row "3<0x03>17|8<0x03>9" of click_50_seq (adgroup_id, cate_id): two items
+        sequence_ids(col, seq, feats, 1, values, lengths, bads)
+        values["click_50_seq__adgroup_id"], lengths["click_50_seq__adgroup_id"]   # [3, 8] (mod ids), [2]
+    """
+    if not is_string(arr.type):
+        raise DataError(
+            f"column {s.column!r}: expected a string column for sequence {s.name!r}, got {arr.type}"
+        )
+    fast = _sequence_fast(arr, s, feats, n, values, lengths)
+    if fast is not None:
+        return fast
+    text = pc.fill_null(arr, "") if arr.null_count else arr
+    items = pc.split_pattern(text, pattern=s.delimiter)
+    counts = as_numpy(pc.list_value_length(items)).astype(np.int64)
+    counts[as_numpy(pc.binary_length(text)) == 0] = 0
+    kept = np.minimum(counts, s.max_length)
+    truncated = int((counts > s.max_length).sum())
+    total = int(kept.sum())
+    row_of_item = np.repeat(np.arange(n), kept)
+    flat_items = items.values
+    if len(flat_items) == total:
+        kept_items = flat_items
+    else:  # drop the items past max_length and the single "" item of each empty row
+        starts = np.asarray(items.offsets)[:-1].astype(np.int64)
+        first_kept = np.cumsum(kept) - kept
+        item_idx = np.repeat(starts, kept) + (np.arange(total) - np.repeat(first_kept, kept))
+        kept_items = flat_items.take(pa.array(item_idx))
+    subs = pc.split_pattern(kept_items, pattern=s.sub_delimiter)
+    nsub = len(s.sub_features)
+    sub_counts = as_numpy(pc.list_value_length(subs))
+    malformed = sub_counts != nsub
+    if nsub == 1:
+        malformed |= as_numpy(pc.equal(kept_items, ""))
+    if malformed.any():
+        bad_items = np.flatnonzero(malformed)
+        bads.append(
+            BadRows(
+                row_of_item[bad_items],
+                s.column,
+                f"items of {nsub} sub-values separated by {s.sub_delimiter!r}",
+                kept_items,
+                bad_items,
+            )
+        )
+    sub_starts = np.asarray(subs.offsets)[:-1].astype(np.int64)
+    flat = subs.values
+    last = max(len(flat) - 1, 0)
+    flat_len = as_numpy(pc.binary_length(flat)) if len(flat) else np.zeros(0, np.int32)
+    empty_all = flat_len == 0
+    # Integer sub-values (mod mappings) are validated and parsed once for all sub-features.
+    uint_all, uint_ok = (
+        parse_uint(flat, flat_len) if any(f.mapping.kind == "mod" for f in feats) else (None, None)
+    )
+    # When every item is well-formed, sub-value j of item i sits at i * nsub + j: strided views.
+    regular = len(flat) == total * nsub and not malformed.any()
+    for j, (key, f) in enumerate(zip(s.sub_features, feats)):
+        if regular:
+            take = slice(j, None, nsub)
+        else:
+            take = np.minimum(sub_starts + j, last) if len(flat) else np.zeros(0, np.int64)
+        empty = empty_all[take]
+        # An empty sub-value is a missing one: the default keeps items aligned across sub-features.
+        fill = f.mapping.default_value
+        if empty.any() and fill is None:
+            bad_items = np.flatnonzero(empty & ~malformed)
+            if bad_items.size:
+                expected = f"a non-empty sub-value for {key!r} (or a default_value for it)"
+                bads.append(BadRows(row_of_item[bad_items], s.column, expected, kept_items, bad_items))
+        if f.mapping.kind == "mod":
+            ok = uint_ok[take] | empty
+            raw = uint_all[take]
+            if fill is not None and empty.any():
+                raw = np.where(empty, int(fill), raw)
+            wrong = ~ok & ~malformed
+            if wrong.any():
+                bad_items = np.flatnonzero(wrong)
+                expected = f"{UINT_EXPECTED} in sub-feature {key!r}"
+                bads.append(BadRows(row_of_item[bad_items], s.column, expected, kept_items, bad_items))
+            ids = bucket_ids(raw, f.mapping, f.zch)
+        else:
+            idx = np.arange(j, len(flat), nsub) if regular else take
+            vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
+            if fill is not None and empty.any():
+                vals = pc.if_else(pa.array(empty), fill, vals)
+            ids, _, bad = map_ids(vals, f.mapping, s.column, f.zch)
+            if bad is not None:
+                expected = f"{bad.expected} in sub-feature {key!r}"
+                bads.append(BadRows(row_of_item[bad.rows], s.column, expected, kept_items, bad.rows))
+        values[key] = ids
+        lengths[key] = kept.astype(np.int32)
+    return truncated
+
+
+def _sequence_fast(
+    arr: pa.Array,
+    s: SequenceFeature,
+    feats: list[SparseFeature],
+    n: int,
+    values: dict[str, np.ndarray],
+    lengths: dict[str, np.ndarray],
+) -> int | None:
+    """The common case in one C++ pass: histories of decimal ids, nothing to truncate or reject.
+
+    Items become lines (``|`` → newline) parsed by Arrow's CSV reader with ``\x03`` as the field
+    delimiter. Returns None — and the general path above runs, which finds and names bad rows —
+    whenever anything is unusual: other bytes than digits and the two delimiters, empty items,
+    a wrong number of sub-values, a history longer than ``max_length``, ids of 19+ digits.
+    """
+    delim, sub = s.delimiter.encode(), s.sub_delimiter.encode()
+    if (
+        len(delim) != 1
+        or len(sub) != 1
+        or delim in b'\n\r"0123456789'
+        or sub in b'\n\r"0123456789'
+        or any(f.mapping.kind != "mod" for f in feats)
+        or any(f.mapping.default_value is not None and not f.mapping.default_value.isdigit() for f in feats)
+    ):
+        return None
+    if pa.types.is_large_string(arr.type):
+        offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
+    else:
+        offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + n + 1]
+    data = arr.buffers()[2]
+    raw = np.frombuffer(data, np.uint8)[offs[0] : offs[-1]] if data is not None else np.zeros(0, np.uint8)
+    rel = (offs - offs[0]).astype(np.int64)
+    if arr.null_count:
+        rel_len = np.diff(rel) * ~as_numpy(arr.is_null())
+        if (rel_len != np.diff(rel)).any():
+            return None
+    d, c = delim[0], sub[0]
+    is_delim = raw == d
+    if not (((raw - 48) < 10) | is_delim | (raw == c)).all():
+        return None
+    row_len = np.diff(rel)
+    delim_rows = np.searchsorted(rel, np.flatnonzero(is_delim), side="right") - 1
+    counts = np.where(row_len > 0, np.bincount(delim_rows, minlength=n)[:n] + 1, 0)
+    if (counts > s.max_length).any():
+        return None
+    total = int(counts.sum())
+    text = np.insert(raw, rel[1:], d)  # one item per line, every row ends with a newline
+    text[text == d] = 10
+    names = [f"s{j}" for j in range(len(feats))]
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(pa.py_buffer(text)),
+            read_options=pacsv.ReadOptions(
+                column_names=names, use_threads=False, block_size=max(1 << 20, text.size + 2)
+            ),
+            parse_options=pacsv.ParseOptions(delimiter=chr(c), quote_char=False, escape_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.int64()), strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != total:  # empty items were skipped as empty lines
+        return None
+    out: list[np.ndarray] = []
+    for name, f in zip(names, feats):
+        col = table.column(name)
+        if col.null_count:
+            if f.mapping.default_value is None:
+                return None
+            col = pc.fill_null(col, int(f.mapping.default_value))
+        v = as_numpy(col).astype(np.int64, copy=False)
+        if v.size and v.max() >= 10**18:
+            return None
+        out.append(bucket_ids(v, f.mapping, f.zch))
+    kept = counts.astype(np.int32)
+    for key, v in zip(s.sub_features, out):
+        values[key] = v
+        lengths[key] = kept
+    return 0
