@@ -1,8 +1,8 @@
 """Training throughput on 1 rank vs 2 ranks (one thread each, gloo) on the same data.
 
-Each run is a real ``torchrun`` through :func:`recpipe.train.launch.launch` of
-``configs/din_taobao_small.yaml`` (MultiTowerDIN, full-size tables of 3.14M rows, Adagrad fused into the
-embedding backward, Adam dense) on the same generated Taobao rows. Two ways to add a rank:
+Each run is a real launch through :func:`recpipe.launch.launch_local` (one plain process for 1 rank,
+``torchrun`` for 2) of ``configs/din_taobao_small.yaml`` (MultiTowerDIN, full-size tables of 3.14M rows,
+Adagrad fused into the embedding backward, Adam dense) on the same generated Taobao rows. Two ways to add a rank:
 
 - ``speedup_2_ranks`` (the headline): every rank keeps a batch of 8192 rows, so 2 ranks train global
   batches of 16384 (data-parallel throughput scaling; TorchEasyRec's ``batch_size`` is per worker);
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from recpipe.data.synthetic import generate
-from recpipe.train.launch import launch
+from recpipe.launch import launch_local
 
 CONFIG = "configs/din_taobao_small.yaml"
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling.json"
@@ -51,7 +51,7 @@ def run_once(data: Path, out: Path, nproc: int, batch: int, epochs: int) -> dict
     lines: list[str] = []
     load = os.getloadavg()[0]  # before the run: the other work on the machine (and the previous run's tail)
     t0 = time.perf_counter()
-    code = launch(
+    code = launch_local(
         CONFIG, str(data), None, out, nproc, overrides, resume=False, threads_per_rank=1, echo=lines.append
     )
     wall = time.perf_counter() - t0

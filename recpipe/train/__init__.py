@@ -1,12 +1,12 @@
 """Training: one trainer for 1..N processes (DistributedModelParallel, fused sparse optimizer,
-TrainPipelineSparseDist), its torchrun launcher, DCP checkpoints, evaluation and memory reports.
+TrainPipelineSparseDist), its per-process entry (:mod:`recpipe.train.worker`), DCP checkpoints, evaluation
+and memory reports. How the processes are started is :mod:`recpipe.launch`'s business.
 
-Imports are lazy so the launcher stays light (torchrec loads only in the training processes).
+Imports are lazy so a light importer (the launcher's ``free_port``) does not load torchrec.
 
 Example::
 
-    from recpipe.train import launch, evaluate_checkpoint
-    launch("configs/din_taobao_small.yaml", "data/train", "data/eval", "runs/x", nproc_per_node=2)
+    from recpipe.train import evaluate_checkpoint
     evaluate_checkpoint("runs/x", "data/eval")["auc"]
 """
 
@@ -18,8 +18,6 @@ from typing import Any
 _EXPORTS = {
     "train": "recpipe.train.loop",
     "TrainResult": "recpipe.train.loop",
-    "launch": "recpipe.train.launch",
-    "LaunchError": "recpipe.train.launch",
     "load_model_for_inference": "recpipe.train.checkpoint",
     "latest_checkpoint": "recpipe.train.checkpoint",
     "CheckpointMeta": "recpipe.train.checkpoint",

@@ -30,7 +30,7 @@ from torchrec.modules.mc_embedding_modules import BaseManagedCollisionEmbeddingC
 from torchrec.streamable import Pipelineable
 
 from recpipe.batch import Batch
-from recpipe.train.launch import free_port
+from recpipe.train.ports import free_port
 from recpipe.train.zch import (
     ZCH_KERNEL,
     ZCH_SHARDING,

@@ -1,7 +1,9 @@
-"""The per-process training entry torchrun starts: ``python -m recpipe.train.worker --config ... --train ...``.
+"""The per-process training entry: ``python -m recpipe.train.worker --config ... --train ... --set ...``.
 
-Arguments only; the process group comes from torchrun's environment (see :mod:`recpipe.train.dist`).
-Errors are recorded for torchrun (``@record``), which shows the failing rank's traceback.
+Every launcher starts exactly this (:func:`recpipe.launch.command.worker_command`): alone, it forms a
+1-process group; under torchrun (here, or in a PyTorchJob's pods) it joins the group torchrun's environment
+names (see :mod:`recpipe.train.dist`). Arguments only, the environment is not a switch. Errors are recorded
+for torchrun (``@record``), which shows the failing rank's traceback.
 """
 
 from __future__ import annotations
@@ -9,9 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-import yaml
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from recpipe.config import RecpipeConfig, load_config, parse_overrides

@@ -91,12 +91,11 @@ def test_every_secret_reference_has_a_template():
                         ref = env.get("valueFrom", {}).get("secretKeyRef")
                         if ref:
                             refs.add((ns, ref["name"], ref["key"]))
-    from pipelines.training_pipeline import MLFLOW_SECRET, OBJECT_STORE_SECRET, ODPS_SECRET
-    from recpipe.stages.train_cluster import JOB_SECRETS
+    from recpipe.launch.secrets import SECRETS
 
-    for secret, keys in (ODPS_SECRET, OBJECT_STORE_SECRET, MLFLOW_SECRET):
+    # The one table the pipeline's steps and the PyTorchJob's pods read their Secrets from.
+    for secret, keys in SECRETS.items():
         refs |= {(PIPELINE_NAMESPACE, secret, k) for k in keys}
-    refs |= {(PIPELINE_NAMESPACE, s.secret, s.key) for s in JOB_SECRETS}
     missing = sorted(r for r in refs if r[2] not in templates.get((r[0], r[1]), set()))
     assert not missing, f"Secret keys read but not templated in manifests/secrets: {missing}"
     assert (PIPELINE_NAMESPACE, "recpipe-mlflow") in templates
@@ -289,7 +288,7 @@ def test_gpu_overlay_placement_is_what_the_pipeline_and_the_gpu_check_use():
     node_selector = json.loads(placement["data"]["node_selector"])
     tolerations = json.loads(placement["data"]["tolerations"])
     # The values are valid as the pipeline's parameters (the PyTorchJob builder checks them).
-    from recpipe.stages.pytorchjob import JobResources, Placement, build_pytorchjob
+    from recpipe.launch.pytorchjob import JobResources, Placement, build_pytorchjob
 
     job = build_pytorchjob(
         "j",

@@ -229,7 +229,7 @@ def test_trainer_with_workers_trains_the_same_steps_bit_for_bit(taobao, tmp_path
 
 @pytest.mark.slow
 def test_two_ranks_with_worker_processes_train_the_same_steps_bit_for_bit(taobao, tmp_path):
-    from recpipe.train.launch import launch
+    from recpipe.launch import launch_local
 
     def run(workers: int) -> list[dict]:
         out = tmp_path / f"w{workers}"
@@ -242,7 +242,7 @@ def test_two_ranks_with_worker_processes_train_the_same_steps_bit_for_bit(taobao
             "train.checkpoint_every_steps": 1000,
         }
         lines: list[str] = []
-        code = launch(
+        code = launch_local(
             taobao["config"], taobao["train"], None, out, 2, overrides, resume=False, echo=lines.append
         )
         assert code == 0, "".join(lines[-60:])

@@ -29,9 +29,9 @@ import torch
 
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
+from recpipe.launch import launch_local
 from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.evaluate import evaluate_checkpoint
-from recpipe.train.launch import launch
 from recpipe.train.loop import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -58,7 +58,7 @@ CONTINUED_AUC_ATOL = 1e-4
 
 def _run(taobao, out: Path, nproc: int, overrides=None, **kw) -> tuple[int, str]:
     lines: list[str] = []
-    code = launch(
+    code = launch_local(
         taobao["config"], taobao["train"], taobao["eval"], out, nproc, {**OVERRIDES, **(overrides or {})},
         echo=lines.append, **kw,
     )  # fmt: skip

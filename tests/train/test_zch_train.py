@@ -21,12 +21,12 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.config import OptimizerConfig, load_config
 from recpipe.features.build import build_feature_spec
+from recpipe.launch import launch_local
 from recpipe.models import build_model
 from recpipe.models.embedding import EmbeddingInit, managed_collision_ec
 from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.dist import init_distributed, plan_sharding, shard_model, sharding_constraints, shutdown
 from recpipe.train.evaluate import evaluate_checkpoint
-from recpipe.train.launch import launch
 from recpipe.train.loop import train
 from recpipe.train.memory import ZCH_BYTES_PER_ROW, embedding_memory_report
 from recpipe.train.optim import apply_sparse_optimizer
@@ -217,7 +217,9 @@ def test_two_ranks_train_split_the_key_space_and_resume_only_on_two(zch_config, 
     def run(nproc: int, max_steps: int) -> tuple[int, str]:
         lines: list[str] = []
         overrides = {**OVERRIDES, "train.max_steps": max_steps}
-        code = launch(zch_config, taobao["train"], taobao["eval"], out, nproc, overrides, echo=lines.append)
+        code = launch_local(
+            zch_config, taobao["train"], taobao["eval"], out, nproc, overrides, echo=lines.append
+        )
         return code, "".join(lines)
 
     code, log = run(2, 30)

@@ -1,7 +1,8 @@
 """Multi-node training as a Kubeflow PyTorchJob: stage inputs on a shared volume, create the job, stream
 the master's log, wait, and bring the checkpoint back (or fail with the job's error).
 
-Only this module talks to the Kubernetes API (``kubernetes`` Python client).
+Only this module talks to the Kubernetes API (``kubernetes`` Python client); the manifest is built by
+:mod:`recpipe.launch.pytorchjob`, the pods' command by :func:`recpipe.launch.command.worker_command`.
 """
 
 from __future__ import annotations
@@ -16,29 +17,23 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recpipe.stages import pipeline_run
-from recpipe.stages.pytorchjob import (
+from recpipe.launch.command import worker_command
+from recpipe.launch.errors import TrainingFailed
+from recpipe.launch.pytorchjob import (
     GROUP,
     PLURAL,
     VERSION,
     JobResources,
     Placement,
-    SecretEnv,
     build_pytorchjob,
     job_condition,
     job_name,
 )
+from recpipe.launch.secrets import JOB_SECRETS, secret_env
 
 WORKSPACE_MOUNT = "/workspace"
 POLL_SECONDS = 10.0
 LOG_TAIL_LINES = 60
-# Credentials the job's pods read, from the same Secrets the pipeline steps use.
-JOB_SECRETS = (
-    SecretEnv("AWS_ACCESS_KEY_ID", "recpipe-object-store", "access_key_id"),
-    SecretEnv("AWS_SECRET_ACCESS_KEY", "recpipe-object-store", "secret_access_key"),
-    SecretEnv("AWS_ENDPOINT_URL", "recpipe-object-store", "endpoint_url"),
-    SecretEnv("MLFLOW_TRACKING_TOKEN", "recpipe-mlflow", "token"),
-)
 _NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -49,19 +44,15 @@ def current_namespace(default: str = "kubeflow") -> str:
         return os.environ.get("POD_NAMESPACE", default)
 
 
-def train_command(
-    config: str, train: str, eval_: str, out: str, fg: str | None, overrides: Mapping[str, Any]
-) -> list[str]:
-    """The job's container command: the trainer's worker under torchrun. The operator sets ``PET_NNODES``,
+def job_command(worker: Sequence[str]) -> list[str]:
+    """The pods' container command: the worker under torchrun. The operator sets ``PET_NNODES``,
     ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``, which torchrun
-    reads as the defaults of its flags, so they are not repeated here."""
-    cmd = ["torchrun", "--max-restarts", "0", "-m", "recpipe.train.worker"]
-    cmd += ["--config", config, "--train", train, "--eval", eval_, "--out", out]
-    if fg:
-        cmd += ["--spec", fg]
-    for key, value in overrides.items():
-        cmd += ["--set", f"{key}={value}"]
-    return cmd
+    reads as the defaults of its flags, so they are not repeated here.
+
+    Args:
+        worker (Sequence[str]): :func:`~recpipe.launch.command.worker_command`'s arguments.
+    """
+    return ["torchrun", "--max-restarts", "0", *worker]
 
 
 def _clients() -> tuple[Any, Any]:
@@ -146,8 +137,6 @@ def wait_for_job(
 ) -> str:
     """Poll the job until it Succeeded (returns ``"Succeeded"``) or Failed (raises ``TrainingFailed`` with
     the condition's message and the failed pods' log tails), streaming the master's log meanwhile."""
-    from recpipe.stages.train import TrainingFailed
-
     t0, last, stop = time.monotonic(), None, threading.Event()
     streamer: threading.Thread | None = None
     try:
@@ -181,7 +170,7 @@ def wait_for_job(
         stop.set()
 
 
-def run_pytorchjob(
+def launch_pytorchjob(
     config_path: str,
     train_dir: str,
     eval_dir: str,
@@ -189,32 +178,48 @@ def run_pytorchjob(
     fg_json: str | None,
     workers: int,
     gpus_per_worker: int,
-    accelerator: str,
-    node_selector: Mapping[str, str],
-    tolerations: Sequence[Mapping[str, Any]],
     image: str,
     workspace_pvc: str,
-    namespace: str | None,
-    overrides: Mapping[str, Any],
+    accelerator: str = "nvidia.com/gpu",
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+    namespace: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
     timeout_s: float | None = None,
 ) -> tuple[str, int]:
-    """Train on ``workers`` pods × ``gpus_per_worker`` GPUs; returns (``"pytorchjob/<ns>/<name>"``, world size)."""
+    """Train on ``workers`` pods × ``gpus_per_worker`` GPUs; returns (``"pytorchjob/<ns>/<name>"``, world size).
+
+    Args:
+        config_path (str), train_dir (str), eval_dir (str), fg_json (str | None): the inputs, copied onto the
+            shared volume where every pod reads them.
+        out_dir (str): where the checkpoint folder is brought back to.
+        workers (int): pods (one Master, ``workers - 1`` Workers).
+        gpus_per_worker (int): GPUs per pod = torchrun processes per pod (0: one CPU process, gloo).
+        image (str): the pods' image (the recpipe CUDA image).
+        workspace_pvc (str): ReadWriteMany claim mounted at ``WORKSPACE_MOUNT`` here and in every pod.
+        accelerator (str): GPU resource name.
+        node_selector (Mapping | None), tolerations (Sequence | None): placement of the pods.
+        namespace (str | None): the job's namespace (default: this pod's).
+        overrides (Mapping | None): dotted config overrides for the worker.
+        timeout_s (float | None): give up (and delete the job) after this many seconds.
+
+    Raises:
+        ValueError: no ``workspace_pvc`` or no ``image``.
+        TrainingFailed: the job failed or timed out (it is deleted).
+    """
     if not workspace_pvc:
-        raise pipeline_run.ParameterError(
-            "workspace_pvc", "multi-node training (workers > 1) needs a ReadWriteMany PersistentVolumeClaim"
-        )
+        raise ValueError("a PyTorchJob needs a ReadWriteMany PersistentVolumeClaim (workspace_pvc)")
     if not image:
-        raise pipeline_run.ParameterError(
-            "image", "the PyTorchJob needs an image (env RECPIPE_IMAGE is unset)"
-        )
+        raise ValueError("a PyTorchJob needs an image")
     ns = namespace or current_namespace()
     name = job_name("recpipe-train", os.environ.get("KFP_RUN_ID", "")[:20] + uuid.uuid4().hex[:8])
     job_dir = Path(WORKSPACE_MOUNT) / name
     paths = _stage_inputs(job_dir, config_path, train_dir, eval_dir, fg_json)
     nproc = max(1, gpus_per_worker)
-    cmd = train_command(
-        paths["config"], paths["train"], paths["eval"], paths["out"], paths.get("fg"), overrides
+    worker = worker_command(
+        paths["config"], paths["train"], paths["out"], paths["eval"], paths.get("fg"), overrides
     )
+    cmd = job_command(worker)
     manifest = build_pytorchjob(
         name,
         ns,
@@ -222,9 +227,8 @@ def run_pytorchjob(
         cmd,
         workers,
         JobResources(gpus=gpus_per_worker, accelerator=accelerator),
-        Placement(node_selector=dict(node_selector), tolerations=list(tolerations)),
-        env={"RECPIPE_LOCAL": "0"},
-        secret_env=JOB_SECRETS,
+        Placement(node_selector=dict(node_selector or {}), tolerations=list(tolerations or [])),
+        secret_env=secret_env(JOB_SECRETS),
         workspace_pvc=workspace_pvc,
         workspace_mount=WORKSPACE_MOUNT,
         labels={"recpipe.io/kfp-run-id": os.environ.get("KFP_RUN_ID", "none")[:63] or "none"},

@@ -2,7 +2,8 @@
 
 ``build_pytorchjob`` is a pure function of primitives that returns the manifest as a dict; ``check_pytorchjob``
 repeats the operator's admission rules (``pytorch_validation.go``) so a bad manifest fails here with a clear
-message instead of in the cluster. Submitting, waiting and streaming logs live in ``recpipe.stages.train``.
+message instead of in the cluster. Submitting, waiting and streaming logs live in
+:mod:`recpipe.launch.cluster`.
 
 The operator starts ``workers`` pods (one ``Master`` + ``workers - 1`` ``Worker``) and gives every container
 the torchrun rendezvous as environment: ``PET_NNODES``, ``PET_NPROC_PER_NODE`` (from ``nprocPerNode``),
@@ -16,6 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from recpipe.launch.secrets import SecretEnv
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "PyTorchJob"
@@ -37,16 +40,6 @@ _LABEL_KEY = re.compile(
 _RESOURCE = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"
 )
-
-
-@dataclass(frozen=True)
-class SecretEnv:
-    """An environment variable read from a Kubernetes Secret: ``env`` ← ``secret[key]``."""
-
-    env: str
-    secret: str
-    key: str
-    optional: bool = True
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,15 @@ import jsonschema
 import pytest
 import yaml
 
-from recpipe.stages.pytorchjob import (
+from recpipe.launch.pytorchjob import (
     JobResources,
     Placement,
-    SecretEnv,
     build_pytorchjob,
     check_pytorchjob,
     job_condition,
     job_name,
 )
+from recpipe.launch.secrets import SecretEnv
 
 CRD = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "kubeflow.org_pytorchjobs.yaml"
 

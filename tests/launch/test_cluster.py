@@ -1,5 +1,5 @@
-"""The PyTorchJob path of the train stage against a stand-in Kubernetes API: the job it creates, the log
-it streams, the checkpoint it brings back, and the error it fails with."""
+"""The PyTorchJob launcher against a stand-in Kubernetes API: the job it creates, the log it streams, the
+checkpoint it brings back, and the error it fails with; the train stage's choice of launcher."""
 
 import json
 import threading
@@ -8,11 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from recpipe.stages import pipeline_run, train, train_cluster
+from recpipe.config import ParameterError
+from recpipe.launch import TrainingFailed, cluster
+from recpipe.launch.secrets import SECRETS
+from recpipe.stages import train
 
 
 class FakeKube:
-    """CustomObjectsApi + CoreV1Api as the train stage uses them; the "operator" writes the checkpoint
+    """CustomObjectsApi + CoreV1Api as the launcher uses them; the "operator" writes the checkpoint
     onto the shared volume when the job is created and walks the job through ``states``."""
 
     def __init__(self, states, fail_message=""):
@@ -63,9 +66,9 @@ def inputs(tmp_path, monkeypatch):
         (tmp_path / name / "part-00000.parquet").write_bytes(b"PAR1")
     (tmp_path / "config.yaml").write_text("name: x\n")
     (tmp_path / "fg.json").write_text("{}")
-    monkeypatch.setattr(train_cluster, "WORKSPACE_MOUNT", str(tmp_path / "workspace"))
-    monkeypatch.setattr(train_cluster, "POLL_SECONDS", 0.0)
-    monkeypatch.setattr(train_cluster.time, "sleep", lambda s: None)
+    monkeypatch.setattr(cluster, "WORKSPACE_MOUNT", str(tmp_path / "workspace"))
+    monkeypatch.setattr(cluster, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(cluster.time, "sleep", lambda s: None)
     return tmp_path
 
 
@@ -77,12 +80,12 @@ def _run(inputs, kube, **kw):
         image="ghcr.io/recpipe/recpipe-cuda:0.1.0", workspace_pvc="shared", namespace="team-a", overrides={"train.max_steps": 5},
     )  # fmt: skip
     args.update(kw)
-    return train_cluster.run_pytorchjob(**args)
+    return cluster.launch_pytorchjob(**args)
 
 
 def test_job_runs_and_checkpoint_comes_back(inputs, monkeypatch, capsys):
     kube = FakeKube(["Created", "Running", "Running", "Succeeded"])
-    monkeypatch.setattr(train_cluster, "_clients", lambda: (kube, kube))
+    monkeypatch.setattr(cluster, "_clients", lambda: (kube, kube))
     where, world = _run(inputs, kube)
     assert where.startswith("pytorchjob/team-a/recpipe-train-") and world == 24
     (group, version, ns, plural, body) = kube.created[0]
@@ -107,29 +110,62 @@ def test_failed_job_fails_with_its_error_and_is_deleted(inputs, monkeypatch):
         ["Created", "Running", "Failed"],
         fail_message="PyTorchJob x is failed because 1 Worker replica(s) failed.",
     )
-    monkeypatch.setattr(train_cluster, "_clients", lambda: (kube, kube))
-    with pytest.raises(train.TrainingFailed) as err:
+    monkeypatch.setattr(cluster, "_clients", lambda: (kube, kube))
+    with pytest.raises(TrainingFailed) as err:
         _run(inputs, kube)
     assert "1 Worker replica(s) failed" in str(err.value) and "NCCL error" in str(err.value)
     assert len(kube.deleted) == 1
 
 
+def test_the_job_reads_the_secret_tables_credentials(inputs, monkeypatch):
+    kube = FakeKube(["Succeeded"])
+    monkeypatch.setattr(cluster, "_clients", lambda: (kube, kube))
+    _run(inputs, kube)
+    env = kube.created[0][4]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "env"
+    ]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+    assert refs == {
+        var: {"name": secret, "key": key, "optional": True}
+        for secret in ("recpipe-object-store", "recpipe-mlflow")
+        for key, var in SECRETS[secret].items()
+    }
+
+
 def test_multi_node_needs_a_shared_volume(inputs):
-    with pytest.raises(pipeline_run.ParameterError, match="parameter workspace_pvc"):
+    with pytest.raises(ValueError, match="workspace_pvc"):
         _run(inputs, FakeKube(["Succeeded"]), workspace_pvc="")
 
 
-def test_where_training_runs(monkeypatch, tmp_path):
-    monkeypatch.setenv("RECPIPE_LOCAL", "1")
+def _stage(inputs, **kw):
+    args = dict(
+        config_path=str(inputs / "config.yaml"), train_dir=str(inputs / "train"), eval_dir=str(inputs / "eval"),
+        out_dir=str(inputs / "ckpt"),
+    )  # fmt: skip
+    return train.run(**{**args, **kw})
+
+
+def test_the_stage_launches_what_it_is_told(inputs, monkeypatch):
+    # The environment is no switch: a Kubernetes API in sight changes nothing.
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-    assert not train.cluster_available()
-    monkeypatch.setenv("RECPIPE_LOCAL", "0")
-    assert train.cluster_available()
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
-    assert not train.cluster_available()
-    assert (
-        train.local_world(1, 0, None) == 1
-        and train.local_world(2, 2, None) == 4
-        and train.local_world(4, 8, 2) == 2
+    calls = []
+    monkeypatch.setattr(
+        train, "launch_pytorchjob", lambda *a, **kw: calls.append("job") or ("pytorchjob/ns/j", 24)
     )
+    monkeypatch.setattr(train, "_train_local", lambda *a: calls.append(("local", a[5])))
+    job = _stage(inputs, launcher="pytorchjob", workers=3, gpus_per_worker=8, workspace_pvc="w", image="i")
+    assert (job.where, job.world_size) == ("pytorchjob/ns/j", 24)
+    r = _stage(inputs, launcher="pytorchjob", workers=1, gpus_per_worker=2)  # one worker: this pod
+    assert (r.where, r.world_size) == ("local", 2)
+    r = _stage(inputs, launcher="local", workers=3, gpus_per_worker=0)
+    assert (r.where, r.world_size) == ("local", 3)
+    assert calls == ["job", ("local", 2), ("local", 3)]
+
+
+def test_the_stage_names_a_bad_parameter(inputs):
+    with pytest.raises(ParameterError, match="parameter launcher: must be one of"):
+        _stage(inputs, launcher="auto")
+    with pytest.raises(ParameterError, match="parameter workspace_pvc"):
+        _stage(inputs, launcher="pytorchjob", workers=2, image="img", workspace_pvc="")
+    with pytest.raises(ParameterError, match="parameter nproc_per_node"):
+        _stage(inputs, nproc_per_node=0)

@@ -1,0 +1,182 @@
+"""Start a training job on this machine: one plain worker process, or ``torchrun`` of ``nproc`` of them.
+
+Either way the worker is :func:`recpipe.launch.command.worker_command`. The output of every rank is
+streamed through; if a rank fails, torchrun stops the others, and the failing rank's error (its traceback,
+recorded by the worker's ``@record``, or the traceback a lone process printed) is shown and returned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recpipe.config import load_config
+from recpipe.launch.command import worker_command
+from recpipe.launch.errors import LaunchError
+from recpipe.train.ports import free_port
+
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n(.*?)\n=+", re.S)
+_TRACEBACK = "Traceback (most recent call last):"
+TAIL_LINES = 40
+
+
+def root_cause(output: str) -> str:
+    """The failing rank's report in a job's output: torchrun's "Root Cause" block (rank, exit code,
+    traceback), else the last Python traceback (a lone process), else the output's last lines."""
+    m = _ROOT_CAUSE.search(output)
+    if m:
+        return m.group(1).strip()
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
+    if starts:
+        return "\n".join(lines[starts[-1] :]).strip()
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def local_world(workers: int, gpus_per_worker: int, nproc_per_node: int | None) -> int:
+    """Processes to start here: ``nproc_per_node`` if given, else ``workers × max(1, gpus_per_worker)`` (the
+    world size the PyTorchJob would have).
+
+    Args:
+        workers (int): pods the cluster job would have (>= 1).
+        gpus_per_worker (int): GPUs per pod (0: CPU, one process per pod).
+        nproc_per_node (int | None): an explicit process count.
+    """
+    if nproc_per_node is not None:
+        return int(nproc_per_node)
+    return max(1, int(workers)) * max(1, int(gpus_per_worker))
+
+
+def torchrun_command(worker: Sequence[str], nproc_per_node: int) -> list[str]:
+    """``python -m torch.distributed.run`` of ``worker`` on this node (c10d rendezvous on a free local port).
+
+    Args:
+        worker (Sequence[str]): :func:`~recpipe.launch.command.worker_command`'s arguments.
+        nproc_per_node (int): processes.
+    """
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc-per-node", str(nproc_per_node),
+        "--nnodes", "1",
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+        "--max-restarts", "0",
+        *worker,
+    ]  # fmt: skip
+
+
+def process_command(worker: Sequence[str], nproc_per_node: int) -> tuple[list[str], str]:
+    """The command of ``nproc_per_node`` local processes and its name for messages: one plain ``python``
+    process (the trainer forms its own 1-process group), or torchrun."""
+    if nproc_per_node == 1:
+        return [sys.executable, *worker], "1 process"
+    return torchrun_command(worker, nproc_per_node), f"torchrun ({nproc_per_node} processes)"
+
+
+def launch_local(
+    config_path: str | Path,
+    train_uri: str,
+    eval_uri: str | None,
+    out_dir: str | Path,
+    nproc_per_node: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    resume: bool = True,
+    spec_path: str | None = None,
+    threads_per_rank: int = 1,
+    timeout: float | None = None,
+    check: bool = False,
+    echo: Callable[[str], None] | None = None,
+) -> int:
+    """Train with ``nproc_per_node`` processes on this machine; returns the job's exit code.
+
+    Args:
+        config_path (str | Path): the config YAML.
+        train_uri (str), eval_uri (str | None): the data.
+        out_dir (str | Path): training output folder (checkpoints, metrics).
+        nproc_per_node (int | None): processes; default ``train.nproc_per_node`` of the config.
+        overrides (Mapping | None): dotted config overrides, ``{"train.max_steps": 100}``.
+        resume (bool): continue from the latest checkpoint in ``out_dir``.
+        spec_path (str | None): the fitted FeatureSpec (default: ``out_dir/fg.json``, beside the data, or
+            fitted).
+        threads_per_rank (int): ``OMP_NUM_THREADS`` of every rank.
+        timeout (float | None): seconds before the whole job is killed (exit code 124).
+        check (bool): raise :class:`~recpipe.launch.errors.LaunchError` instead of returning a non-zero code.
+        echo (Callable | None): where output lines go (default: this process's stdout).
+
+    Example::
+
+        code = launch_local("configs/din_taobao_small.yaml", "runs/x/data/train", "runs/x/data/eval",
+                            "runs/x/train", nproc_per_node=2, overrides={"train.max_steps": 200})
+    """
+    overrides = dict(overrides or {})
+    cfg = load_config(config_path, overrides)  # fail here, once, on a bad config
+    nproc = nproc_per_node or cfg.train.nproc_per_node
+    if nproc < 1:
+        raise ValueError(f"nproc_per_node must be >= 1, got {nproc}")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    worker = worker_command(config_path, train_uri, out_dir, eval_uri, spec_path, overrides, resume)
+    cmd, what = process_command(worker, nproc)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads_per_rank), "PYTHONUNBUFFERED": "1"}
+    write = echo or (lambda line: print(line, end="", flush=True))
+    code, tail = _run(cmd, env, write, timeout)
+    if code != 0:
+        cause = root_cause("".join(tail))
+        write(f"[recpipe.train] training failed (exit code {code}); failing rank:\n{cause}\n")
+        if check:
+            raise LaunchError(what, code, cause)
+    return code
+
+
+def _run(
+    cmd: list[str], env: dict[str, str], write: Callable[[str], None], timeout: float | None
+) -> tuple[int, list[str]]:
+    """Run ``cmd`` in its own session, streaming its output; (exit code, last output lines)."""
+    tail: list[str] = []
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
+    timed_out = threading.Event()
+
+    def expire() -> None:
+        timed_out.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout, expire) if timeout is not None else None
+    if timer is not None:
+        timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            write(line)
+            tail.append(line)
+            del tail[:-400]
+        code = proc.wait()
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return (124 if timed_out.is_set() else code), tail
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the job (torchrun and its workers: their own session), then SIGKILL what is left."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

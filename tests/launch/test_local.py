@@ -1,0 +1,102 @@
+"""Launcher pieces that need no training: the one worker command, its overrides, the local commands,
+root-cause parsing, and a lone worker process failing with its traceback."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from recpipe.config import parse_overrides
+from recpipe.launch import LaunchError, TrainingFailed, launch_local, local_world, worker_command
+from recpipe.launch.command import WORKER_MODULE
+from recpipe.launch.local import process_command, root_cause, torchrun_command
+
+
+def _sets(cmd: list[str]) -> list[str]:
+    return [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--set"]
+
+
+def test_worker_command_carries_every_input():
+    cmd = worker_command("c.yaml", "tr", "out", "ev", "fg.json", {"train.max_steps": 5}, resume=False)
+    assert cmd[:2] == ["-m", WORKER_MODULE]
+    assert [cmd[cmd.index(f) + 1] for f in ("--config", "--train", "--out", "--eval", "--spec")] == [
+        "c.yaml", "tr", "out", "ev", "fg.json",
+    ]  # fmt: skip
+    assert "--no-resume" in cmd and _sets(cmd) == ["train.max_steps=5"]
+    bare = worker_command("c.yaml", "tr", "out")
+    assert "--eval" not in bare and "--spec" not in bare and "--no-resume" not in bare and not _sets(bare)
+
+
+def test_overrides_reach_the_worker_as_the_same_values():
+    # The launcher's values, written on the command line and read back by the worker's parser.
+    overrides = {
+        "data.batch_size": 64, "train.max_steps": None, "train.lr": 0.5, "data.num_workers": 0, "x.flag": True,
+        "model.name": "1", "data.csv.delimiter": "x=y", "train.sharding": {"t": "row_wise"}, "l": [1, 2],
+    }  # fmt: skip
+    assert parse_overrides(_sets(worker_command("c", "t", "o", overrides=overrides))) == overrides
+
+
+def test_overrides_parse_as_yaml_scalars():
+    assert parse_overrides(["a.b=3", "c=0.5", "d=true", "e=[1, 2]", "f=x=y"]) == {
+        "a.b": 3, "c": 0.5, "d": True, "e": [1, 2], "f": "x=y",
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_overrides(["novalue"])
+
+
+def test_torchrun_command_is_a_real_torchrun_of_the_worker():
+    worker = worker_command("c.yaml", "tr", "out", "ev", overrides={"train.max_steps": 5})
+    cmd = torchrun_command(worker, 2)
+    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    assert cmd[cmd.index("--nproc-per-node") + 1] == "2"
+    assert cmd[cmd.index("--rdzv-backend") + 1] == "c10d"
+    assert cmd[cmd.index("--rdzv-endpoint") + 1].startswith("127.0.0.1:")
+    assert cmd[-len(worker) :] == worker
+
+
+def test_one_process_runs_the_worker_without_torchrun():
+    worker = worker_command("c.yaml", "tr", "out")
+    cmd, what = process_command(worker, 1)
+    assert cmd == [sys.executable, *worker] and what == "1 process"
+    cmd, what = process_command(worker, 3)
+    assert "torch.distributed.run" in cmd and what == "torchrun (3 processes)"
+
+
+def test_local_world_is_the_clusters_world_size():
+    assert local_world(1, 0, None) == 1 and local_world(2, 2, None) == 4 and local_world(4, 8, 2) == 2
+
+
+def test_root_cause_is_the_failing_ranks_block():
+    out = (
+        "noise\n============================================================\n"
+        "Root Cause (first observed failure):\n[1]:\n  rank      : 1 (local_rank: 1)\n"
+        "  exitcode  : -9 (pid: 42)\n  traceback : Signal 9 (SIGKILL) received by PID 42\n"
+        "============================================================\n"
+    )
+    assert root_cause(out).startswith("[1]:") and "SIGKILL" in root_cause(out)
+    assert root_cause("a\nb") == "a\nb"
+
+
+def test_root_cause_of_a_lone_process_is_its_last_traceback():
+    out = (
+        "step 1\nTraceback (most recent call last):\n  old\nKeyError: 1\nstep 2\n"
+        "Traceback (most recent call last):\n  File \"w.py\", line 3\nValueError: no column 'clk'\n"
+    )
+    assert (
+        root_cause(out)
+        == "Traceback (most recent call last):\n  File \"w.py\", line 3\nValueError: no column 'clk'"
+    )
+
+
+def test_a_failing_lone_worker_fails_with_its_error(tmp_path):
+    # A real worker process (no torchrun) whose training data does not exist.
+    config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
+    lines: list[str] = []
+    with pytest.raises(LaunchError) as err:
+        launch_local(
+            config, str(tmp_path / "missing"), None, tmp_path / "out", 1, check=True, echo=lines.append
+        )
+    assert isinstance(err.value, TrainingFailed) and err.value.what == "1 process"
+    assert err.value.returncode == 1 and err.value.root_cause.startswith("Traceback (most recent call last):")
+    assert "missing" in err.value.root_cause.splitlines()[-1]
+    assert str(err.value).startswith("1 process exit code 1: Traceback")
