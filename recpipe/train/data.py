@@ -52,6 +52,12 @@ from recpipe.train.prefetch import WorkerKind, ordered_prefetch
 _SOURCE_BATCH_ROWS = 65536
 
 
+def _rank_share(rows: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Offsets ``[a, b)`` of ``rank``'s part of ``rows`` consecutive rows: the one place a global batch is
+    split between ranks."""
+    return rank * rows // world_size, (rank + 1) * rows // world_size
+
+
 @dataclass(frozen=True)
 class StepPlan:
     """Which global rows each step and rank read.
@@ -65,8 +71,8 @@ class StepPlan:
     Example::
 
         >>> p = StepPlan(num_rows=10, global_batch_size=4, world_size=2)
-        >>> p.num_steps, [p.rank_range(k, 1) for k in range(p.num_steps)]
-        (3, [(2, 4), (6, 8), (9, 10)])
+        >>> p.num_steps, [p.rank_range(k, 1) for k in range(p.num_steps)], p.rows_per_rank(1)
+        (3, [(2, 4), (6, 8), (9, 10)], 2)
     """
 
     num_rows: int
@@ -92,8 +98,13 @@ class StepPlan:
     def rank_range(self, step: int, rank: int) -> tuple[int, int]:
         """The part of step ``step`` that ``rank`` reads."""
         lo, hi = self.step_range(step)
-        n = hi - lo
-        return lo + rank * n // self.world_size, lo + (rank + 1) * n // self.world_size
+        a, b = _rank_share(hi - lo, rank, self.world_size)
+        return lo + a, lo + b
+
+    def rows_per_rank(self, rank: int) -> int:
+        """Rows ``rank`` reads of a full step: ``B // W`` or one more (the last step may hold fewer)."""
+        a, b = _rank_share(self.global_batch_size, rank, self.world_size)
+        return b - a
 
     def position_after(self, steps: int) -> int:
         """The global row where the next step starts after ``steps`` steps of this pass."""

@@ -30,7 +30,7 @@ def predict_dataset(
     model: nn.Module,
     spec: FeatureSpec,
     uri: str,
-    batch_size: int,
+    global_batch_size: int,
     rank: int = 0,
     world_size: int = 1,
     on_bad_row: Literal["error", "skip"] = "error",
@@ -39,16 +39,18 @@ def predict_dataset(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Labels, logits and GAUC groups of this rank's rows of ``uri``.
 
-    Rank ``r`` of ``world_size`` predicts its part of every global batch of ``batch_size × world_size``
-    rows (see :mod:`recpipe.train.data`), so the ranks together cover each row once and run the same
-    number of batches, which a sharded (DistributedModelParallel) model needs: then every rank must
-    call this. A plain model (``forward(dense, sparse) -> logits``) works with any ``world_size``.
+    Rank ``r`` of ``world_size`` predicts its part (its ``rows_per_rank``) of every global batch of
+    ``global_batch_size`` rows, as in training (see :mod:`recpipe.train.data`), so the ranks together
+    cover each row once and run the same number of batches, which a sharded (DistributedModelParallel)
+    model needs: then every rank must call this. A plain model (``forward(dense, sparse) -> logits``)
+    works with any ``world_size``.
 
     Args:
         model (nn.Module): a plain ranking model, or the trainer's DMP-wrapped PipelineStep.
         spec (FeatureSpec): FG for ``uri``.
         uri (str): the data.
-        batch_size (int): rows per batch on this rank.
+        global_batch_size (int): rows per batch over all ranks (the config's ``data.batch_size``); one
+            process alone predicts all of them.
         rank (int), world_size (int): this process's share.
         on_bad_row (str), csv (CsvOptions | None): FG and CSV options.
         device (torch.device | None): where batches go (default: the model's device, else CPU).
@@ -69,7 +71,7 @@ def predict_dataset(
     labels: list[np.ndarray] = []
     logits: list[np.ndarray] = []
     groups: list[np.ndarray] = []
-    reader = StepBatches(uri, spec, batch_size * world_size, rank, world_size, on_bad_row=on_bad_row, csv=csv)
+    reader = StepBatches(uri, spec, global_batch_size, rank, world_size, on_bad_row=on_bad_row, csv=csv)
     try:
         for sb in reader:
             out = _logits(model, sb.batch.to(device)).float().cpu()
@@ -97,7 +99,7 @@ def evaluate_distributed(
     model: nn.Module,
     spec: FeatureSpec,
     uri: str,
-    batch_size: int,
+    global_batch_size: int,
     rank: int,
     world_size: int,
     neg_sample_rate: float = 1.0,
@@ -107,7 +109,9 @@ def evaluate_distributed(
 ) -> dict[str, Any]:
     """Metrics of ``model`` over all of ``uri``, computed by every rank together; the result on every
     rank (predictions are gathered over ``group``, a gloo group, the default one when None)."""
-    labels, logits, groups = predict_dataset(model, spec, uri, batch_size, rank, world_size, on_bad_row, csv)
+    labels, logits, groups = predict_dataset(
+        model, spec, uri, global_batch_size, rank, world_size, on_bad_row, csv
+    )
     acc = MetricAccumulator(from_logits=True, neg_sample_rate=neg_sample_rate)
     acc.update(labels=labels, preds=logits, groups=groups)
     if world_size > 1:
@@ -118,7 +122,7 @@ def evaluate_distributed(
 def evaluate_checkpoint(
     ckpt_dir: str | Path,
     data_uri: str,
-    batch_size: int | None = None,
+    global_batch_size: int | None = None,
     on_bad_row: Literal["error", "skip"] | None = None,
 ) -> dict[str, Any]:
     """AUC, GAUC, logloss, calibration, ... of a checkpoint (written by any number of ranks) on
@@ -127,7 +131,7 @@ def evaluate_checkpoint(
     Args:
         ckpt_dir (str | Path): a ``ckpt-<step>`` folder or a training output folder (its latest).
         data_uri (str): evaluation data.
-        batch_size (int | None): rows per batch (default: the config's).
+        global_batch_size (int | None): rows per batch (default: the config's ``data.batch_size``).
         on_bad_row (str | None): FG's bad-row policy (default: the config's).
 
     Returns:
@@ -143,7 +147,7 @@ def evaluate_checkpoint(
         model,
         spec,
         data_uri,
-        batch_size or cfg.data.batch_size,
+        global_batch_size or cfg.data.batch_size,
         on_bad_row=on_bad_row or cfg.data.on_bad_row,
         csv=cfg.data.csv,
     )

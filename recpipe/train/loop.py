@@ -2,7 +2,7 @@
 the sparse optimizer fused into the backward, TrainPipelineSparseDist, periodic evaluation,
 atomic DCP checkpoints and exact resume.
 
-Run it in every process of a torchrun group (see :mod:`recpipe.train.launch`) or alone.
+Run it in every process of a torchrun group or alone (see :mod:`recpipe.launch`).
 """
 
 from __future__ import annotations
@@ -103,9 +103,9 @@ def train(
     """Train ``cfg.model`` on ``train_uri`` in this process's group (world size 1 when run alone).
 
     ``cfg.data.batch_size`` is the **global** batch: each of ``W`` ranks takes its ``1/W`` of every
-    step (see :mod:`recpipe.train.data`), so a run gives the same result, up to float summation order,
-    on any number of ranks. Writes ``out_dir/metrics.jsonl``, ``out_dir/checkpoints/`` and
-    ``out_dir/train_result.json``.
+    step, its ``rows_per_rank`` (see :mod:`recpipe.train.data`), so a run gives the same result, up to
+    float summation order, on any number of ranks. Writes ``out_dir/metrics.jsonl``,
+    ``out_dir/checkpoints/`` and ``out_dir/train_result.json``.
 
     Args:
         cfg (RecpipeConfig): the config (``data``, ``model``, ``train`` sections).
@@ -129,6 +129,9 @@ def train(
 class _Trainer:
     def __init__(self, cfg: RecpipeConfig, spec: FeatureSpec, env: DistEnv, out_dir: Path) -> None:
         self.cfg, self.spec, self.env, self.out_dir = cfg, spec, env, out_dir
+        # Read once: every step (training and evaluation) covers this many rows over all ranks; the
+        # rows of one rank (``rows_per_rank``) come only from StepPlan.rank_range.
+        self.global_batch_size = cfg.data.batch_size
         if env.is_main:
             out_dir.mkdir(parents=True, exist_ok=True)
         self.log(embedding_memory_report(spec, cfg.train.sparse_optimizer.type).format())
@@ -186,12 +189,11 @@ class _Trainer:
             detach()  # restores the sharded modules' own forwards; progress() re-attaches
         cfg = self.cfg
         t0 = time.perf_counter()
-        per_rank = max(1, cfg.data.batch_size // self.env.world_size)
         metrics = evaluate_distributed(
             self.dmp,
             self.spec,
             eval_uri,
-            per_rank,
+            self.global_batch_size,
             self.env.rank,
             self.env.world_size,
             neg_sample_rate=cfg.data.neg_sample_rate,
@@ -218,7 +220,7 @@ class _Trainer:
             epoch_rows=epoch_rows,
             rows_trained=rows_trained,
             world_size=self.env.world_size,
-            global_batch_size=self.cfg.data.batch_size,
+            global_batch_size=self.global_batch_size,
             config_digest=self.cfg.digest(),
             spec_digest=self.spec.digest(),
         )
@@ -242,7 +244,7 @@ class _Trainer:
         return StepBatches(
             train_uri,
             self.spec,
-            cfg.data.batch_size,
+            self.global_batch_size,
             self.env.rank,
             self.env.world_size,
             start_row=start_row,
@@ -270,16 +272,16 @@ class _Trainer:
             )
         if meta.config_digest != self.cfg.digest():
             self.log("the config differs from the checkpoint's (fine for max_steps, epochs, eval or logging)")
-        if meta.global_batch_size != self.cfg.data.batch_size:
+        if meta.global_batch_size != self.global_batch_size:
             self.log(
-                f"global batch size changed {meta.global_batch_size} -> {self.cfg.data.batch_size}: "
+                f"global batch size changed {meta.global_batch_size} -> {self.global_batch_size}: "
                 "no row is repeated or skipped, but the steps differ from the original run's"
             )
         return ckpt, meta
 
     # --------------------------------------------------------------------------------------- run
     def run(self, train_uri: str, eval_uri: str | None, resume: bool) -> TrainResult:
-        cfg, env, tc = self.cfg, self.env, self.cfg.train
+        env, tc = self.env, self.cfg.train
         resumed_from, meta = self._resume(resume)
         step, epoch, position, rows_trained = (
             (meta.step, meta.epoch, meta.position, meta.rows_trained) if meta else (0, 0, 0, 0)
@@ -293,13 +295,13 @@ class _Trainer:
         if position >= epoch_rows:  # the checkpoint closed an epoch
             epoch, position = epoch + 1, 0
             reader = self._reader(train_uri, 0)
-        steps_per_epoch = StepBatches.steps_for(epoch_rows, cfg.data.batch_size)
+        steps_per_epoch = StepBatches.steps_for(epoch_rows, self.global_batch_size)
         total = step + reader.plan.num_steps + (tc.epochs - epoch - 1) * steps_per_epoch
         if tc.max_steps is not None:
             total = min(total, tc.max_steps)
         self.log(
-            f"training {max(total - step, 0)} step(s) of {cfg.data.batch_size} rows "
-            f"({cfg.data.batch_size // env.world_size} per rank), {epoch_rows} rows per epoch"
+            f"training {max(total - step, 0)} step(s) of {self.global_batch_size} rows "
+            f"({reader.plan.rows_per_rank(env.rank)} per rank), {epoch_rows} rows per epoch"
         )
 
         meter = _Meter(env, total, step)

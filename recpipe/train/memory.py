@@ -155,7 +155,7 @@ class AllToAllVolume:
 
 
 def all_to_all_volume(
-    batch_size: int,
+    global_batch_size: int,
     world_size: int,
     num_features: int,
     avg_values: float,
@@ -170,7 +170,7 @@ def all_to_all_volume(
     the bytes a rank needs do not depend on where the rows live.
 
     Args:
-        batch_size (int): global batch ``B``.
+        global_batch_size (int): ``B``, rows per step over all ranks.
         world_size (int): ranks ``W``.
         num_features (int): features ``F``.
         avg_values (float): mean values per feature and row ``V``.
@@ -183,12 +183,12 @@ def all_to_all_volume(
         >>> round(v.per_rank_bytes / 1e6, 2), round(v.remote_bytes / 1e6, 2), v.per_message_bytes // 1000
         (1.97, 1.72, 245)
     """
-    if batch_size < 1 or world_size < 1 or num_features < 0 or avg_values < 0 or dim < 1:
+    if global_batch_size < 1 or world_size < 1 or num_features < 0 or avg_values < 0 or dim < 1:
         raise ValueError(
-            f"need batch_size >= 1, world_size >= 1, num_features >= 0, avg_values >= 0, dim >= 1; got "
-            f"{batch_size}, {world_size}, {num_features}, {avg_values}, {dim}"
+            f"need global_batch_size >= 1, world_size >= 1, num_features >= 0, avg_values >= 0, dim >= 1; "
+            f"got {global_batch_size}, {world_size}, {num_features}, {avg_values}, {dim}"
         )
-    per_rank = round(batch_size / world_size * num_features * avg_values * dim * bytes_per_value)
+    per_rank = round(global_batch_size / world_size * num_features * avg_values * dim * bytes_per_value)
     remote = per_rank * (world_size - 1) // world_size
     per_message = remote // (world_size - 1) if world_size > 1 else 0
     return AllToAllVolume(per_rank_bytes=per_rank, remote_bytes=remote, per_message_bytes=per_message)
