@@ -29,33 +29,22 @@ from components import (
     start,
     train,
 )
+from recpipe.launch.secrets import MLFLOW_SECRET, OBJECT_STORE_SECRET, ODPS_SECRET, SECRETS
 
 PIPELINE_NAME = "recpipe-training"
 IMAGE_PULL_POLICY = "IfNotPresent"
 WORKSPACE_MOUNT = "/workspace"
 
-# Kubernetes Secret name → {secret key: environment variable}. Credentials never travel as parameters.
-ODPS_SECRET = (
-    "recpipe-odps",
-    {"access_id": "ODPS_ACCESS_ID", "access_key": "ODPS_ACCESS_KEY", "endpoint": "ODPS_ENDPOINT"},
-)
-OBJECT_STORE_SECRET = (
-    "recpipe-object-store",
-    {
-        "access_key_id": "AWS_ACCESS_KEY_ID",
-        "secret_access_key": "AWS_SECRET_ACCESS_KEY",
-        "endpoint_url": "AWS_ENDPOINT_URL",
-    },
-)
-MLFLOW_SECRET = ("recpipe-mlflow", {"token": "MLFLOW_TRACKING_TOKEN"})
+# The Secrets every step reads as environment variables (names and keys: recpipe.launch.secrets.SECRETS, the
+# one table the PyTorchJob's pods use too). Credentials never travel as parameters.
+STEP_SECRETS = (OBJECT_STORE_SECRET, MLFLOW_SECRET)
 
 
 def _settings(task: PipelineTask, image: str = IMAGE, odps: bool = False) -> PipelineTask:
     """Secrets as env (optional: a run that reads no ODPS table needs no ODPS secret), pull policy, no cache
     (every step writes to the MLflow run, so a cached step would skip that)."""
-    secrets = [OBJECT_STORE_SECRET, MLFLOW_SECRET] + ([ODPS_SECRET] if odps else [])
-    for name, keys in secrets:
-        kubernetes.use_secret_as_env(task, secret_name=name, secret_key_to_env=keys, optional=True)
+    for name in STEP_SECRETS + ((ODPS_SECRET,) if odps else ()):
+        kubernetes.use_secret_as_env(task, secret_name=name, secret_key_to_env=SECRETS[name], optional=True)
     kubernetes.set_image_pull_policy(task, IMAGE_PULL_POLICY)
     task.set_env_variable("RECPIPE_IMAGE", image)
     task.set_caching_options(False)
