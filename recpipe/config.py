@@ -10,14 +10,24 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from recpipe.export.backends import DEFAULT_BACKENDS
 from recpipe.export.backends import check_names as check_backend_names
+from recpipe.models.registry import MODELS, config_class
 
 
 class ConfigError(ValueError):
@@ -189,41 +199,38 @@ class MlpConfig(_Strict):
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
 
 
-class TowerConfig(_Strict):
-    group: str
-    mlp: MlpConfig
+class ConfigSection(_Strict):
+    """A part of the config declared outside this module (a model's section and its parts): unknown keys
+    are errors, as everywhere in the config."""
 
 
-class DinTowerConfig(_Strict):
-    group: str
-    attn_mlp: MlpConfig
-    # "jagged" computes attention on real items only; "padded" is the reference formula (benchmarks).
-    attention: Literal["jagged", "padded", "mean_pool"] = "jagged"
-    # How scores become weights: "softmax" over the row's items (TorchEasyRec), or "sigmoid" per item
-    # (unnormalized, DIN paper §4.3: keeps how strongly the history matches the candidate).
-    weighting: Literal["softmax", "sigmoid"] = "softmax"
+class ModelSection(ConfigSection):
+    """Base of a model's config section. Each model declares its subclass in its own module (with
+    ``type: Literal["<name>"]`` and ``check_groups``); :mod:`recpipe.models.registry` maps ``type`` to it."""
+
+    type: str
 
 
-class MultiTowerDinConfig(_Strict):
-    type: Literal["multi_tower_din"]
-    towers: list[TowerConfig]
-    din_towers: list[DinTowerConfig]
-    final: MlpConfig
+def check_group_refs(used: Iterable[str], groups: Sequence[FeatureGroupConfig]) -> None:
+    """What a model config's ``check_groups`` calls: raise ``ValueError`` naming every group in ``used``
+    that ``groups`` does not define."""
+    defined = {g.name for g in groups}
+    bad = [g for g in used if g not in defined]
+    if bad:
+        raise ValueError(f"model refers to unknown feature groups {bad}; defined: {sorted(defined)}")
 
 
-class DlrmConfig(_Strict):
-    type: Literal["dlrm"]
-    dense_mlp: MlpConfig
-    over_mlp: MlpConfig
-    # Which group holds the sparse features (pooled) that interact with the dense vector.
-    sparse_group: str = "sparse"
-    embedding_init: Literal["uniform", "xavier_uniform", "normal"] = "uniform"
-    embedding_init_scale: float | None = Field(None, gt=0.0)
-    # Also feed the raw sparse embeddings to the over arch (TorchEasyRec's option of the same name).
-    arch_with_sparse: bool = False
+def _model_section(value: Any) -> Any:
+    """The ``model:`` mapping validated by the config class of the model its ``type`` names."""
+    if isinstance(value, ModelSection):
+        return value
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ValueError(f"must be a mapping with a model type, one of {sorted(MODELS)}")
+    return config_class(value["type"]).model_validate(value)
 
 
-ModelConfig = Annotated[MultiTowerDinConfig | DlrmConfig, Field(discriminator="type")]
+# Any: the class comes from the registry at validation time (and serializes as itself).
+ModelConfig = Annotated[Any, BeforeValidator(_model_section)]
 
 
 # ---------------------------------------------------------------------------------------------- train
@@ -308,20 +315,13 @@ class RecpipeConfig(_Strict):
         if dup:
             raise ValueError(f"duplicate feature names {dup}")
         known = set(names)
-        groups = {g.name for g in self.feature_groups}
         for g in self.feature_groups:
             missing = [n for n in g.features if n not in known]
             if missing:
                 raise ValueError(
                     f"feature group {g.name!r} names unknown features {missing}; known: {sorted(known)}"
                 )
-        if isinstance(self.model, MultiTowerDinConfig):
-            used = [t.group for t in self.model.towers] + [t.group for t in self.model.din_towers]
-        else:
-            used = [self.model.sparse_group]
-        bad = [g for g in used if g not in groups]
-        if bad:
-            raise ValueError(f"model refers to unknown feature groups {bad}; defined: {sorted(groups)}")
+        self.model.check_groups(self.feature_groups)
         return self
 
     @property

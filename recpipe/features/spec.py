@@ -205,6 +205,10 @@ class FeatureSpec:
     def dense_names(self) -> list[str]:
         return [f.name for f in self.dense]
 
+    def pooling(self) -> dict[str, str]:
+        """``"sum"`` or ``"mean"`` per sparse key: how its embedding bag pools."""
+        return {f.name: f.pooling for f in self.sparse}
+
     @property
     def dense_dim(self) -> int:
         return len(self.dense)

@@ -5,21 +5,54 @@ Every model has ``forward(dense, sparse) -> logits (B,)``, ``predict(batch)``, a
 ``dense_arch(dense, embeddings) -> logits`` (plain torch ops: what export serves), with
 ``dense_input_names()`` listing the dense arch's inputs in order and ``dense_module()`` the submodule
 that computes it (no embedding tables; :class:`DenseArchModule` exposes it with positional inputs).
+
+Models are declared in :mod:`recpipe.models.registry` (``MODELS``: name → module, ``build_model``).
+Every name here is imported on first use: ``recpipe.config`` reads the registry, and importing
+``recpipe.models.registry`` must not import torch.
 """
 
-from recpipe.models.build import MODELS, build_dlrm, build_model, build_multi_tower_din
-from recpipe.models.din import DinAttention, MeanPoolSequence, PaddedDinAttention
-from recpipe.models.dlrm import DLRM, DlrmDense, DotInteraction, interaction_width
-from recpipe.models.embedding import EmbeddingGroup, EmbeddingInit, EmbeddingLookup
-from recpipe.models.mlp import MLP, MlpSpec
-from recpipe.models.multi_tower_din import DeepTower, DinTower, MultiTowerDIN, MultiTowerDinDense
-from recpipe.models.protocol import DenseArchModule, RankingModel
-from recpipe.models.train_model import TrainModel, bce_loss
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recpipe.models.din import DinAttention, MeanPoolSequence, PaddedDinAttention
+    from recpipe.models.dlrm import DLRM, DlrmDense, DotInteraction, interaction_width
+    from recpipe.models.embedding import EmbeddingGroup, EmbeddingInit, EmbeddingLookup
+    from recpipe.models.mlp import MLP, MlpSpec
+    from recpipe.models.multi_tower_din import DeepTower, DinTower, MultiTowerDIN, MultiTowerDinDense
+    from recpipe.models.protocol import DenseArchModule, RankingModel
+    from recpipe.models.registry import MODELS, build_model, register_model
+    from recpipe.models.train_model import TrainModel, bce_loss
+
+_LAZY = {
+    "DinAttention": "recpipe.models.din",
+    "MeanPoolSequence": "recpipe.models.din",
+    "PaddedDinAttention": "recpipe.models.din",
+    "DLRM": "recpipe.models.dlrm",
+    "DlrmDense": "recpipe.models.dlrm",
+    "DotInteraction": "recpipe.models.dlrm",
+    "interaction_width": "recpipe.models.dlrm",
+    "EmbeddingGroup": "recpipe.models.embedding",
+    "EmbeddingInit": "recpipe.models.embedding",
+    "EmbeddingLookup": "recpipe.models.embedding",
+    "MLP": "recpipe.models.mlp",
+    "MlpSpec": "recpipe.models.mlp",
+    "DeepTower": "recpipe.models.multi_tower_din",
+    "DinTower": "recpipe.models.multi_tower_din",
+    "MultiTowerDIN": "recpipe.models.multi_tower_din",
+    "MultiTowerDinDense": "recpipe.models.multi_tower_din",
+    "DenseArchModule": "recpipe.models.protocol",
+    "RankingModel": "recpipe.models.protocol",
+    "MODELS": "recpipe.models.registry",
+    "build_model": "recpipe.models.registry",
+    "register_model": "recpipe.models.registry",
+    "TrainModel": "recpipe.models.train_model",
+    "bce_loss": "recpipe.models.train_model",
+}
 
 __all__ = [
     "DLRM",
-    "MLP",
-    "MODELS",
     "DeepTower",
     "DenseArchModule",
     "DinAttention",
@@ -29,6 +62,8 @@ __all__ = [
     "EmbeddingGroup",
     "EmbeddingInit",
     "EmbeddingLookup",
+    "MLP",
+    "MODELS",
     "MeanPoolSequence",
     "MlpSpec",
     "MultiTowerDIN",
@@ -37,8 +72,15 @@ __all__ = [
     "RankingModel",
     "TrainModel",
     "bce_loss",
-    "build_dlrm",
     "build_model",
-    "build_multi_tower_din",
     "interaction_width",
+    "register_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'recpipe.models' has no attribute {name!r}")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from recpipe.config import MlpConfig
 
 ACTIVATIONS = ("relu", "gelu", "silu", "sigmoid", "dice")
 
@@ -29,6 +33,11 @@ class MlpSpec:
     activation: str = "relu"
     batch_norm: bool = False
     dropout: float = 0.0
+
+
+def mlp_spec(cfg: MlpConfig) -> MlpSpec:
+    """The :class:`MlpSpec` of a config's MLP (``hidden_units``, ``activation``, ``batch_norm``, ``dropout``)."""
+    return MlpSpec(tuple(cfg.hidden_units), cfg.activation, cfg.batch_norm, cfg.dropout)
 
 
 class Dice(nn.Module):

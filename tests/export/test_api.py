@@ -18,7 +18,7 @@ from recpipe.export.api import RESULT_NAME, export
 from recpipe.export.manifest import sha256_file
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models.build import build_model
+from recpipe.models import build_model
 
 TOL = 1e-4
 

@@ -177,7 +177,9 @@ def test_csv_input_maps_to_csv_options_and_odps_uris_are_checked():
 
 def test_recpipe_validation_still_applies():
     text = small_din().replace("hidden_units: [16, 8]", "hidden_units: []")
-    with pytest.raises(ConfigError, match=r"model\.multi_tower_din\.towers\.0\.mlp\.hidden_units"):
+    with pytest.raises(
+        ConfigError, match=r"model\.towers\.0\.mlp\.hidden_units: List should have at least 1 item"
+    ):
         import_tzrec(text)
 
 

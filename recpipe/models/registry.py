@@ -1,0 +1,105 @@
+"""The model registry: each model's name → the module that declares it. The only list of models.
+
+A model module declares three things:
+
+- ``Config``: the pydantic class of its config section, a :class:`recpipe.config.ModelSection` with
+  ``type: Literal["<name>"]``; ``recpipe.config`` validates the ``model:`` section with it.
+- ``Config.check_groups(groups)``: raises ``ValueError`` when the section names a feature group the
+  config does not define (``RecpipeConfig`` calls it with ``feature_groups``).
+- ``build(spec, cfg, device=None) -> nn.Module``: the model, meeting
+  :class:`~recpipe.models.protocol.RankingModel` (export needs nothing else).
+
+Adding a model is that one file plus one line in :data:`MODELS` (or ``register_model(name, module)``
+from code outside recpipe, such as a test).
+
+This module imports no torch, and neither do the shipped models' modules at the top: their builders
+import the ``nn.Module`` s, so loading a config (ingest, fit, the pipeline's parameter check) never
+imports torch. A model module that imports torch at the top still works; loading a config that names
+it then imports torch (about 4 s and 400 MB with torchrec).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from recpipe.features.spec import FeatureSpec
+
+MODELS: dict[str, str] = {
+    "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
+    "dlrm": "recpipe.models.zoo.dlrm",
+}
+
+
+def register_model(name: str, module: str) -> None:
+    """Add model ``name``, declared by the importable module ``module`` (checked on first use).
+
+    Raises:
+        ValueError: ``name`` is taken by another module.
+
+    Example::
+
+        register_model("toy", "tests.models.toy_model")
+        load_config("toy.yaml").model           # tests.models.toy_model.Config
+    """
+    if MODELS.get(name, module) != module:
+        raise ValueError(f"model {name!r} is already declared by {MODELS[name]}")
+    MODELS[name] = module
+
+
+def model_module(name: str) -> ModuleType:
+    """The module that declares model ``name``.
+
+    Raises:
+        ValueError: an unknown name, or a module that lacks ``Config``, ``Config.check_groups`` or ``build``.
+    """
+    if name not in MODELS:
+        raise ValueError(f"unknown model type {name!r}; known: {sorted(MODELS)}")
+    module = importlib.import_module(MODELS[name])
+    missing = [
+        attr
+        for attr, ok in (
+            ("Config", hasattr(module, "Config")),
+            ("Config.check_groups", hasattr(getattr(module, "Config", None), "check_groups")),
+            ("build", callable(getattr(module, "build", None))),
+        )
+        if not ok
+    ]
+    if missing:
+        raise ValueError(f"model {name!r}: module {MODELS[name]} does not declare {missing}")
+    return module
+
+
+def config_class(name: str) -> type:
+    """The pydantic class of model ``name``'s config section."""
+    return model_module(name).Config
+
+
+def build_model(spec: FeatureSpec, model_cfg: Any, device: torch.device | str | None = None) -> nn.Module:
+    """Build the model ``model_cfg.type`` names on ``device`` (default ``cpu``; ``meta`` builds without
+    allocating, for DistributedModelParallel to shard).
+
+    Args:
+        spec (FeatureSpec): the features, tables and groups.
+        model_cfg (ModelSection): the config's ``model`` section (typed ``Any`` here: naming
+            ``recpipe.config`` would make an import circle, as the config validates through this registry).
+        device (torch.device | str | None): where the parameters go.
+
+    Returns:
+        nn.Module: the model (a :class:`~recpipe.models.protocol.RankingModel`).
+
+    Example::
+
+        cfg = load_config("configs/din_taobao_small.yaml")
+        model = build_model(build_feature_spec(cfg), cfg.model)   # MultiTowerDIN
+    """
+    import torch
+
+    return model_module(model_cfg.type).build(
+        spec, model_cfg, device=torch.device(device) if device is not None else None
+    )

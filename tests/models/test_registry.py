@@ -1,0 +1,123 @@
+"""The model registry: each model declared by one module (config section, group check, builder)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from recpipe.config import ConfigError, MlpConfig, parse_config
+from recpipe.models import DLRM, MODELS, MultiTowerDIN, RankingModel, build_model
+from recpipe.models.registry import config_class, model_module, register_model
+from recpipe.models.zoo import dlrm as dlrm_zoo
+from recpipe.models.zoo.dlrm import DlrmConfig
+from recpipe.models.zoo.multi_tower_din import MultiTowerDinConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _raw(name: str) -> dict:
+    return yaml.safe_load((ROOT / "configs" / name).read_text())
+
+
+def test_registry_is_explicit() -> None:
+    assert MODELS == {
+        "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
+        "dlrm": "recpipe.models.zoo.dlrm",
+    }
+    assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
+
+
+def test_config_loading_imports_no_torch() -> None:
+    code = (
+        "import sys; from recpipe.config import load_config; "
+        "[load_config(f'configs/{n}.yaml') for n in ('din_taobao_small', 'dlrm_criteo_small')]; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
+def test_model_section_errors_name_the_key_path() -> None:
+    d = _raw("dlrm_criteo_small.yaml")
+    d["model"]["type"] = "wide_deep"
+    with pytest.raises(
+        ConfigError, match=r"model: Value error, unknown model type 'wide_deep'; known: \['dlrm'"
+    ):
+        parse_config(d)
+    d = _raw("dlrm_criteo_small.yaml")
+    d["model"]["over_mlp"]["activation"] = "tanh"
+    d["model"]["towers"] = []
+    with pytest.raises(ConfigError) as e:
+        parse_config(d, "x.yaml")
+    assert "model.over_mlp.activation: Input should be 'relu'" in str(e.value)
+    assert "model.towers: Extra inputs are not permitted" in str(e.value)
+    d = _raw("din_taobao_small.yaml")
+    del d["model"]["type"]
+    with pytest.raises(ConfigError, match="model: Value error, must be a mapping with a model type"):
+        parse_config(d)
+
+
+def test_each_model_checks_its_group_references() -> None:
+    d = _raw("din_taobao_small.yaml")
+    d["model"]["din_towers"][0]["group"] = "history"
+    with pytest.raises(
+        ConfigError, match=r"model refers to unknown feature groups \['history'\]; defined: \['deep', 'seq'\]"
+    ):
+        parse_config(d)
+    d = _raw("dlrm_criteo_small.yaml")
+    d["model"]["sparse_group"] = "cats"
+    with pytest.raises(ConfigError, match=r"unknown feature groups \['cats'\]"):
+        parse_config(d)
+
+
+def test_register_model_and_incomplete_declarations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(MODELS, "half", "recpipe.models.mlp")  # a module that declares no model
+    with pytest.raises(ValueError, match=r"does not declare \['Config', 'Config.check_groups', 'build'\]"):
+        model_module("half")
+    with pytest.raises(ValueError, match="already declared by recpipe.models.zoo.dlrm"):
+        register_model("dlrm", "elsewhere")
+    register_model("dlrm", "recpipe.models.zoo.dlrm")  # the same declaration again is fine
+    with pytest.raises(ValueError, match="unknown model type 'nope'"):
+        model_module("nope")
+
+
+def test_build_on_meta(din_spec, din_cfg, dlrm_spec, dlrm_cfg) -> None:
+    din = build_model(din_spec, din_cfg.model, device="meta")
+    dlrm = build_model(dlrm_spec, dlrm_cfg.model, device=torch.device("meta"))
+    assert isinstance(din, MultiTowerDIN) and isinstance(dlrm, DLRM)
+    for model in (din, dlrm):
+        assert isinstance(model, RankingModel)
+        assert all(p.is_meta for p in model.parameters())
+    table = din.embeddings.ec.embeddings["adgroup_id"].weight
+    assert table.shape == (846812, 16)
+
+
+def test_dlrm_builder_passes_init_and_checks_dims(dlrm_spec, dlrm_cfg) -> None:
+    cfg = dlrm_cfg.model.model_copy(update={"embedding_init": "uniform", "embedding_init_scale": 0.25})
+    model = dlrm_zoo.build(dlrm_spec, cfg, device=torch.device("meta"))
+    configs = model.embeddings.ebc.embedding_bag_configs()
+    assert configs[0].init_fn.keywords == {"bound": 0.25}
+    bad = cfg.model_copy(update={"dense_mlp": MlpConfig(hidden_units=[64, 32])})
+    with pytest.raises(ValueError, match="dense arch output width 32 must equal the embedding dim 16"):
+        build_model(dlrm_spec, bad, device="meta")
+
+
+def test_builder_rejects_wrong_group_types(din_spec, din_cfg, dlrm_spec) -> None:
+    swapped = din_cfg.model.model_copy(
+        update={"towers": [din_cfg.model.towers[0].model_copy(update={"group": "seq"})]}
+    )
+    with pytest.raises(ValueError, match="needs a deep group"):
+        build_model(din_spec, swapped, device="meta")
+    dlrm = DlrmConfig(
+        type="dlrm",
+        dense_mlp=MlpConfig(hidden_units=[16]),
+        over_mlp=MlpConfig(hidden_units=[8]),
+        sparse_group="dense",
+    )
+    with pytest.raises(ValueError, match="lists dense features"):
+        build_model(dlrm_spec, dlrm, device="meta")
