@@ -23,10 +23,11 @@ def evaluate(
     """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix) and gate it against the
     thresholds and the registry's ``champion`` (re-evaluated on the same eval data when possible)."""
     from recpipe.stages import evaluate as stage
+    from recpipe.tracking import open_run_log
 
     r = stage.run(
         checkpoint.path, eval_data.path, report.path, config_path=config.path, champion_model=model_name,
-        tracking_uri=tracking_uri, run_id=run_id,
+        tracking_uri=tracking_uri, log=open_run_log(run_id, tracking_uri),
     )  # fmt: skip
     for name, value in r.kfp_metrics().items():
         metrics.log_metric(name, value)

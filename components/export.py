@@ -18,14 +18,14 @@ def export(
     """Export to ``backends`` (``jit,aoti,onnx,rtp,trt``) under one folder with a manifest per backend;
     parity against the checkpoint is checked on eval rows. Returns ``backend=parity`` pairs."""
     from recpipe.stages import export as stage
+    from recpipe.tracking import open_run_log
 
     r = stage.run(
         checkpoint.path,
         backends,
         exported.path,
         data_uri=eval_data.path,
-        run_id=run_id,
-        tracking_uri=tracking_uri,
+        log=open_run_log(run_id, tracking_uri),
     )
     exported.metadata.update(r.summary())
     return r.describe()

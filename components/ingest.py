@@ -19,14 +19,18 @@ def ingest(
 ) -> NamedTuple("IngestOutputs", [("oracle_auc", float), ("data_digest", str)]):
     """Read ``data_source`` (ODPS table, Parquet/CSV URI, ``synthetic:taobao?rows=N``) once, split it
     into train/eval Parquet datasets and record both as MLflow dataset inputs."""
-    from recpipe.stages import pipeline_run
+    from recpipe.config import load_config
+    from recpipe.stages import ingest as stage
+    from recpipe.tracking import open_run_log
 
-    r = pipeline_run.ingest_step(
-        config.path, data_source, train_data.path, eval_data.path, run_id, tracking_uri
-    )
+    cfg = load_config(config.path).data
+    r = stage.run(
+        data_source, None, cfg.label, cfg.split, cfg.neg_sample_rate, cfg.oracle_column, cfg.csv,
+        train_dir=train_data.path, eval_dir=eval_data.path, log=open_run_log(run_id, tracking_uri),
+    )  # fmt: skip
     train_data.metadata.update({"rows": r.train_rows})
-    eval_data.metadata.update({"rows": r.eval_rows, "digest": r.data_digest})
-    return (r.oracle_auc, r.data_digest)
+    eval_data.metadata.update({"rows": r.eval_rows, "digest": r.eval_digest})
+    return (float("nan") if r.oracle_auc is None else r.oracle_auc, r.eval_digest)
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
@@ -38,9 +42,10 @@ def fit(
     feature_spec: Output[Artifact],
 ):
     """Fit the FeatureSpec (vocabularies, boundaries, statistics) on the training split; write fg.json."""
-    from recpipe.stages import pipeline_run
+    from recpipe.stages import fit as stage
+    from recpipe.tracking import open_run_log
 
-    r = pipeline_run.fit_step(config.path, train_data.path, feature_spec.path, run_id, tracking_uri)
+    r = stage.run(config.path, train_data.path, feature_spec.path, log=open_run_log(run_id, tracking_uri))
     feature_spec.metadata.update(
         {"features": r.features, "embedding_rows": r.embedding_rows, "digest": r.digest}
     )

@@ -20,10 +20,12 @@ def register(
     """Log an MLflow pyfunc model that scores raw feature rows (FG inside) and register it as a new
     version of ``model_name`` with alias ``challenger`` and the evaluation as version tags."""
     from recpipe.stages import register as stage
+    from recpipe.tracking import open_run_log
 
     r = stage.run(
-        exported.path, report.path, model_name, tracking_uri, run_id=run_id, data_digest=data_digest
-    )
+        exported.path, report.path, model_name, tracking_uri, data_digest=data_digest,
+        log=open_run_log(run_id, tracking_uri),
+    )  # fmt: skip
     return (r.version, r.outcome())
 
 
@@ -31,5 +33,6 @@ def register(
 def promote(model_name: str, version: int, tracking_uri: str, run_id: str) -> str:
     """Point alias ``champion`` at ``version`` (its gate passed); returns ``promoted: …``."""
     from recpipe.stages import promote as stage
+    from recpipe.tracking import open_run_log
 
-    return stage.run(model_name, version, tracking_uri, run_id=run_id).outcome()
+    return stage.run(model_name, version, tracking_uri, log=open_run_log(run_id, tracking_uri)).outcome()

@@ -13,9 +13,9 @@ def start(
     config_path: str,
     data_source: str,
     backends: str,
-    min_auc: float,
-    max_auc_drop: float,
-    max_logloss_rise: float,
+    min_auc: str,
+    max_auc_drop: str,
+    max_logloss_rise: str,
     workers: int,
     gpus_per_worker: int,
     mlflow_uri: str,
@@ -24,6 +24,7 @@ def start(
     tolerations: list,
     config_overrides: dict,
     kfp_run_id: str,
+    launcher: str,
     config: Output[Artifact],
 ) -> NamedTuple(
     "StartOutputs",
@@ -38,12 +39,14 @@ def start(
     ],
 ):
     """Check every pipeline parameter (failing with its name), write the resolved config, start the
-    MLflow run that later steps resume by id, and say what the train pod itself asks for."""
-    from recpipe.stages import pipeline_run
+    MLflow run that later steps resume by id, and say what the train pod itself asks for. Empty gate
+    thresholds keep the config's ``eval.gate``."""
+    from recpipe.pipeline import start as start_run
 
-    r = pipeline_run.start(
+    r = start_run(
         config_path, data_source, config.path, backends, min_auc, max_auc_drop, max_logloss_rise, workers,
         gpus_per_worker, mlflow_uri, model_name, config_overrides, node_selector, tolerations, kfp_run_id,
+        launcher=launcher,
     )  # fmt: skip
     pod = r.train_pod
     return (r.run_id, r.tracking_uri, r.model_name, r.backends, pod.gpus, pod.node_selector, pod.tolerations)
@@ -52,14 +55,16 @@ def start(
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def reject(run_id: str, tracking_uri: str, gate_reasons: str) -> str:
     """Record a failed gate (a normal outcome) on the MLflow run; returns ``rejected: <reasons>``."""
-    from recpipe.stages import pipeline_run
+    from recpipe.pipeline import reject as reject_run
+    from recpipe.tracking import open_run_log
 
-    return pipeline_run.reject(run_id, tracking_uri, gate_reasons)
+    return reject_run(open_run_log(run_id, tracking_uri), gate_reasons)
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def finish(run_id: str, tracking_uri: str, outcome: str) -> str:
     """End the MLflow run as FINISHED with the outcome; the outcome is the pipeline's output."""
-    from recpipe.stages import pipeline_run
+    from recpipe.pipeline import finish as finish_run
+    from recpipe.tracking import open_run_log
 
-    return pipeline_run.finish(run_id, tracking_uri, outcome)
+    return finish_run(open_run_log(run_id, tracking_uri), outcome)

@@ -6,14 +6,13 @@ second run is gated against the champion the first one promoted. Kubernetes sett
 node selectors) are ignored by kfp.local; credentials come from the environment.
 """
 
-import os
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from recpipe.stages import pipeline_run
-from recpipe.stages.run_summary import RunSummary, summarize
+from recpipe.config import gate_overrides
+from recpipe.pipeline import RunSummary, summarize
 
 DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 # Sized for < 10 minutes end to end on 2 cores (see the README's measured timings).
@@ -30,9 +29,9 @@ def run_local(
     workers: int = 1,
     gpus_per_worker: int | None = None,
     backends: str | None = None,
-    min_auc: float | None = None,
-    max_auc_drop: float | None = None,
-    max_logloss_rise: float | None = None,
+    min_auc: float | str | None = None,
+    max_auc_drop: float | str | None = None,
+    max_logloss_rise: float | str | None = None,
     auto_promote: bool = True,
     overrides: dict[str, Any] | None = None,
     model_name: str = "",
@@ -47,7 +46,7 @@ def run_local(
         rows: generated rows (default 1,000,000).
         workers, gpus_per_worker: as on a cluster; here ``workers × gpus_per_worker`` CPU processes.
         backends: export backends (default ``jit,onnx,rtp``; ``aoti`` compiles C++ for minutes on 2 cores).
-        min_auc, max_auc_drop, max_logloss_rise: gate thresholds (default: the pipeline's).
+        min_auc, max_auc_drop, max_logloss_rise: gate thresholds (default: the config's ``eval.gate``).
         auto_promote: promote a version that passed the gate to ``champion``.
         overrides: dotted config overrides, e.g. ``{"train.max_steps": 50}``.
         model_name: registered model name (default: the config's).
@@ -69,7 +68,6 @@ def run_local(
     run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{runs / 'mlflow.db'}"
-    os.environ[pipeline_run.ENV_LOCAL] = "1"  # steps inherit it: train runs torchrun here, never a PyTorchJob
     source = data_source or f"synthetic:taobao?rows={rows or DEFAULT_ROWS}"
     args: dict[str, Any] = {
         "config": str(Path(config).resolve()),
@@ -83,14 +81,12 @@ def run_local(
         "auto_promote": auto_promote,
         # One checkpoint is enough here (each is the size of the embedding tables plus optimizer state).
         "config_overrides": {"train.keep_last_checkpoints": 1, **(overrides or {})},
+        # Every step on this machine: train runs torchrun here, never a PyTorchJob.
+        "launcher": "local",
     }
-    for name, value in (
-        ("min_auc", min_auc),
-        ("max_auc_drop", max_auc_drop),
-        ("max_logloss_rise", max_logloss_rise),
-    ):
-        if value is not None:
-            args[name] = value
+    # Only the thresholds that are set reach the pipeline (as strings: empty keeps the config's).
+    for key, value in gate_overrides(min_auc, max_auc_drop, max_logloss_rise).items():
+        args[key.rsplit(".", 1)[1]] = str(value)
     local.init(
         runner=local.SubprocessRunner(use_venv=False),
         pipeline_root=str(run_dir / "kfp"),

@@ -60,15 +60,16 @@ def training_pipeline(
     accelerator_type: str = "nvidia.com/gpu",
     node_selector: dict = {},  # noqa: B006 - KFP pipeline parameters take literal defaults
     tolerations: list = [],  # noqa: B006
-    min_auc: float = 0.6,
-    max_auc_drop: float = 0.005,
-    max_logloss_rise: float = 0.01,
+    min_auc: str = "",
+    max_auc_drop: str = "",
+    max_logloss_rise: str = "",
     backends: str = "",
     mlflow_uri: str = "",
     model_name: str = "",
     auto_promote: bool = True,
     workspace_pvc: str = "recpipe-workspace",
     config_overrides: dict = {},  # noqa: B006
+    launcher: str = "pytorchjob",
 ) -> str:
     """Train, gate, export, register and (optionally) promote a CTR model.
 
@@ -80,15 +81,18 @@ def training_pipeline(
         accelerator_type: accelerator resource name, e.g. ``nvidia.com/gpu``.
         node_selector: node labels the training pods must match, e.g. ``{"gpu": "h100"}``.
         tolerations: Kubernetes tolerations for the training pods.
-        min_auc: gate: the candidate's AUC floor, in [0, 1].
-        max_auc_drop: gate: the largest AUC drop against the champion, in [0, 1].
-        max_logloss_rise: gate: the largest logloss rise against the champion, in [0, 1].
+        min_auc: gate: the candidate's AUC floor, in [0, 1]; empty: the config's ``eval.gate.min_auc``.
+        max_auc_drop: gate: the largest AUC drop against the champion, in [0, 1]; empty: the config's.
+        max_logloss_rise: gate: the largest logloss rise against the champion, in [0, 1]; empty: the
+            config's.
         backends: comma-separated export backends (jit, aoti, onnx, rtp, trt); empty: the config's.
         mlflow_uri: MLflow tracking URI; empty: ``MLFLOW_TRACKING_URI`` / the config's.
         model_name: registered model name; empty: the config's.
         auto_promote: move alias ``champion`` to the new version when its gate passed.
         workspace_pvc: ReadWriteMany claim mounted on the train pod and shared with the PyTorchJob's pods.
         config_overrides: dotted config overrides, e.g. ``{"train.max_steps": 1000}``.
+        launcher: how training starts: ``pytorchjob`` (a cluster: a PyTorchJob when ``workers > 1``,
+            else torchrun in the train pod) or ``local`` (every step on this machine: ``recpipe run``).
     """
     run = start(
         config_path=config,
@@ -105,6 +109,7 @@ def training_pipeline(
         tolerations=tolerations,
         config_overrides=config_overrides,
         kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        launcher=launcher,
     )
     _settings(run, odps=True)
     run_id, uri = run.outputs["run_id"], run.outputs["tracking_uri"]
@@ -128,6 +133,7 @@ def training_pipeline(
             tolerations=tolerations,
             image=CUDA_IMAGE,
             workspace_pvc=workspace_pvc,
+            launcher=launcher,
         ),
         image=CUDA_IMAGE,
     )

@@ -34,6 +34,15 @@ class ConfigError(ValueError):
     """A config file failed validation; the message names the file, key path and what was expected."""
 
 
+class ParameterError(ValueError):
+    """A run parameter (a pipeline or command-line value that overrides the config) is invalid; the
+    message starts with ``parameter <name>:``."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.parameter = name
+        super().__init__(f"parameter {name}: {message}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -263,9 +272,43 @@ class TrainConfig(_Strict):
 
 # ------------------------------------------------------------------------------------ eval and export
 class GateConfig(_Strict):
+    """The promotion gate's thresholds: the only place their defaults are written. Pipeline and
+    command-line parameters override them through :func:`gate_overrides` when (and only when) set."""
+
     min_auc: float = Field(0.5, ge=0.0, le=1.0)
     max_auc_drop: float = Field(0.005, ge=0.0, le=1.0)
     max_logloss_rise: float = Field(0.01, ge=0.0)
+
+
+def gate_overrides(
+    min_auc: float | str | None = None,
+    max_auc_drop: float | str | None = None,
+    max_logloss_rise: float | str | None = None,
+) -> dict[str, float]:
+    """Dotted config overrides (``{"eval.gate.min_auc": 0.7}``) for the gate thresholds that are set.
+
+    ``None`` or an empty string means "the config's value", so a pipeline run that does not set a
+    threshold keeps the YAML's ``eval.gate``.
+
+    Raises:
+        ParameterError: a value that is not a number in [0, 1].
+    """
+    out: dict[str, float] = {}
+    for name, value in (
+        ("min_auc", min_auc),
+        ("max_auc_drop", max_auc_drop),
+        ("max_logloss_rise", max_logloss_rise),
+    ):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise ParameterError(name, f"must be a number in [0, 1], got {value!r}") from None
+        if not 0.0 <= v <= 1.0:
+            raise ParameterError(name, f"must be in [0, 1], got {v}")
+        out[f"eval.gate.{name}"] = v
+    return out
 
 
 class EvalConfig(_Strict):

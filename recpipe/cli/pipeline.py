@@ -3,25 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-from typing import Any
-
-
-def _import_pipelines() -> None:
-    """``pipelines``/``components`` live next to the ``recpipe`` package in the source tree (and in the
-    image's working directory); make them importable from anywhere."""
-    try:
-        import pipelines  # noqa: F401
-    except ImportError:
-        root = Path(__file__).resolve().parents[2]
-        if (root / "pipelines" / "training_pipeline.py").is_file():
-            sys.path.insert(0, str(root))
-        import pipelines  # noqa: F401
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    _import_pipelines()
     from pipelines.local_run import run_local
     from recpipe.config import parse_overrides
 
@@ -43,26 +27,18 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_compile(a: argparse.Namespace) -> int:
-    _import_pipelines()
     from pipelines.training_pipeline import compile_pipeline
 
     print(f"wrote {compile_pipeline(a.out)}")
     return 0
 
 
-def parse_params(items: list[str] | None) -> dict[str, Any]:
-    """``["workers=4", "node_selector={gpu: h100}"]`` → typed pipeline arguments (YAML values)."""
+def cmd_submit(a: argparse.Namespace) -> int:
+    from pipelines.submit import submit
     from recpipe.config import parse_overrides
 
-    return parse_overrides(items)
-
-
-def cmd_submit(a: argparse.Namespace) -> int:
-    _import_pipelines()
-    from pipelines.submit import submit
-
     r = submit(
-        a.host, parse_params(a.param), experiment=a.experiment, run_name=a.run_name, namespace=a.namespace
+        a.host, parse_overrides(a.param), experiment=a.experiment, run_name=a.run_name, namespace=a.namespace
     )
     print(f"submitted run {r['run_id']}")
     print(r["url"])
@@ -81,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gpus-per-worker", type=int, default=None, help="torchrun processes per worker (CPU here)"
     )
     r.add_argument("--backends", default=None, help="export backends (default: jit,onnx,rtp)")
-    r.add_argument("--min-auc", type=float, default=None)
+    r.add_argument("--min-auc", type=float, default=None, help="gate AUC floor (default: the config's)")
     r.add_argument("--no-promote", action="store_true", help="register as challenger only")
     r.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=50"

@@ -18,13 +18,25 @@ def _print(result: Any) -> None:
 
 
 def _tracking_uri(value: str | None) -> str:
-    from recpipe.stages.pipeline_run import resolve_tracking_uri
+    from recpipe.pipeline import resolve_tracking_uri
 
     return resolve_tracking_uri(value, None)
 
 
+def _run_log(a: argparse.Namespace) -> Any:
+    """The MLflow run ``--run-id`` in ``--tracking-uri`` (a pipeline's run), or nothing recorded."""
+    from recpipe.runlog import NULL_LOG
+
+    if not a.run_id:
+        return NULL_LOG
+    from recpipe.tracking import open_run_log
+
+    return open_run_log(a.run_id, _tracking_uri(a.tracking_uri))
+
+
 # ------------------------------------------------------------------------------------------ commands
 def cmd_train(a: argparse.Namespace) -> int:
+    from recpipe.launch import TrainingFailed
     from recpipe.stages import train
 
     try:
@@ -37,11 +49,11 @@ def cmd_train(a: argparse.Namespace) -> int:
             workers=a.workers,
             gpus_per_worker=a.gpus_per_worker,
             nproc_per_node=a.nproc_per_node,
+            launcher="local",  # the command line trains on this machine; clusters go through the pipeline
             overrides=parse_overrides(a.set),
-            run_id=a.run_id,
-            tracking_uri=_tracking_uri(a.tracking_uri) if a.run_id else None,
+            log=_run_log(a),
         )
-    except train.TrainingFailed as err:
+    except TrainingFailed as err:
         print(f"recpipe train: {err}", file=sys.stderr)
         return 1
     _print(r)
@@ -77,9 +89,8 @@ def cmd_export(a: argparse.Namespace) -> int:
     from recpipe.export import ExportError
     from recpipe.stages import export
 
-    uri = _tracking_uri(a.tracking_uri) if a.run_id else None
     try:
-        r = export.run(a.checkpoint, a.backends, a.out, data_uri=a.data, run_id=a.run_id, tracking_uri=uri)
+        r = export.run(a.checkpoint, a.backends, a.out, data_uri=a.data, log=_run_log(a))
     except ExportError as err:
         print(f"recpipe export: {err}", file=sys.stderr)
         return 1
@@ -95,8 +106,8 @@ def cmd_register(a: argparse.Namespace) -> int:
         a.report,
         a.model,
         _tracking_uri(a.tracking_uri),
-        run_id=a.run_id,
         data_digest=a.data_digest,
+        log=_run_log(a),
     )
     _print(r)
     return 0
@@ -161,14 +172,16 @@ def _tracking_arg(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the stage sub-commands to ``recpipe``'s parser."""
-    t = sub.add_parser("train", help="train a model with torchrun (CPU or GPUs) into a checkpoint folder")
+    t = sub.add_parser("train", help="train a model on this machine (CPU or GPUs) into a checkpoint folder")
     t.add_argument("--config", required=True)
     t.add_argument("--train", required=True, help="training Parquet dataset")
     t.add_argument("--eval", required=True, help="eval Parquet dataset (validation during training)")
     t.add_argument("--out", required=True, help="output folder (checkpoints)")
     t.add_argument("--fg", default=None, help="fitted fg.json (default: built from the config)")
-    t.add_argument("--nproc-per-node", type=int, default=None, help="torchrun processes (default: GPUs or 1)")
-    t.add_argument("--workers", type=int, default=1, help="pods; > 1 on a cluster creates a PyTorchJob")
+    t.add_argument(
+        "--nproc-per-node", type=int, default=None, help="processes (default: workers x max(1, GPUs))"
+    )
+    t.add_argument("--workers", type=int, default=1, help="nodes to stand in for: processes = workers x GPUs")
     t.add_argument("--gpus-per-worker", type=int, default=0)
     t.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=100"

@@ -29,11 +29,11 @@ class GateDecision:
     champion_source: str
     candidate_auc: float
     candidate_logloss: float
+    min_auc: float
+    max_auc_drop: float
+    max_logloss_rise: float
     champion_auc: float | None = None
     champion_logloss: float | None = None
-    min_auc: float = 0.5
-    max_auc_drop: float = 0.0
-    max_logloss_rise: float = 0.0
     failed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recpipe.config import ParameterError, gate_overrides
 from recpipe.eval.report import json_safe
-from recpipe.stages import pipeline_run
+from recpipe.runlog import NULL_LOG, RunLog, failing
 
 PYFUNC_BATCH_ROWS = 65_536
 
@@ -176,10 +177,10 @@ def run(
     config_path: str | None = None,
     champion_model: str | None = None,
     tracking_uri: str | None = None,
-    run_id: str | None = None,
-    min_auc: float | None = None,
-    max_auc_drop: float | None = None,
-    max_logloss_rise: float | None = None,
+    min_auc: float | str | None = None,
+    max_auc_drop: float | str | None = None,
+    max_logloss_rise: float | str | None = None,
+    log: RunLog = NULL_LOG,
 ) -> EvaluateResult:
     """Evaluate ``checkpoint`` on ``data_dir``, re-evaluate the champion, gate, and write the report to ``out``.
 
@@ -190,31 +191,24 @@ def run(
         config_path (str | None): config whose ``eval`` section (gate, threshold, GAUC group) applies;
             default the checkpoint's own.
         champion_model (str | None): registered model whose ``@champion`` the candidate is gated against.
-        tracking_uri (str | None): MLflow URI (needed with ``champion_model`` or ``run_id``).
-        run_id (str | None): the pipeline's MLflow run: metrics, plots and the decision are logged to it.
-        min_auc, max_auc_drop, max_logloss_rise (float | None): gate thresholds overriding the config's.
+        tracking_uri (str | None): the MLflow registry holding ``champion_model`` (needed with it).
+        min_auc, max_auc_drop, max_logloss_rise (float | str | None): gate thresholds overriding the
+            config's ``eval.gate`` when set.
+        log (RunLog): records the metrics, the decision as tags, the report and its plots.
     """
     from recpipe.config import load_config
     from recpipe.eval.gate import decide
     from recpipe.train.checkpoint import read_config, resolve_checkpoint
 
-    if run_id and tracking_uri:
-        pipeline_run.resume(run_id, tracking_uri)
-    with pipeline_run.failing(run_id, tracking_uri, "evaluate"):
+    with failing(log, "evaluate"):
         cfg = load_config(config_path) if config_path else read_config(resolve_checkpoint(checkpoint))
-        gate = cfg.eval.gate.model_copy()
-        for name, value in (
-            ("min_auc", min_auc),
-            ("max_auc_drop", max_auc_drop),
-            ("max_logloss_rise", max_logloss_rise),
-        ):
-            if value is not None:
-                setattr(gate, name, pipeline_run.check_threshold(name, value))
+        thresholds = gate_overrides(min_auc, max_auc_drop, max_logloss_rise)
+        gate = cfg.eval.gate.model_copy(update={k.rsplit(".", 1)[1]: v for k, v in thresholds.items()})
         candidate = evaluate_candidate(checkpoint, data_dir, cfg.eval.threshold, cfg.data.oracle_column)
         champion = None
         if champion_model:
             if not tracking_uri:
-                raise pipeline_run.ParameterError("tracking_uri", "is needed to find the champion")
+                raise ParameterError("tracking_uri", "is needed to find the champion")
             group = cfg.eval.gauc_group or cfg.data.group_column
             champion = champion_eval(champion_model, tracking_uri, data_dir, cfg.data.label, group)
         decision = decide(candidate, champion.report if champion else None, gate, **(
@@ -231,8 +225,7 @@ def run(
             "data": str(data_dir),
         }  # fmt: skip
         out_path.write_text(json.dumps(json_safe(doc), indent=2, sort_keys=True, allow_nan=False))
-        if run_id and tracking_uri:
-            _log(run_id, tracking_uri, candidate, champion, decision, out_path)
+        _log(log, candidate, champion, decision, out_path)
     return EvaluateResult(
         report_path=str(out_path),
         auc=float(candidate.auc),
@@ -268,34 +261,29 @@ def _metrics_dict(report: Any) -> dict[str, Any]:
     return dict(report)
 
 
-def _log(
-    run_id: str, uri: str, candidate: Any, champion: ChampionEval | None, decision: Any, report: Path
-) -> None:
+def _log(log: RunLog, candidate: Any, champion: ChampionEval | None, decision: Any, report: Path) -> None:
     """Metrics (``eval.*``, ``champion.*``), the decision as tags, the report and the ROC/calibration plots."""
-    from recpipe import tracking
+    if log.run_id is None:  # the plots are drawn for the run log only
+        return
     from recpipe.eval.plots import calibration_curve_png, roc_curve_png
 
-    tracking.log_metrics(run_id, {f"eval.{k}": v for k, v in candidate.metrics().items()})
+    log.log_metrics({f"eval.{k}": v for k, v in candidate.metrics().items()})
     if champion is not None:
-        tracking.log_metrics(run_id, {f"champion.{k}": v for k, v in _metrics_dict(champion.report).items()
-                                      if isinstance(v, int | float)})  # fmt: skip
-    tracking.set_tags(
-        run_id,
+        log.log_metrics({f"champion.{k}": v for k, v in _metrics_dict(champion.report).items()
+                         if isinstance(v, int | float)})  # fmt: skip
+    log.set_tags(
         {
             "gate.passed": str(decision.passed).lower(),
             "gate.reasons": "\n".join(decision.reasons),
             "gate.champion_source": decision.champion_source,
             "gate.champion_version": None if champion is None else champion.version,
-        },
-        uri=uri,
+        }
     )
-    tracking.log_artifact(run_id, report, "eval")
+    log.log_artifact(report, "eval")
     plots = report.parent / f".{report.stem}-plots"
     if candidate.roc.get("fpr"):
-        tracking.log_artifact(
-            run_id, roc_curve_png(candidate.roc, plots / "roc.png", auc=candidate.auc), "eval"
-        )
+        log.log_artifact(roc_curve_png(candidate.roc, plots / "roc.png", auc=candidate.auc), "eval")
     if candidate.calibration_curve.get("mean_prediction"):
-        tracking.log_artifact(
-            run_id, calibration_curve_png(candidate.calibration_curve, plots / "calibration.png"), "eval"
+        log.log_artifact(
+            calibration_curve_png(candidate.calibration_curve, plots / "calibration.png"), "eval"
         )

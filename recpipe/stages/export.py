@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from recpipe.stages import pipeline_run
+from recpipe.config import ParameterError
+from recpipe.runlog import NULL_LOG, RunLog, failing
 
 
 @dataclass
@@ -44,8 +45,7 @@ def run(
     backends: str | list[str],
     out_dir: str,
     data_uri: str | None = None,
-    run_id: str | None = None,
-    tracking_uri: str | None = None,
+    log: RunLog = NULL_LOG,
 ) -> ExportStageResult:
     """Export ``checkpoint`` to ``backends`` under ``out_dir/<backend>`` (a ``manifest.json`` in each).
 
@@ -54,20 +54,21 @@ def run(
         backends (str | list[str]): ``"jit,aoti,onnx,rtp,trt"``; ``trt`` is skipped without CUDA/TensorRT.
         out_dir (str): export folder.
         data_uri (str | None): held-out rows with labels for the parity check (required).
-        run_id (str | None), tracking_uri (str | None): the pipeline's MLflow run.
+        log (RunLog): records each backend's parity as a tag and its max |Δlogit| as a metric.
 
     Raises:
         ParameterError: an unknown backend or no parity data.
         recpipe.export.ExportError: a backend failed to build or failed parity (nothing is left in ``out_dir``).
     """
-    from recpipe.export.backends import BACKENDS
+    from recpipe.export.backends import parse_backends
 
-    names = pipeline_run.parse_backends(backends, list(BACKENDS))
+    try:
+        names = parse_backends(backends)
+    except ValueError as err:
+        raise ParameterError("backends", str(err)) from None
     if not data_uri:
-        raise pipeline_run.ParameterError("data", "export needs held-out rows (--data) for the parity check")
-    if run_id and tracking_uri:
-        pipeline_run.resume(run_id, tracking_uri)
-    with pipeline_run.failing(run_id, tracking_uri, "export"):
+        raise ParameterError("data", "export needs held-out rows (--data) for the parity check")
+    with failing(log, "export"):
         from recpipe.export import export_checkpoint
 
         result = export_checkpoint(checkpoint, names, out_dir, data_uri)
@@ -88,20 +89,12 @@ def run(
                     passed=bool(b.parity.passed),
                 )
             out.backends[name] = entry
-        if run_id and tracking_uri:
-            from recpipe import tracking
-
-            tracking.set_tags(
-                run_id,
-                {f"export.{n}.parity": parity_text(b) for n, b in out.backends.items()},
-                uri=tracking_uri,
-            )
-            tracking.log_metrics(
-                run_id,
-                {
-                    f"export.{n}.max_abs_logit_diff": b["max_abs_logit_diff"]
-                    for n, b in out.backends.items()
-                    if b.get("max_abs_logit_diff") is not None
-                },
-            )
+        log.set_tags({f"export.{n}.parity": parity_text(b) for n, b in out.backends.items()})
+        log.log_metrics(
+            {
+                f"export.{n}.max_abs_logit_diff": b["max_abs_logit_diff"]
+                for n, b in out.backends.items()
+                if b.get("max_abs_logit_diff") is not None
+            }
+        )
     return out

@@ -8,6 +8,7 @@ from pathlib import Path
 from recpipe.config import load_config
 from recpipe.data.sources import open_source
 from recpipe.features.fit import fit_feature_spec
+from recpipe.runlog import NULL_LOG, RunLog, failing
 
 
 @dataclass
@@ -19,16 +20,27 @@ class FitResult:
     digest: str
 
 
-def run(config_path: str | Path, train_dir: str, out_path: str | Path) -> FitResult:
-    """Fit the FeatureSpec of ``config_path`` on ``train_dir``; write it to ``out_path`` (fg.json)."""
-    cfg = load_config(config_path)
-    spec = fit_feature_spec(cfg, open_source(train_dir, csv=cfg.data.csv))
-    path = spec.save(out_path)
-    tables = spec.tables()
-    return FitResult(
-        fg_json=str(path),
-        features=len(spec.sparse) + len(spec.dense),
-        tables=len(tables),
-        embedding_rows=sum(t.num_embeddings for t in tables),
-        digest=spec.digest(),
-    )
+def run(config_path: str | Path, train_dir: str, out_path: str | Path, log: RunLog = NULL_LOG) -> FitResult:
+    """Fit the FeatureSpec of ``config_path`` on ``train_dir``; write it to ``out_path`` (fg.json).
+
+    Args:
+        config_path (str | Path): recpipe config YAML.
+        train_dir (str): the training split written by ``ingest``.
+        out_path (str | Path): where ``fg.json`` goes.
+        log (RunLog): records ``fg.json`` and tag ``feature_spec_digest``.
+    """
+    with failing(log, "fit"):
+        cfg = load_config(config_path)
+        spec = fit_feature_spec(cfg, open_source(train_dir, csv=cfg.data.csv))
+        path = spec.save(out_path)
+        tables = spec.tables()
+        result = FitResult(
+            fg_json=str(path),
+            features=len(spec.sparse) + len(spec.dense),
+            tables=len(tables),
+            embedding_rows=sum(t.num_embeddings for t in tables),
+            digest=spec.digest(),
+        )
+        log.log_artifact(path, "features")
+        log.set_tags({"feature_spec_digest": result.digest})
+    return result

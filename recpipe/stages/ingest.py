@@ -19,6 +19,7 @@ from recpipe.auc import binary_auc
 from recpipe.config import CsvOptions, SplitConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
+from recpipe.runlog import NULL_LOG, RunLog, failing
 
 SECONDS_PER_DAY = 86_400
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -83,32 +84,81 @@ class _Writer:
 
 def run(
     source: str,
-    out_dir: str | Path,
+    out_dir: str | Path | None,
     label: str,
     split: SplitConfig | None = None,
     neg_sample_rate: float = 1.0,
     oracle_column: str | None = "true_prob",
     csv: CsvOptions | None = None,
     seed: int = 0,
+    train_dir: str | Path | None = None,
+    eval_dir: str | Path | None = None,
+    log: RunLog = NULL_LOG,
 ) -> IngestResult:
     """Read ``source`` once, split it and write ``out_dir/train`` and ``out_dir/eval`` as Parquet.
 
     Args:
         source (str): ``odps://project/tables/t[/pt=…]``, a Parquet/CSV path or URI, or
             ``synthetic:taobao?rows=N[&seed=S]`` (generated first into ``out_dir/raw``).
-        out_dir (str | Path): output folder.
+        out_dir (str | Path | None): output folder (splits, ``_meta.json``, generated ``raw/``); None:
+            a work folder beside ``train_dir``, removed at the end.
         label (str): label column (negative down-sampling keeps every positive).
         split (SplitConfig): last ``eval_last_days`` of ``time_column``, or a hashed ``eval_fraction``.
         neg_sample_rate (float): keep this fraction of training negatives; recorded for re-calibration.
         oracle_column (str | None): true-probability column of synthetic data; its eval AUC is reported.
         csv (CsvOptions | None): CSV parsing options.
         seed (int): salt of the deterministic row sampling.
+        train_dir, eval_dir (str | Path | None): where the splits go instead of ``out_dir/train`` and
+            ``out_dir/eval`` (a pipeline's two dataset artifacts).
+        log (RunLog): records both splits as dataset inputs and the row counts and oracle AUC as metrics.
     """
+    with failing(log, "ingest"):
+        if out_dir is None:  # only the two splits are kept: work beside them, then clean up
+            if train_dir is None or eval_dir is None:
+                raise ValueError("ingest needs out_dir, or both train_dir and eval_dir")
+            work = Path(train_dir).parent / f".{Path(train_dir).name}.ingest"
+        else:
+            work = Path(out_dir)
+        try:
+            result = _ingest(source, work, label, split or SplitConfig(), neg_sample_rate, oracle_column, csv,
+                             seed, Path(train_dir or work / "train"), Path(eval_dir or work / "eval"))  # fmt: skip
+        finally:
+            if out_dir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        _log_ingest(log, result)
+    return result
+
+
+def _log_ingest(log: RunLog, r: IngestResult) -> None:
+    if log.run_id is None:
+        return
+    schema = pq.read_schema(next(iter(sorted(Path(r.train_dir).glob("*.parquet")))))
+    columns = {f.name: str(f.type) for f in schema}
+    for rows, digest, context in (
+        (r.train_rows, r.train_digest, "training"),
+        (r.eval_rows, r.eval_digest, "evaluation"),
+    ):
+        log.log_dataset(r.source, rows, columns, digest, context, name=f"{context}-data")
+    log.log_metrics(
+        {"data.train_rows": r.train_rows, "data.eval_rows": r.eval_rows, "data.oracle_auc": r.oracle_auc}
+    )
+
+
+def _ingest(
+    source: str,
+    out: Path,
+    label: str,
+    split: SplitConfig,
+    neg_sample_rate: float,
+    oracle_column: str | None,
+    csv: CsvOptions | None,
+    seed: int,
+    train_dir: Path,
+    eval_dir: Path,
+) -> IngestResult:
     t0 = time.perf_counter()
-    split = split or SplitConfig()
     if not 0.0 < neg_sample_rate <= 1.0:
         raise ValueError(f"neg_sample_rate must be in (0, 1], got {neg_sample_rate}")
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     src = open_source(source, csv=csv, generate_into=out / "raw")
     schema = src.schema()
@@ -160,22 +210,23 @@ def run(
             f"data source {source!r}: the split left {train_w.rows} training and {eval_w.rows} eval rows; "
             "both must be non-empty (check data.split)"
         )
-    for name in ("train", "eval"):
-        shutil.rmtree(out / name, ignore_errors=True)
-        (tmp / name).rename(out / name)
+    for name, dst in (("train", train_dir), ("eval", eval_dir)):
+        shutil.rmtree(dst, ignore_errors=True)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(tmp / name, dst)
     shutil.rmtree(tmp, ignore_errors=True)
     oracle = None
     if eval_labels:
         oracle = binary_auc(np.concatenate(eval_labels), np.concatenate(eval_oracle))
     result = IngestResult(
-        train_dir=str(out / "train"),
-        eval_dir=str(out / "eval"),
+        train_dir=str(train_dir),
+        eval_dir=str(eval_dir),
         train_rows=train_w.rows,
         eval_rows=eval_w.rows,
         negatives_dropped=dropped,
         neg_sample_rate=neg_sample_rate,
-        train_digest=_digest(out / "train"),
-        eval_digest=_digest(out / "eval"),
+        train_digest=_digest(train_dir),
+        eval_digest=_digest(eval_dir),
         schema_hash=hashlib.sha256(schema.to_string().encode()).hexdigest(),
         oracle_auc=None if oracle is None or np.isnan(oracle) else float(oracle),
         source=source,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.export.backends import SERVING_PREFERENCE
-from recpipe.stages import pipeline_run
+from recpipe.runlog import NULL_LOG, RunLog, failing
 
 MODEL_ARTIFACT = "model"
 SERVING_PINS = ("torch", "numpy", "pyarrow", "pandas", "safetensors", "onnxruntime", "pyyaml", "pydantic")
@@ -63,9 +63,9 @@ def run(
     report_path: str,
     model_name: str,
     tracking_uri: str,
-    run_id: str | None = None,
     data_digest: str | None = None,
     experiment: str = "recpipe",
+    log: RunLog = NULL_LOG,
 ) -> RegisterResult:
     """Register the export in ``exported_dir`` as a new version of ``model_name`` with alias ``challenger``.
 
@@ -74,9 +74,9 @@ def run(
         report_path (str): report JSON written by ``evaluate`` (candidate metrics and gate decision).
         model_name (str): registered model name (created if missing).
         tracking_uri (str): MLflow tracking/registry URI.
-        run_id (str | None): the pipeline's run (default: a new run in ``experiment``).
         data_digest (str | None): digest of the eval data (default: the report's, if any).
-        experiment (str): experiment of a new run.
+        experiment (str): experiment of a new run (when ``log`` records nothing).
+        log (RunLog): the pipeline's run, which logs the model (default: a new run in ``experiment``).
 
     Version tags: ``auc``, ``gauc``, ``logloss``, ``gate_passed``, ``gate_reasons`` (JSON list),
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
@@ -84,13 +84,13 @@ def run(
     from recpipe import tracking
     from recpipe.stages.evaluate import read_report
     from recpipe.stages.export import parity_text
-    from recpipe.stages.serving_pyfunc import ARTIFACT, RawRowsModel
+    from recpipe.tracking.pyfunc import ARTIFACT, RawRowsModel
 
-    if run_id:
-        pipeline_run.resume(run_id, tracking_uri)
-    else:
+    if log.run_id is None:  # the model is logged to a run: a run of its own
         run_id = tracking.start_or_resume_run(tracking_uri, experiment, run_name=f"register-{model_name}")
-    with pipeline_run.failing(run_id, tracking_uri, "register"):
+        log = tracking.MlflowRunLog(run_id, tracking_uri)
+    run_id = log.run_id
+    with failing(log, "register"):
         report = read_report(report_path)
         cand, gate = report["candidate"], report["gate"]
         backend = serving_backend(exported_dir)
@@ -105,7 +105,7 @@ def run(
         )
         manifests = Path(exported_dir) / "export.json"
         if manifests.is_file():
-            tracking.log_artifact(run_id, manifests, "export", uri=tracking_uri)
+            log.log_artifact(manifests, "export")
         tags = tracking.eval_version_tags(
             auc=cand.get("auc"),
             gauc=cand.get("gauc"),
@@ -125,14 +125,8 @@ def run(
         )
         version = tracking.register_version(tracking_uri, model_name, run_id, model_uri, tags=tags)
         tracking.set_alias(tracking_uri, model_name, tracking.ALIAS_CHALLENGER, version)
-        tracking.set_tags(
-            run_id,
-            {
-                "registered.model": model_name,
-                "registered.version": version,
-                "registered.model_uri": model_uri,
-            },
-            uri=tracking_uri,
+        log.set_tags(
+            {"registered.model": model_name, "registered.version": version, "registered.model_uri": model_uri}
         )
         aliases = tracking.get_version(tracking_uri, model_name, version)["aliases"]
     return RegisterResult(model_name, version, model_uri, backend, aliases, run_id)

@@ -67,6 +67,14 @@ class PromotionResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def outcome(self) -> str:
+        """One line for the pipeline output, e.g. ``promoted: din v3 is champion (was v2)``."""
+        if self.action == "noop":
+            return f"promoted: {self.model} v{self.version} already was champion"
+        was = f"was v{self.previous}" if self.previous else "first champion"
+        verb = "rolled back" if self.action == "rollback" else "promoted"
+        return f"{verb}: {self.model} v{self.version} is champion ({was})"
+
 
 def _actor() -> str:
     try:

@@ -43,7 +43,9 @@ class MlflowRunLog:
     def log_dataset(
         self, path: str, rows: int, columns: Mapping[str, str], digest: str, context: str, name: str
     ) -> None:
-        log_dataset_input(self._run_id, path, rows, columns, digest, context, name=name, uri=self.tracking_uri)
+        log_dataset_input(
+            self._run_id, path, rows, columns, digest, context, name=name, uri=self.tracking_uri
+        )
 
     def tags(self) -> dict[str, str]:
         return dict(run_summary(self._run_id, uri=self.tracking_uri)["tags"])

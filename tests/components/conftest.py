@@ -13,8 +13,6 @@ ROWS = 12_000
 @pytest.fixture(autouse=True)
 def _local(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("RECPIPE_LOCAL", "1")
 
 
 @pytest.fixture(scope="session")
@@ -42,29 +40,29 @@ def sqlite_uri(tmp_path, _empty_db) -> str:
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> dict[str, str]:
     """Generated Taobao rows split into train/eval Parquet, and the fitted fg.json."""
-    from recpipe.stages import pipeline_run
+    from recpipe.config import load_config
+    from recpipe.stages import fit, ingest
 
     root = tmp_path_factory.mktemp("tiny-data")
-    r = pipeline_run.ingest_step(
-        str(TINY_CONFIG), f"synthetic:taobao?rows={ROWS}&seed=3", root / "train", root / "eval"
-    )
-    f = pipeline_run.fit_step(str(TINY_CONFIG), str(root / "train"), root / "fg.json")
+    data = load_config(TINY_CONFIG).data
+    r = ingest.run(
+        f"synthetic:taobao?rows={ROWS}&seed=3", None, data.label, data.split, data.neg_sample_rate,
+        data.oracle_column, data.csv, train_dir=root / "train", eval_dir=root / "eval",
+    )  # fmt: skip
+    f = fit.run(str(TINY_CONFIG), str(root / "train"), root / "fg.json")
     return {
         "train": str(root / "train"),
         "eval": str(root / "eval"),
         "fg": f.fg_json,
-        "digest": r.data_digest,
+        "digest": r.eval_digest,
     }
 
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, tiny_data) -> str:
     """A checkpoint of the tiny model trained by the train stage (one CPU process)."""
-    import os
-
     from recpipe.stages import train
 
-    os.environ["RECPIPE_LOCAL"] = "1"
     out = tmp_path_factory.mktemp("trained") / "checkpoint"
     train.run(str(TINY_CONFIG), tiny_data["train"], tiny_data["eval"], str(out), fg_json=tiny_data["fg"])
     return str(out)

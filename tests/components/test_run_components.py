@@ -10,14 +10,14 @@ from kfp.dsl import Artifact, Dataset
 from components import finish, fit, ingest, promote, reject, start
 from recpipe import tracking
 from recpipe.config import load_config
-from recpipe.stages.pipeline_run import ParameterError
+from recpipe.config import ParameterError
 
 START_ARGS = dict(
     data_source="synthetic:taobao?rows=3000",
     backends="onnx, rtp",
-    min_auc=0.55,
-    max_auc_drop=0.01,
-    max_logloss_rise=0.02,
+    min_auc="0.55",
+    max_auc_drop="0.01",
+    max_logloss_rise="0.02",
     workers=1,
     gpus_per_worker=0,
     model_name="",
@@ -25,6 +25,7 @@ START_ARGS = dict(
     tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     config_overrides={"train.max_steps": 7},
     kfp_run_id="kfp-run-42",
+    launcher="local",
 )
 
 
@@ -53,9 +54,11 @@ def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_u
     ("change", "parameter", "text"),
     [
         ({"backends": "jit,tensorflow"}, "backends", "unknown backend(s) ['tensorflow']"),
-        ({"min_auc": 1.5}, "min_auc", "must be in [0, 1], got 1.5"),
-        ({"max_auc_drop": -0.1}, "max_auc_drop", "must be in [0, 1]"),
-        ({"max_logloss_rise": 2.0}, "max_logloss_rise", "must be in [0, 1]"),
+        ({"min_auc": "1.5"}, "min_auc", "must be in [0, 1], got 1.5"),
+        ({"min_auc": "high"}, "min_auc", "must be a number in [0, 1], got 'high'"),
+        ({"max_auc_drop": "-0.1"}, "max_auc_drop", "must be in [0, 1]"),
+        ({"max_logloss_rise": "2.0"}, "max_logloss_rise", "must be in [0, 1]"),
+        ({"launcher": "slurm"}, "launcher", "must be one of ['local', 'pytorchjob']"),
         ({"config_path": "configs/nope.yaml"}, "config", "does not exist"),
         ({"data_source": "/no/such/folder"}, "data_source", "not readable"),
         ({"data_source": "synthetic:mnist?rows=10"}, "data_source", "synthetic kind"),
@@ -86,6 +89,23 @@ def test_start_names_the_bad_parameter(
         )
         == []
     )
+
+
+def test_yaml_gate_survives_unset_parameters_and_set_ones_override(tmp_path, tiny_config, sqlite_uri):
+    """The pipeline's gate parameters default to "use the config": a run that sets none keeps every
+    threshold of the YAML's eval.gate (values unlike GateConfig's defaults), a set one replaces only itself."""
+    import yaml
+
+    doc = yaml.safe_load(open(tiny_config).read())
+    doc["eval"]["gate"] = {"min_auc": 0.42, "max_auc_drop": 0.03, "max_logloss_rise": 0.04}
+    config = tmp_path / "gate.yaml"
+    config.write_text(yaml.safe_dump(doc))
+    unset = {"min_auc": "", "max_auc_drop": "", "max_logloss_rise": ""}
+    (run_id, *_), cfg = _start(tmp_path / "a", str(config), sqlite_uri, **unset)
+    assert load_config(cfg.path).eval.gate.model_dump() == doc["eval"]["gate"]
+    assert tracking.run_summary(run_id, uri=sqlite_uri)["params"]["eval.gate.min_auc"] == "0.42"
+    _, cfg = _start(tmp_path / "b", str(config), sqlite_uri, **{**unset, "min_auc": "0.61"})
+    assert load_config(cfg.path).eval.gate.model_dump() == {**doc["eval"]["gate"], "min_auc": 0.61}
 
 
 def test_multi_node_train_pod_only_launches(tmp_path, tiny_config, sqlite_uri):
@@ -187,7 +207,7 @@ def test_promote_cli_force_and_rollback(tmp_path, tiny_config, sqlite_uri, capsy
 
 
 def test_run_summary_reads_the_run_back(tmp_path, tiny_config, sqlite_uri):
-    from recpipe.stages.run_summary import summarize
+    from recpipe.pipeline import summarize
 
     (run_id, uri, *_), _ = _start(tmp_path, tiny_config, sqlite_uri)
     tracking.log_metrics(

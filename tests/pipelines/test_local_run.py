@@ -21,17 +21,28 @@ def _executor_output(summary, task):
 def test_both_gate_outcomes_on_one_store(tmp_path, monkeypatch):
     from pipelines.local_run import run_local
 
+    import yaml
+
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    # The gate threshold comes from the YAML when the run does not set it (the pipeline parameter
+    # defaults to "use the config"); the second run sets it and overrides the YAML.
+    doc = yaml.safe_load(TINY_CONFIG.read_text())
+    doc["eval"]["gate"]["min_auc"] = 0.0
+    config = tmp_path / "tiny_din_open_gate.yaml"
+    config.write_text(yaml.safe_dump(doc))
     common = dict(
         runs_dir=tmp_path / "runs",
-        config=str(TINY_CONFIG),
+        config=str(config),
         data_source=SOURCE,
         gpus_per_worker=1,
         backends="rtp",
     )
 
-    first = run_local(min_auc=0.0, **common)
+    first = run_local(**common)
     assert first.status == "FINISHED", first.format()
+    params = tracking.run_summary(first.run_id, uri=first.tracking_uri)["params"]
+    assert params["eval.gate.min_auc"] == "0.0" and "PASS min_auc: auc " in first.gate_reasons[0]
+    assert first.gate_reasons[0].endswith(">= min_auc 0.000000")
     assert first.gate_passed is True and first.champion_source == "none"
     assert first.registered_version == 1 and first.backends["rtp"].startswith("parity ok")
     assert first.outcome == (
@@ -56,6 +67,8 @@ def test_both_gate_outcomes_on_one_store(tmp_path, monkeypatch):
 
     second = run_local(min_auc=0.99, **common)
     assert second.status == "FINISHED", second.format()  # a failed gate is a normal outcome
+    params = tracking.run_summary(second.run_id, uri=second.tracking_uri)["params"]
+    assert params["eval.gate.min_auc"] == "0.99"
     assert second.gate_passed is False and second.registered_version is None
     assert second.champion_source.startswith("v1 re-evaluated on the same eval data")
     assert second.outcome.startswith("rejected: FAIL min_auc: auc ")

@@ -152,10 +152,14 @@ def test_parameters_and_defaults(compiled):
     params = ir["root"]["inputDefinitions"]["parameters"]
     expected = {
         "config": "STRING", "data_source": "STRING", "workers": "NUMBER_INTEGER", "gpus_per_worker": "NUMBER_INTEGER",
-        "accelerator_type": "STRING", "node_selector": "STRUCT", "tolerations": "LIST", "min_auc": "NUMBER_DOUBLE",
-        "max_auc_drop": "NUMBER_DOUBLE", "max_logloss_rise": "NUMBER_DOUBLE", "backends": "STRING", "mlflow_uri": "STRING",
+        "accelerator_type": "STRING", "node_selector": "STRUCT", "tolerations": "LIST", "min_auc": "STRING",
+        "max_auc_drop": "STRING", "max_logloss_rise": "STRING", "backends": "STRING", "mlflow_uri": "STRING",
         "model_name": "STRING", "auto_promote": "BOOLEAN", "workspace_pvc": "STRING", "config_overrides": "STRUCT",
+        "launcher": "STRING",
     }  # fmt: skip
+    # Gate thresholds default to "use the config's eval.gate"; cluster runs launch PyTorchJobs.
+    assert [params[k]["defaultValue"] for k in ("min_auc", "max_auc_drop", "max_logloss_rise")] == ["", "", ""]
+    assert params["launcher"]["defaultValue"] == "pytorchjob"
     assert {k: v["parameterType"] for k, v in params.items()} == expected
     assert params["auto_promote"]["defaultValue"] is True and params["workers"]["defaultValue"] == 1
     check_arguments({"workers": 4, "tolerations": []})
