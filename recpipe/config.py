@@ -27,7 +27,7 @@ from pydantic import (
 
 from recpipe.export.backends import DEFAULT_BACKENDS
 from recpipe.export.backends import check_names as check_backend_names
-from recpipe.models.registry import MODELS, config_class
+from recpipe.models.registry import config_class, model_names
 
 
 class ConfigError(ValueError):
@@ -234,7 +234,7 @@ def _model_section(value: Any) -> Any:
     if isinstance(value, ModelSection):
         return value
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise ValueError(f"must be a mapping with a model type, one of {sorted(MODELS)}")
+        raise ValueError(f"must be a mapping with a model type, one of {model_names()}")
     return config_class(value["type"]).model_validate(value)
 
 

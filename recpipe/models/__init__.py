@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from recpipe.models.mlp import MLP, MlpSpec
     from recpipe.models.multi_tower_din import DeepTower, DinTower, MultiTowerDIN, MultiTowerDinDense
     from recpipe.models.protocol import DenseArchModule, RankingModel
-    from recpipe.models.registry import MODELS, build_model, register_model
+    from recpipe.models.registry import MODELS, build_model
     from recpipe.models.train_model import TrainModel, bce_loss
 
 _LAZY = {
@@ -46,7 +46,6 @@ _LAZY = {
     "RankingModel": "recpipe.models.protocol",
     "MODELS": "recpipe.models.registry",
     "build_model": "recpipe.models.registry",
-    "register_model": "recpipe.models.registry",
     "TrainModel": "recpipe.models.train_model",
     "bce_loss": "recpipe.models.train_model",
 }
@@ -74,7 +73,6 @@ __all__ = [
     "bce_loss",
     "build_model",
     "interaction_width",
-    "register_model",
 ]
 
 

@@ -9,8 +9,10 @@ A model module declares three things:
 - ``build(spec, cfg, device=None) -> nn.Module``: the model, meeting
   :class:`~recpipe.models.protocol.RankingModel` (export needs nothing else).
 
-Adding a model is that one file plus one line in :data:`MODELS` (or ``register_model(name, module)``
-from code outside recpipe, such as a test).
+Adding a model is that one file plus one line in :data:`MODELS`. A package outside recpipe declares its
+models with the same one line as an entry point in group ``recpipe.models`` (``[project.entry-points.
+"recpipe.models"]`` ``my_model = "my_package.my_model"`` in its ``pyproject.toml``): every process that
+loads a config finds it, training workers and cluster pods included.
 
 This module imports no torch, and neither do the shipped models' modules at the top: their builders
 import the ``nn.Module`` s, so loading a config (ingest, fit, the pipeline's parameter check) never
@@ -21,6 +23,7 @@ it then imports torch (about 4 s and 400 MB with torchrec).
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -34,22 +37,20 @@ MODELS: dict[str, str] = {
     "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
     "dlrm": "recpipe.models.zoo.dlrm",
 }
+ENTRY_POINT_GROUP = "recpipe.models"
 
 
-def register_model(name: str, module: str) -> None:
-    """Add model ``name``, declared by the importable module ``module`` (checked on first use).
+def _declared(name: str) -> str | None:
+    """The module declaring ``name``: :data:`MODELS`, else an installed package's entry point."""
+    if name in MODELS:
+        return MODELS[name]
+    found = [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    return found[0] if found else None
 
-    Raises:
-        ValueError: ``name`` is taken by another module.
 
-    Example::
-
-        register_model("toy", "tests.models.toy_model")
-        load_config("toy.yaml").model           # tests.models.toy_model.Config
-    """
-    if MODELS.get(name, module) != module:
-        raise ValueError(f"model {name!r} is already declared by {MODELS[name]}")
-    MODELS[name] = module
+def model_names() -> list[str]:
+    """Every declared model: :data:`MODELS` and the entry points of group ``recpipe.models``."""
+    return sorted(set(MODELS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def model_module(name: str) -> ModuleType:
@@ -58,9 +59,10 @@ def model_module(name: str) -> ModuleType:
     Raises:
         ValueError: an unknown name, or a module that lacks ``Config``, ``Config.check_groups`` or ``build``.
     """
-    if name not in MODELS:
-        raise ValueError(f"unknown model type {name!r}; known: {sorted(MODELS)}")
-    module = importlib.import_module(MODELS[name])
+    path = _declared(name)
+    if path is None:
+        raise ValueError(f"unknown model type {name!r}; known: {model_names()}")
+    module = importlib.import_module(path)
     missing = [
         attr
         for attr, ok in (
@@ -71,7 +73,7 @@ def model_module(name: str) -> ModuleType:
         if not ok
     ]
     if missing:
-        raise ValueError(f"model {name!r}: module {MODELS[name]} does not declare {missing}")
+        raise ValueError(f"model {name!r}: module {path} does not declare {missing}")
     return module
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import yaml
 
 from recpipe.config import ConfigError, MlpConfig, parse_config
 from recpipe.models import DLRM, MODELS, MultiTowerDIN, RankingModel, build_model
-from recpipe.models.registry import config_class, model_module, register_model
+from recpipe.models.registry import config_class, model_module, model_names
 from recpipe.models.zoo import dlrm as dlrm_zoo
 from recpipe.models.zoo.dlrm import DlrmConfig
 from recpipe.models.zoo.multi_tower_din import MultiTowerDinConfig
@@ -75,15 +76,20 @@ def test_each_model_checks_its_group_references() -> None:
         parse_config(d)
 
 
-def test_register_model_and_incomplete_declarations(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(MODELS, "half", "recpipe.models.mlp")  # a module that declares no model
-    with pytest.raises(ValueError, match=r"does not declare \['Config', 'Config.check_groups', 'build'\]"):
+def test_models_declared_by_entry_points_and_incomplete_declarations(
+    declare_model: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match=r"unknown model type 'half'; known: \['dlrm', 'multi_tower_din'\]"):
         model_module("half")
-    with pytest.raises(ValueError, match="already declared by recpipe.models.zoo.dlrm"):
-        register_model("dlrm", "elsewhere")
-    register_model("dlrm", "recpipe.models.zoo.dlrm")  # the same declaration again is fine
-    with pytest.raises(ValueError, match="unknown model type 'nope'"):
-        model_module("nope")
+    declare_model("half = recpipe.models.mlp")  # a module that declares no model
+    assert model_names() == ["dlrm", "half", "multi_tower_din"]
+    with pytest.raises(
+        ValueError,
+        match=r"module recpipe.models.mlp does not declare \['Config', 'Config.check_groups', 'build'\]",
+    ):
+        model_module("half")
+    monkeypatch.setitem(MODELS, "half", "recpipe.models.zoo.dlrm")  # the in-tree line wins
+    assert model_module("half") is dlrm_zoo
 
 
 def test_build_on_meta(din_spec, din_cfg, dlrm_spec, dlrm_cfg) -> None:
