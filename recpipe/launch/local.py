@@ -23,7 +23,9 @@ from recpipe.launch.errors import LaunchError
 from recpipe.train.ports import free_port
 
 _ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n(.*?)\n=+", re.S)
-_TRACEBACK = "Traceback (most recent call last):"
+# A lone process's traceback; once its process group is up, torch's excepthook prefixes every line with
+# "[rank<r>]: ", and the progress bar (no newline) may share its first line or follow it.
+_TRACEBACK = re.compile(r"(\[rank\d+\]: )?Traceback \(most recent call last\):")
 TAIL_LINES = 40
 
 
@@ -34,9 +36,14 @@ def root_cause(output: str) -> str:
     if m:
         return m.group(1).strip()
     lines = output.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
+    starts = [(i, m) for i, line in enumerate(lines) if (m := _TRACEBACK.search(line))]
     if starts:
-        return "\n".join(lines[starts[-1] :]).strip()
+        i, m = starts[-1]
+        block = [lines[i][m.start() :], *lines[i + 1 :]]
+        prefix = m.group(1)
+        if prefix:
+            block = [line[len(prefix) :] for line in block if line.startswith(prefix)]
+        return "\n".join(block).strip()
     return "\n".join(lines[-TAIL_LINES:])
 
 

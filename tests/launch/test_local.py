@@ -88,6 +88,16 @@ def test_root_cause_of_a_lone_process_is_its_last_traceback():
     )
 
 
+def test_root_cause_of_a_lone_rank_drops_the_rank_prefix_and_other_output():
+    out = (
+        'train:   0%|   | 0/2[rank0]: Traceback (most recent call last):\n[rank0]:   File "loop.py", line 124\n'
+        "[rank0]: DataError: missing columns ['clk']\n\ntrain:   0%|          | 0/2\n"
+    )
+    assert root_cause(out) == (
+        "Traceback (most recent call last):\n  File \"loop.py\", line 124\nDataError: missing columns ['clk']"
+    )
+
+
 def test_a_failing_lone_worker_fails_with_its_error(tmp_path):
     # A real worker process (no torchrun) whose training data does not exist.
     config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"

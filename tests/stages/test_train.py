@@ -64,14 +64,25 @@ def test_without_a_run_nothing_is_drawn(data, tmp_path):
     assert (out / "checkpoints" / "latest").is_file() and not (out / ".plots").exists()
 
 
-def test_a_failure_marks_the_run_failed(data, tmp_path):
+def test_a_failing_rank_marks_the_run_failed_with_its_traceback(data, tmp_path):
+    # Training data without the label: the rank fails inside the training loop, its process group up.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    pq.write_table(pq.read_table(data["train"]).drop_columns(["clk"]), broken / "part-00000.parquet")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_id = tracking.start_or_resume_run(uri, "recpipe-tests")
     with pytest.raises(TrainingFailed, match="1 process exit code 1"):
         train.run(
-            str(CONFIG), str(tmp_path / "missing"), data["eval"], str(tmp_path / "out"),
+            str(CONFIG),
+            str(broken),
+            data["eval"],
+            str(tmp_path / "out"),
             log=tracking.open_run_log(run_id, uri),
-        )  # fmt: skip
+        )
     run = tracking.run_summary(run_id, uri=uri)
+    reason = run["tags"]["failure_reason"]
     assert run["status"] == "FAILED"
-    assert run["tags"]["failure_reason"].startswith("train: TrainingFailed: 1 process exit code 1: Traceback")
+    assert reason.startswith(
+        "train: TrainingFailed: 1 process exit code 1: Traceback (most recent call last):"
+    )
+    assert "missing columns ['clk']" in reason.splitlines()[-1] and "[rank0]" not in reason
