@@ -8,7 +8,6 @@ features) and, on real rows, that the plan reproduces ``sparse_arch`` exactly.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +19,7 @@ from recpipe.export.remap import ZchRemap
 from recpipe.export.tables import PlanEntry, TableMeta
 from recpipe.export.zch import zch_remaps
 from recpipe.features.spec import FeatureSpec
+from recpipe.models.protocol import DenseArchModule
 
 SEQUENCE_SUFFIXES = {"__query": "pooled", "__values": "sequence", "__offsets": "offsets"}
 
@@ -37,7 +37,7 @@ class SplitModel:
         plan (list[PlanEntry]): how every input after ``dense`` is built from the tables.
         tables (dict[str, torch.Tensor]): table name → ``(rows, dim)`` float32 weight.
         metas (list[TableMeta]): tables as stored (features, pooling, id mapping).
-        dense (nn.Module): ``forward(dense, *embeddings)`` → logits ``(B,)``, without the tables.
+        dense (DenseArchModule): ``forward(dense, *embeddings)`` → logits ``(B,)``, without the tables.
         remaps (dict[str, ZchRemap]): zch table name → its frozen key → row remapping.
     """
 
@@ -45,46 +45,20 @@ class SplitModel:
     plan: list[PlanEntry]
     tables: dict[str, torch.Tensor]
     metas: list[TableMeta]
-    dense: nn.Module
+    dense: DenseArchModule
     remaps: dict[str, ZchRemap] = field(default_factory=dict)
 
 
-class DenseProgram(nn.Module):
-    """The dense arch with positional inputs ``(dense, *embeddings)`` in ``dense_input_names()`` order.
-
-    Holds a shallow copy of the model without its embedding collections, so exporting it carries
-    only the dense weights.
-    """
-
-    def __init__(self, model: nn.Module, input_names: list[str]) -> None:
-        super().__init__()
-        self.model = _without_tables(model)
-        self.input_names = list(input_names)
-
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return self.model.dense_arch(inputs[0], dict(zip(self.input_names[1:], inputs[1:])))
-
-
 class DenseListProgram(nn.Module):
-    """:class:`DenseProgram` taking ``(dense, [embeddings...])``: a fixed signature TorchScript can call."""
+    """:class:`~recpipe.models.protocol.DenseArchModule` taking ``(dense, [embeddings...])``: a fixed
+    signature TorchScript can call."""
 
-    def __init__(self, program: DenseProgram) -> None:
+    def __init__(self, program: DenseArchModule) -> None:
         super().__init__()
         self.program = program
 
     def forward(self, dense: torch.Tensor, embeddings: list[torch.Tensor]) -> torch.Tensor:
         return self.program(dense, *embeddings)
-
-
-def _without_tables(model: nn.Module) -> nn.Module:
-    clone = copy.copy(model)
-    clone._modules = type(model._modules)(model._modules)
-    for name, sub in model._modules.items():
-        if sub is not None and any(
-            isinstance(m, EmbeddingBagCollection | EmbeddingCollection) for m in sub.modules()
-        ):
-            clone._modules[name] = None
-    return clone
 
 
 def model_tables(model: nn.Module) -> dict[str, tuple[torch.Tensor, list[str]]]:
@@ -103,7 +77,7 @@ def model_tables(model: nn.Module) -> dict[str, tuple[torch.Tensor, list[str]]]:
 def check_spec(model: nn.Module, spec: FeatureSpec) -> None:
     """Raise :class:`SpecMismatchError` unless every model table matches the FeatureSpec's table of that
     name (rows, dim, features) and the dense width agrees."""
-    for attr in ("dense_input_names", "sparse_arch", "dense_arch"):
+    for attr in ("dense_input_names", "sparse_arch", "dense_arch", "dense_module"):
         if not callable(getattr(model, attr, None)):
             raise SpecMismatchError(
                 f"{type(model).__name__} has no {attr}(); it is not a recpipe ranking model"
@@ -203,7 +177,7 @@ def split_model(model: nn.Module, spec: FeatureSpec) -> SplitModel:
         if m.name in remaps:
             m.zch = remaps[m.name].sizes()
     tables = {m.name: found[m.name][0].detach().to("cpu", torch.float32) for m in metas}
-    return SplitModel(input_names, plan, tables, metas, DenseProgram(model, input_names), remaps)
+    return SplitModel(input_names, plan, tables, metas, DenseArchModule(model), remaps)
 
 
 def _used_remaps(model: nn.Module, spec: FeatureSpec, metas: list[TableMeta]) -> dict[str, ZchRemap]:
