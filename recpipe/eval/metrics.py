@@ -375,11 +375,6 @@ class MetricAccumulator:
             self._add({k: cols.get(k) for k in _COLUMNS})
         return self
 
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> MetricAccumulator:
-        acc = cls(from_logits=state["from_logits"], neg_sample_rate=state["neg_sample_rate"])
-        return acc.merge(state)
-
     # ---------------------------------------------------------------------------- results
     def _arrays(self) -> dict[str, np.ndarray | None]:
         if self._cache is None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from recpipe.eval.metrics import MetricAccumulator
@@ -50,9 +48,9 @@ class EvalReport:
 
     Example::
 
-        >>> r = build_report(acc, threshold=0.5, model_info={"name": "din", "version": 3})
-        >>> r.to_json("eval/report.json"); EvalReport.from_json("eval/report.json").auc == r.auc
-        True
+        r = build_report(acc, threshold=0.5, model_info={"name": "din", "version": 3})
+        r.metrics()                                  # {"auc": 0.71, "gauc": 0.64, "logloss": 0.21, ...}
+        json.dumps(json_safe(r.to_dict()), allow_nan=False)   # strict JSON: NaN as null
     """
 
     auc: float
@@ -79,30 +77,6 @@ class EvalReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown EvalReport fields {unknown}")
-        values = dict(data)
-        # JSON has no NaN: null stands for NaN in the float fields (oracle_auc keeps None).
-        for f in fields(cls):
-            if f.name in values and values[f.name] is None and f.type == "float":
-                values[f.name] = float("nan")
-        return cls(**values)
-
-    def to_json(self, path: str | Path) -> Path:
-        """Write strict JSON (NaN and infinities become null) and return the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(json_safe(self.to_dict()), indent=2, sort_keys=True, allow_nan=False))
-        return path
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> EvalReport:
-        return cls.from_dict(json.loads(Path(path).read_text()))
 
 
 def json_safe(value: Any) -> Any:

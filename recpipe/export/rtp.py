@@ -56,7 +56,7 @@ class RtpModel(Scorer):
 
         rtp = RtpModel("export/rtp")
         rtp.predict_raw(table)                      # (B,) logits
-        rtp.dense_inputs(values, lengths, batch)     # {"user_id": (B, 16), "seq__values": (T, 48), ...}
+        rtp.lookup(values, lengths, batch)           # {"user_id": (B, 16), "seq__values": (T, 48), ...}
     """
 
     def __init__(self, folder: str | Path, manifest: Manifest | None = None) -> None:
@@ -66,11 +66,6 @@ class RtpModel(Scorer):
         if self.lookup.keys != self.keys:
             raise ValueError(f"{self.folder}: sparse.json keys differ from fg.json keys")
         self.program = torch.export.load(str(self.folder / DENSE_PROGRAM)).module()
-
-    def dense_inputs(
-        self, values: torch.Tensor, lengths: torch.Tensor, batch_size: int
-    ) -> dict[str, torch.Tensor]:
-        return self.lookup(values, lengths, batch_size)
 
     def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         inputs = self.lookup(values, lengths, dense.shape[0])

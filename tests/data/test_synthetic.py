@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
 import recpipe.data.synthetic.common as common
-from recpipe.data import CsvSource, criteo_csv_options
-from recpipe.data.synthetic import GenerateReport, generate, write_criteo_tsv
+from recpipe.data import CsvSource, ParquetSource, criteo_csv_options
+from recpipe.data.csv import CRITEO_COLUMNS
+from recpipe.data.synthetic import GenerateReport, generate
 from recpipe.data.synthetic import criteo as criteo_gen
 from recpipe.data.synthetic import taobao as taobao_gen
 from recpipe.data.synthetic.criteo import CARDINALITIES, hex_strings
@@ -216,6 +218,33 @@ def test_dense_taobao_catalogue() -> None:
         taobao_gen.build_catalogue(0, 1000, ads=0)
     with pytest.raises(ValueError, match="max_vocab is an option of synthetic criteo data"):
         generate("taobao", 10, Path("unused"), max_vocab=5)
+
+
+def write_criteo_tsv(src_dir: str | Path, out_path: str | Path, batch_rows: int = 65536) -> int:
+    """Write generated Criteo Parquet data in the raw Criteo layout: no header, tab-separated,
+    ``label, I1..I13, C1..C26``, empty fields for missing values (``true_prob`` is dropped).
+
+    Args:
+        src_dir (str | Path): a folder written by ``generate("criteo", ...)``.
+        out_path (str | Path): the text file to write (``.gz`` compresses).
+        batch_rows (int): rows converted at a time.
+
+    Returns:
+        int: rows written.
+
+    """
+    source = ParquetSource(str(src_dir))
+    schema = pa.schema([source.schema().field(c) for c in CRITEO_COLUMNS])
+    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    rows = 0
+    with (
+        pa.output_stream(str(out_path), compression="detect") as sink,
+        pacsv.CSVWriter(sink, schema, write_options=options) as writer,
+    ):
+        for sb in source.iter_batches(batch_rows=batch_rows, columns=list(CRITEO_COLUMNS)):
+            writer.write_batch(sb.batch)
+            rows += sb.num_rows
+    return rows
 
 
 def test_criteo_tsv_round_trip(criteo: tuple[GenerateReport, pa.Table], tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def test_rtp_model_scores_raw_rows_without_torchrec(din_export, tmp_path):
     assert np.abs(served - eager).max() <= trained.cfg.export.max_abs_logit_diff
 
 
-def test_rtp_dense_inputs_are_jagged(din_export):
+def test_rtp_lookup_keeps_histories_jagged(din_export):
     trained, result = din_export
     from recpipe.export.rtp import RtpModel
     from recpipe.features.fg import FeatureGenerator
@@ -64,7 +64,7 @@ def test_rtp_dense_inputs_are_jagged(din_export):
     rtp = RtpModel(result.backends["rtp"].folder)
     rows = build_parity_set(trained.held_out, trained.spec).table.slice(0, 3)  # histories of 0, 1, 100 items
     out = FeatureGenerator(trained.spec, with_labels=False)(rows)
-    inputs = rtp.dense_inputs(*_kjt(out), batch_size=3)
+    inputs = rtp.lookup(*_kjt(out), batch_size=3)
     assert inputs["seq__offsets"].tolist() == [0, 0, 1, 101]
     assert inputs["seq__values"].shape == (101, 48)  # never padded to 3 x 100
     assert inputs["seq__query"].shape == (3, 48) and inputs["user_id"].shape == (3, 16)

@@ -10,9 +10,8 @@ from typing import Literal
 
 from recpipe.data.synthetic import criteo, taobao
 from recpipe.data.synthetic.common import GenerateReport, write_chunks
-from recpipe.data.synthetic.criteo import write_criteo_tsv
 
-__all__ = ["GenerateReport", "generate", "write_criteo_tsv"]
+__all__ = ["GenerateReport", "generate"]
 
 DEFAULT_CHUNK_ROWS = 200_000
 

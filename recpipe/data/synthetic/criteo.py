@@ -9,20 +9,16 @@ calibrated for about 25% positives. A pair effect is low rank, ``<u_a[C_a], v_b[
 vectors of :data:`PAIR_RANK` dims per value (standard deviation :data:`PAIR_EFFECT_SD`): the
 structure that factorization machines and DLRM's dot interaction assume (a value's taste for the
 other column's values), learnable from a value's own impressions, unlike an arbitrary table over
-every pair of values. ``write_criteo_tsv`` writes the raw Criteo text layout.
+every pair of values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
-from recpipe.data.csv import CRITEO_COLUMNS
-from recpipe.data.parquet import ParquetSource
 from recpipe.data.synthetic.common import ZipfSampler, calibrate_base, sigmoid
 
 # Per-column vocabulary sizes as in the Kaggle Criteo data, capped at 1e5.
@@ -161,33 +157,3 @@ def make_chunk(model: CriteoModel, seed: int, chunk: int, n: int) -> tuple[pa.Ta
         columns[f"C{c + 1}"] = model.vocab[c].take(pa.array(idx, mask=null))
     columns["true_prob"] = pa.array(prob)
     return pa.table(columns), label.astype(np.int8), prob.astype(np.float32)
-
-
-def write_criteo_tsv(src_dir: str | Path, out_path: str | Path, batch_rows: int = 65536) -> int:
-    """Write generated Criteo Parquet data in the raw Criteo layout: no header, tab-separated,
-    ``label, I1..I13, C1..C26``, empty fields for missing values (``true_prob`` is dropped).
-
-    Args:
-        src_dir (str | Path): a folder written by ``generate("criteo", ...)``.
-        out_path (str | Path): the text file to write (``.gz`` compresses).
-        batch_rows (int): rows converted at a time.
-
-    Returns:
-        int: rows written.
-
-    Example::
-
-        write_criteo_tsv(tmp / "criteo", tmp / "day_0.tsv")   # read back with criteo_csv_options()
-    """
-    source = ParquetSource(str(src_dir))
-    schema = pa.schema([source.schema().field(c) for c in CRITEO_COLUMNS])
-    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
-    rows = 0
-    with (
-        pa.output_stream(str(out_path), compression="detect") as sink,
-        pacsv.CSVWriter(sink, schema, write_options=options) as writer,
-    ):
-        for sb in source.iter_batches(batch_rows=batch_rows, columns=list(CRITEO_COLUMNS)):
-            writer.write_batch(sb.batch)
-            rows += sb.num_rows
-    return rows

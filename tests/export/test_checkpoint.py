@@ -1,15 +1,16 @@
-"""``recpipe export`` over a DCP checkpoint: loaded with the trainer's loader, exported, parity-checked."""
+"""export_checkpoint over a DCP checkpoint: loaded with the trainer's loader, exported, parity-checked."""
 
 from __future__ import annotations
 
 import json
 
 import pyarrow.parquet as pq
+import pytest
 import torch.distributed.checkpoint as dcp
 import yaml
 
 from recpipe.export import load_backend
-from recpipe.export.cli import main
+from recpipe.export.checkpoint import export_checkpoint
 from recpipe.train.checkpoint import CONFIG, META, SPEC
 
 
@@ -22,35 +23,20 @@ def _write_checkpoint(trained, folder):
     (folder / META).write_text(json.dumps({"step": 6}))
 
 
-def test_cli_exports_a_checkpoint(dlrm, tmp_path, capsys):
+def test_export_checkpoint_of_a_dcp_checkpoint(dlrm, tmp_path):
     ckpt = tmp_path / "ckpt-6"
     _write_checkpoint(dlrm, ckpt)
     pq.write_table(dlrm.held_out, tmp_path / "eval.parquet")
     out = tmp_path / "export"
-    code = main(
-        [
-            "--checkpoint",
-            str(ckpt),
-            "--backends",
-            "rtp,trt",
-            "--out",
-            str(out),
-            "--data",
-            str(tmp_path / "eval.parquet"),
-        ]
-    )
-    printed = capsys.readouterr().out
-    assert code == 0, printed
-    assert printed.splitlines()[0].startswith("rtp: ok max|dlogit|=")
-    assert "trt: skipped (requires a CUDA GPU with TensorRT" in printed
+    result = export_checkpoint(ckpt, "rtp,trt", out, str(tmp_path / "eval.parquet"))
+    assert result.summary().splitlines()[0].startswith("rtp: ok max|dlogit|=")
+    trt = result.backends["trt"]
+    assert trt.status == "ok" or trt.reason.startswith("requires a CUDA GPU with TensorRT")
     rows = dlrm.clean.slice(0, 64)
     got = load_backend(out / "rtp").predict_raw(rows)
     assert abs(got - dlrm.eager_logits(rows)).max() <= 1e-4
 
 
-def test_cli_reports_a_bad_backend(tmp_path, capsys):
-    code = main(
-        ["--checkpoint", str(tmp_path), "--backends", "jit,pmml", "--out", str(tmp_path / "o"), "--data", "x"]
-    )
-    assert code == 1
-    assert "unknown backend(s) ['pmml']" in capsys.readouterr().err
+def test_a_bad_backend_fails_before_the_checkpoint_is_read(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown backend\(s\) \['pmml'\]"):
+        export_checkpoint(tmp_path / "no-checkpoint", "jit,pmml", tmp_path / "o", "x")
