@@ -103,45 +103,6 @@ def score_pyfunc(
     return build_report(acc)
 
 
-def evaluate_candidate(checkpoint: str, data_dir: str, threshold: float, oracle_column: str | None) -> Any:
-    """An ``EvalReport`` (metrics, ROC, confusion, calibration) of a checkpoint on ``data_dir``, in this
-    process, with the oracle AUC when the data carries the true click probability."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    from recpipe.eval.metrics import MetricAccumulator
-    from recpipe.eval.report import build_report
-    from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
-    from recpipe.train.evaluate import predict_dataset
-
-    ckpt = resolve_checkpoint(checkpoint)
-    model, spec, ckpt_cfg = load_model_for_inference(ckpt)
-    labels, logits, groups = predict_dataset(
-        model,
-        spec,
-        data_dir,
-        ckpt_cfg.data.batch_size,
-        on_bad_row=ckpt_cfg.data.on_bad_row,
-        csv=ckpt_cfg.data.csv,
-    )
-    oracle = None
-    if oracle_column and ckpt_cfg.data.on_bad_row == "error":  # rows in file order, none dropped
-        try:
-            column = pq.read_table(data_dir, columns=[oracle_column]).column(oracle_column)
-            if len(column) == len(labels):
-                oracle = np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
-        except (KeyError, ValueError, OSError):
-            oracle = None
-    acc = MetricAccumulator(from_logits=True, neg_sample_rate=ckpt_cfg.data.neg_sample_rate)
-    acc.update(labels=labels, preds=logits, groups=groups, oracle=oracle)
-    info = {
-        "checkpoint": str(ckpt),
-        "step": CheckpointMeta.read(ckpt).step,
-        "config_digest": ckpt_cfg.digest(),
-    }
-    return build_report(acc, threshold=threshold, model_info=info)
-
-
 def champion_eval(
     model_name: str, tracking_uri: str, data_dir: str, label: str, group_column: str | None
 ) -> ChampionEval | None:
@@ -199,12 +160,15 @@ def run(
     from recpipe.config import load_config
     from recpipe.eval.gate import decide
     from recpipe.train.checkpoint import read_config, resolve_checkpoint
+    from recpipe.train.evaluate import evaluate_checkpoint
 
     with failing(log, "evaluate"):
         cfg = load_config(config_path) if config_path else read_config(resolve_checkpoint(checkpoint))
         thresholds = gate_overrides(min_auc, max_auc_drop, max_logloss_rise)
         gate = cfg.eval.gate.model_copy(update={k.rsplit(".", 1)[1]: v for k, v in thresholds.items()})
-        candidate = evaluate_candidate(checkpoint, data_dir, cfg.eval.threshold, cfg.data.oracle_column)
+        candidate = evaluate_checkpoint(
+            checkpoint, data_dir, threshold=cfg.eval.threshold, oracle_column=cfg.data.oracle_column
+        )
         champion = None
         if champion_model:
             if not tracking_uri:

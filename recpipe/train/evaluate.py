@@ -14,6 +14,7 @@ from torchrec.distributed import DistributedModelParallel
 from recpipe.batch import Batch
 from recpipe.config import CsvOptions
 from recpipe.eval.metrics import MetricAccumulator, gather_across_ranks
+from recpipe.eval.report import EvalReport, build_report
 from recpipe.features.spec import FeatureSpec
 from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
 from recpipe.train.data import StepBatches
@@ -124,35 +125,45 @@ def evaluate_checkpoint(
     data_uri: str,
     global_batch_size: int | None = None,
     on_bad_row: Literal["error", "skip"] | None = None,
-) -> dict[str, Any]:
-    """AUC, GAUC, logloss, calibration, ... of a checkpoint (written by any number of ranks) on
-    ``data_uri``, in this process alone.
+    threshold: float = 0.5,
+    oracle_column: str | None = None,
+) -> EvalReport:
+    """The evaluation report (AUC, GAUC, logloss, calibration, ROC, confusion at ``threshold``) of a
+    checkpoint, written by any number of ranks, on ``data_uri``, in this process alone.
 
     Args:
         ckpt_dir (str | Path): a ``ckpt-<step>`` folder or a training output folder (its latest).
         data_uri (str): evaluation data.
         global_batch_size (int | None): rows per batch (default: the config's ``data.batch_size``).
         on_bad_row (str | None): FG's bad-row policy (default: the config's).
+        threshold (float): decision threshold of the confusion matrix.
+        oracle_column (str | None): the data's true click probability, if it has one: its AUC is reported
+            (only when no row can be skipped, so the rows line up with the predictions).
 
     Returns:
-        dict: :class:`recpipe.eval.metrics.EvalMetrics` fields plus ``checkpoint`` and ``step``.
+        EvalReport: metrics, curves and ``model`` (``checkpoint``, ``step``, ``config_digest``).
 
     Example::
 
-        evaluate_checkpoint("runs/x/train", "runs/x/data/eval")["auc"]   # 0.74
+        evaluate_checkpoint("runs/x/train", "runs/x/data/eval").auc   # 0.74
     """
+    import pyarrow.parquet as pq
+
     ckpt = resolve_checkpoint(ckpt_dir)
     model, spec, cfg = load_model_for_inference(ckpt)
+    policy = on_bad_row or cfg.data.on_bad_row
     labels, logits, groups = predict_dataset(
-        model,
-        spec,
-        data_uri,
-        global_batch_size or cfg.data.batch_size,
-        on_bad_row=on_bad_row or cfg.data.on_bad_row,
-        csv=cfg.data.csv,
+        model, spec, data_uri, global_batch_size or cfg.data.batch_size, on_bad_row=policy, csv=cfg.data.csv
     )
+    oracle = None
+    if oracle_column and policy == "error":  # rows in file order, none dropped
+        try:
+            column = pq.read_table(data_uri, columns=[oracle_column]).column(oracle_column)
+            if len(column) == len(labels):
+                oracle = np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
+        except (KeyError, ValueError, OSError):
+            oracle = None
     acc = MetricAccumulator(from_logits=True, neg_sample_rate=cfg.data.neg_sample_rate)
-    acc.update(labels=labels, preds=logits, groups=groups)
-    out = metrics_dict(acc)
-    out.update(checkpoint=str(ckpt), step=CheckpointMeta.read(ckpt).step)
-    return out
+    acc.update(labels=labels, preds=logits, groups=groups, oracle=oracle)
+    info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
+    return build_report(acc, threshold=threshold, model_info=info)

@@ -111,10 +111,10 @@ def test_checkpoint_of_two_ranks_evaluates_in_one_process(two_rank, taobao):
     out, _, _ = two_rank
     metrics = evaluate_checkpoint(out, taobao["eval"])
     final = _result(out)["eval"]
-    assert metrics["rows"] == final["rows"] == 1001 and metrics["step"] == STEPS
-    assert metrics["auc"] == pytest.approx(final["auc"], abs=1e-6)
-    assert metrics["gauc"] == pytest.approx(final["gauc"], abs=1e-6)
-    assert metrics["logloss"] == pytest.approx(final["logloss"], rel=1e-5)
+    assert metrics.rows == final["rows"] == 1001 and metrics.model["step"] == STEPS
+    assert metrics.auc == pytest.approx(final["auc"], abs=1e-6)
+    assert metrics.gauc == pytest.approx(final["gauc"], abs=1e-6)
+    assert metrics.logloss == pytest.approx(final["logloss"], rel=1e-5)
 
 
 def test_two_ranks_equal_one_rank_with_the_same_global_batch(one_rank, two_rank):

@@ -55,10 +55,10 @@ def test_single_process_training_learns_and_writes_everything(single_run):
 def test_evaluate_checkpoint_matches_the_final_training_eval(single_run, taobao):
     cfg, out, result = single_run
     metrics = evaluate_checkpoint(out, taobao["eval"])
-    assert metrics["step"] == 202 and metrics["rows"] == 1001
-    assert metrics["auc"] == pytest.approx(result.eval["auc"], abs=1e-6)
-    assert metrics["logloss"] == pytest.approx(result.eval["logloss"], rel=1e-5)
-    assert metrics["gauc"] == pytest.approx(result.eval["gauc"], abs=1e-6)
+    assert metrics.model["step"] == 202 and metrics.rows == 1001
+    assert metrics.auc == pytest.approx(result.eval["auc"], abs=1e-6)
+    assert metrics.logloss == pytest.approx(result.eval["logloss"], rel=1e-5)
+    assert metrics.gauc == pytest.approx(result.eval["gauc"], abs=1e-6)
 
 
 def test_load_model_for_inference_gives_a_plain_cpu_module(single_run, taobao):

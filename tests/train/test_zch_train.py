@@ -191,8 +191,8 @@ def test_one_rank_trains_and_evicts(one_rank_runs, taobao):
     assert int(state[f"{REMAP}.adgroup_id._current_iter_tensor"]) == 40
     # the unsharded model loaded from the checkpoint scores the eval rows as the trainer did
     metrics = evaluate_checkpoint(straight, taobao["eval"])
-    assert metrics["auc"] == pytest.approx(result.eval["auc"], abs=1e-6)
-    assert metrics["logloss"] == pytest.approx(result.eval["logloss"], rel=1e-5)
+    assert metrics.auc == pytest.approx(result.eval["auc"], abs=1e-6)
+    assert metrics.logloss == pytest.approx(result.eval["logloss"], rel=1e-5)
 
 
 def test_resume_restores_the_remapping_bit_for_bit(one_rank_runs):
@@ -239,7 +239,7 @@ def test_two_ranks_train_split_the_key_space_and_resume_only_on_two(zch_config, 
     assert bool((keys[real & (rows < 32)] < 2**62).all()) and bool((keys[real & (rows >= 32)] >= 2**62).all())
     # unseen ids go to their rank's spare row in the unsharded model too: the same scores as the trainer
     metrics = evaluate_checkpoint(out, taobao["eval"])
-    assert metrics["auc"] == pytest.approx(result["eval"]["auc"], abs=1e-6)
+    assert metrics.auc == pytest.approx(result["eval"]["auc"], abs=1e-6)
 
     code, log = run(1, 40)
     assert code != 0
