@@ -71,6 +71,7 @@ class DataConfig(_Strict):
     csv: CsvOptions = Field(default_factory=CsvOptions)
     label: str
     weight: str | None = None
+    # The global batch: rows per training step over all ranks (each rank reads rows_per_rank of them).
     batch_size: int = Field(8192, ge=1)
     num_workers: int = Field(0, ge=0)
     split: SplitConfig = Field(default_factory=SplitConfig)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.config import ParameterError, flatten
+from recpipe.launch import LAUNCHERS
 from recpipe.pipeline.params import (
     check_data_source,
     check_placement,
@@ -27,9 +28,6 @@ OUTCOME_REJECTED = "rejected"
 TAG_OUTCOME = "pipeline.outcome"
 TAG_GATE_DECISION = "gate.decision"
 TAG_GATE_REASONS = "gate.reasons"
-# How the train step starts training: torchrun in the step's own process tree ("local": `recpipe run`,
-# or one pod), or a Kubeflow PyTorchJob across `workers` pods ("pytorchjob": a cluster run).
-LAUNCHERS = ("local", "pytorchjob")
 
 
 @dataclass
