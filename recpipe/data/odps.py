@@ -70,6 +70,17 @@ def parse_odps_uri(uri: str) -> OdpsTableRef:
     return OdpsTableRef(parts[0], parts[2], ",".join(specs) or None)
 
 
+def require_credentials() -> None:
+    """Raise :class:`OdpsCredentialsError` naming every required variable that is unset or empty."""
+    missing = [k for k in CREDENTIAL_ENV if not os.environ.get(k)]
+    if missing:
+        raise OdpsCredentialsError(
+            f"reading ODPS tables needs the environment variables {', '.join(CREDENTIAL_ENV)} "
+            f"(and optionally ODPS_PROJECT; on a cluster, from the Kubernetes Secret 'recpipe-odps'); "
+            f"missing: {', '.join(missing)}"
+        )
+
+
 def odps_client_from_env(project: str) -> Any:
     """An ``odps.ODPS`` client from ``ODPS_ACCESS_ID``, ``ODPS_ACCESS_KEY``, ``ODPS_ENDPOINT`` and the
     optional ``ODPS_PROJECT`` (the default project; else ``project``). Credentials never come from config.
@@ -77,12 +88,7 @@ def odps_client_from_env(project: str) -> Any:
     Raises:
         OdpsCredentialsError: a required variable is unset or empty; the message names it.
     """
-    missing = [k for k in CREDENTIAL_ENV if not os.environ.get(k)]
-    if missing:
-        raise OdpsCredentialsError(
-            f"reading ODPS tables needs the environment variables {', '.join(CREDENTIAL_ENV)} "
-            f"(and optionally ODPS_PROJECT); missing: {', '.join(missing)}"
-        )
+    require_credentials()
     from odps import ODPS  # optional dependency (the "full" extra)
 
     return ODPS(

@@ -1,40 +1,24 @@
 """Open any supported input as a :class:`Source`: Parquet, CSV/TSV (local or object store), ODPS, or
 generated ``synthetic:`` data. The one place that knows the URI schemes.
 
-Every source yields :class:`SourceBatch` es (an Arrow RecordBatch plus the file and first row it came
-from) for one :class:`Shard`; the union over the shards of one count is exactly the dataset.
+Every source yields :class:`~recpipe.data.types.SourceBatch` es (an Arrow RecordBatch plus the file and
+first row it came from) for one :class:`~recpipe.data.sharding.Shard`; the union over the shards of one
+count is exactly the dataset.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlparse
 
 from recpipe.config import CsvOptions
-from recpipe.data.csv import CsvSource, criteo_csv_options
+from recpipe.data.csv import CsvSource
 from recpipe.data.files import detect_format, resolve_files
-from recpipe.data.odps import CREDENTIAL_ENV, OdpsSource, parse_odps_uri
+from recpipe.data.odps import OdpsSource, parse_odps_uri, require_credentials
 from recpipe.data.parquet import ParquetSource
-from recpipe.data.sharding import Shard
 from recpipe.data.synthetic import generate
-from recpipe.data.types import DataError, Source, SourceBatch
-
-__all__ = [
-    "CsvSource",
-    "DataError",
-    "OdpsSource",
-    "ParquetSource",
-    "Shard",
-    "Source",
-    "SourceBatch",
-    "SyntheticSource",
-    "check_source",
-    "criteo_csv_options",
-    "open_source",
-    "parse_synthetic",
-]
+from recpipe.data.types import Source
 
 SYNTHETIC = "synthetic:"
 ODPS = "odps://"
@@ -98,6 +82,7 @@ def check_source(uri: str) -> None:
 
     Raises:
         ValueError: why ``uri`` is unreadable (``DataError`` for missing files).
+        OdpsCredentialsError: an ODPS table without credentials in the environment.
 
     Example::
 
@@ -110,12 +95,7 @@ def check_source(uri: str) -> None:
         parse_synthetic(uri)
     elif uri.startswith(ODPS):
         parse_odps_uri(uri)
-        missing = [k for k in CREDENTIAL_ENV if not os.environ.get(k)]
-        if missing:
-            raise ValueError(
-                f"reading {uri} needs the credentials {', '.join(missing)} in the environment "
-                "(Kubernetes Secret 'recpipe-odps' on a cluster)"
-            )
+        require_credentials()
     else:
         resolve_files(uri)
 

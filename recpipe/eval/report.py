@@ -104,16 +104,7 @@ def build_report(
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
     m = acc.compute()
     return EvalReport(
-        auc=m.auc,
-        gauc=m.gauc,
-        gauc_users=m.gauc_users,
-        gauc_skipped_users=m.gauc_skipped_users,
-        logloss=m.logloss,
-        calibration=m.calibration,
-        positive_rate=m.positive_rate,
-        rows=m.rows,
-        oracle_auc=m.oracle_auc,
-        mean_prediction=m.mean_prediction,
+        **m.to_dict(),
         threshold=threshold,
         confusion=acc.confusion(threshold),
         roc=acc.roc_curve(roc_points),

@@ -10,6 +10,7 @@ import pytest
 from recpipe.data import (
     CsvSource,
     DataError,
+    OdpsCredentialsError,
     OdpsSource,
     ParquetSource,
     Source,
@@ -93,9 +94,7 @@ def test_check_source_names_what_is_unreadable(parquet_dir: Path, monkeypatch: p
         check_source("odps://proj/views/t")
     for key in ("ODPS_ACCESS_ID", "ODPS_ACCESS_KEY", "ODPS_ENDPOINT"):
         monkeypatch.delenv(key, raising=False)
-    with pytest.raises(
-        ValueError, match="needs the credentials ODPS_ACCESS_ID, ODPS_ACCESS_KEY, ODPS_ENDPOINT"
-    ):
+    with pytest.raises(OdpsCredentialsError, match="missing: ODPS_ACCESS_ID, ODPS_ACCESS_KEY, ODPS_ENDPOINT"):
         check_source("odps://proj/tables/t/dt=20240101")
     for key in ("ODPS_ACCESS_ID", "ODPS_ACCESS_KEY", "ODPS_ENDPOINT"):
         monkeypatch.setenv(key, "x")
