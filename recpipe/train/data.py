@@ -1,7 +1,7 @@
 """Step-ordered input for synchronous training: global batch ``k`` is rows ``[s + kB, s + (k+1)B)`` of the
 dataset for every world size, split between the ranks.
 
-Why not the loader's contiguous per-rank shards: with DistributedModelParallel every rank must run
+Why not contiguous per-rank shards of the rows: with DistributedModelParallel every rank must run
 the same number of steps (each step is an all-to-all), and resuming on another world size must
 neither repeat nor skip rows. Defining the step by global row positions gives all of that at once:
 

@@ -22,9 +22,9 @@ import torch.distributed as dist
 from torchrec.distributed.train_pipeline import TrainPipelineBase, TrainPipelineSparseDist
 from tqdm import tqdm
 
+from recpipe.auc import binary_auc
 from recpipe.batch import Batch
 from recpipe.config import RecpipeConfig
-from recpipe.eval.auc import binary_auc
 from recpipe.features.spec import FeatureSpec
 from recpipe.models import TrainModel, build_model
 from recpipe.train.checkpoint import (
