@@ -125,11 +125,7 @@ def test_library_imports_neither_kfp_nor_pipelines() -> None:
 
 
 def test_only_tracking_imports_mlflow() -> None:
-    bad = {
-        m: hits
-        for m, hits in importers_of(("mlflow",)).items()
-        if not m.startswith("recpipe.tracking")
-    }
+    bad = {m: hits for m, hits in importers_of(("mlflow",)).items() if not m.startswith("recpipe.tracking")}
     assert not bad, f"modules importing mlflow outside recpipe.tracking: {bad}"
 
 

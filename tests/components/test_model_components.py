@@ -177,7 +177,5 @@ def test_failed_training_marks_the_run_failed_with_the_reason(flow, tiny_data, t
         )  # fmt: skip
     run = tracking.run_summary(flow["run_id"], uri=flow["uri"])
     assert run["status"] == "FAILED"
-    assert run["tags"]["failure_reason"].startswith(
-        "train: TrainingFailed: 1 process exit code 1: Traceback"
-    )
+    assert run["tags"]["failure_reason"].startswith("train: TrainingFailed: 1 process exit code 1: Traceback")
     assert "clk" in run["tags"]["failure_reason"]

@@ -9,8 +9,7 @@ from kfp.dsl import Artifact, Dataset
 
 from components import finish, fit, ingest, promote, reject, start
 from recpipe import tracking
-from recpipe.config import load_config
-from recpipe.config import ParameterError
+from recpipe.config import ParameterError, load_config
 
 START_ARGS = dict(
     data_source="synthetic:taobao?rows=3000",

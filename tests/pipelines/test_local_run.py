@@ -19,9 +19,9 @@ def _executor_output(summary, task):
 
 @pytest.mark.slow
 def test_both_gate_outcomes_on_one_store(tmp_path, monkeypatch):
-    from pipelines.local_run import run_local
-
     import yaml
+
+    from pipelines.local_run import run_local
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     # The gate threshold comes from the YAML when the run does not set it (the pipeline parameter

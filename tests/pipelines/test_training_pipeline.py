@@ -158,7 +158,11 @@ def test_parameters_and_defaults(compiled):
         "launcher": "STRING",
     }  # fmt: skip
     # Gate thresholds default to "use the config's eval.gate"; cluster runs launch PyTorchJobs.
-    assert [params[k]["defaultValue"] for k in ("min_auc", "max_auc_drop", "max_logloss_rise")] == ["", "", ""]
+    assert [params[k]["defaultValue"] for k in ("min_auc", "max_auc_drop", "max_logloss_rise")] == [
+        "",
+        "",
+        "",
+    ]
     assert params["launcher"]["defaultValue"] == "pytorchjob"
     assert {k: v["parameterType"] for k, v in params.items()} == expected
     assert params["auto_promote"]["defaultValue"] is True and params["workers"]["defaultValue"] == 1
