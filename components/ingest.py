@@ -20,13 +20,16 @@ def ingest(
     """Read ``data_source`` (ODPS table, Parquet/CSV URI, ``synthetic:taobao?rows=N``) once, split it
     into train/eval Parquet datasets and record both as MLflow dataset inputs."""
     from recpipe.config import load_config
+    from recpipe.features.build import build_feature_spec
     from recpipe.stages import ingest as stage
     from recpipe.tracking import open_run_log
 
-    cfg = load_config(config.path).data
+    full = load_config(config.path)
+    cfg = full.data
     r = stage.run(
         data_source, None, cfg.label, cfg.split, cfg.neg_sample_rate, cfg.oracle_column, cfg.csv,
         train_dir=train_data.path, eval_dir=eval_data.path, log=open_run_log(run_id, tracking_uri),
+        spec=build_feature_spec(full),
     )  # fmt: skip
     train_data.metadata.update({"rows": r.train_rows})
     eval_data.metadata.update({"rows": r.eval_rows, "digest": r.eval_digest})

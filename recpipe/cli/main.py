@@ -30,10 +30,11 @@ def cmd_data_generate(a: argparse.Namespace) -> int:
 
 
 def cmd_ingest(a: argparse.Namespace) -> int:
-    from recpipe.config import load_config
+    from recpipe.config import load_config, parse_overrides
+    from recpipe.features.build import build_feature_spec
     from recpipe.stages import ingest
 
-    cfg = load_config(a.config)
+    cfg = load_config(a.config, parse_overrides(a.set))
     _print(
         ingest.run(
             a.source,
@@ -43,16 +44,27 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             neg_sample_rate=a.neg_sample_rate if a.neg_sample_rate is not None else cfg.data.neg_sample_rate,
             oracle_column=cfg.data.oracle_column,
             csv=cfg.data.csv,
+            spec=build_feature_spec(cfg),
         )
     )
     return 0
 
 
 def cmd_fit(a: argparse.Namespace) -> int:
+    from recpipe.config import parse_overrides
     from recpipe.stages import fit
 
-    _print(fit.run(a.config, a.train, a.out))
+    _print(fit.run(a.config, a.train, a.out, overrides=parse_overrides(a.set)))
     return 0
+
+
+def _set_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="config override, repeatable, e.g. --set data.csv.delimiter=';'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,12 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     i.add_argument("--out", required=True)
     i.add_argument("--neg-sample-rate", type=float, default=None)
+    _set_arg(i)
     i.set_defaults(func=cmd_ingest)
 
     f = sub.add_parser("fit", help="fit the FeatureSpec on the training split and write fg.json")
     f.add_argument("--config", required=True)
     f.add_argument("--train", required=True)
     f.add_argument("--out", required=True, help="path of fg.json")
+    _set_arg(f)
     f.set_defaults(func=cmd_fit)
 
     for register in _EXTRA:

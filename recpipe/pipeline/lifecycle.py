@@ -13,6 +13,7 @@ from typing import Any
 from recpipe.config import ParameterError, flatten
 from recpipe.launch import LAUNCHERS
 from recpipe.pipeline.params import (
+    check_data_fits,
     check_data_source,
     check_placement,
     resolve_config,
@@ -101,6 +102,7 @@ def start(
         raise ParameterError("gpus_per_worker", f"must be >= 0, got {gpus_per_worker}")
     selector, tols = check_placement(node_selector, tolerations)
     check_data_source(data_source)
+    check_data_fits(cfg, data_source)
     uri = resolve_tracking_uri(mlflow_uri, cfg.tracking.uri, in_cluster=launcher != "local")
     write_config(cfg, config_out)
     name = model_name.strip() or cfg.registered_model_name

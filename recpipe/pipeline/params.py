@@ -26,6 +26,23 @@ def check_data_source(source: str) -> None:
         raise ParameterError("data_source", f"{source!r} is not readable: {err}") from None
 
 
+def check_data_fits(cfg: RecpipeConfig, source: str) -> None:
+    """Fail fast when ``source``'s schema lacks columns ``cfg`` reads (every problem listed), before
+    any row is ingested.
+
+    Args:
+        cfg (RecpipeConfig): the resolved config.
+        source (str): the data source (already readable: :func:`check_data_source`).
+    """
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.fits import SchemaMismatch, check_source
+
+    try:
+        check_source(build_feature_spec(cfg), source, cfg.data.csv)
+    except SchemaMismatch as err:
+        raise ParameterError("data_source", str(err)) from None
+
+
 def check_placement(node_selector: Any, tolerations: Any) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """Validate the ``node_selector`` mapping and the ``tolerations`` list (Kubernetes toleration dicts)."""
     from recpipe.launch.pytorchjob import JobResources, Placement, build_pytorchjob

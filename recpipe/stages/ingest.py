@@ -19,6 +19,8 @@ from recpipe.auc import binary_auc
 from recpipe.config import CsvOptions, SplitConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
+from recpipe.features.fits import check_source
+from recpipe.features.spec import FeatureSpec
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 SECONDS_PER_DAY = 86_400
@@ -94,6 +96,7 @@ def run(
     train_dir: str | Path | None = None,
     eval_dir: str | Path | None = None,
     log: RunLog = NULL_LOG,
+    spec: FeatureSpec | None = None,
 ) -> IngestResult:
     """Read ``source`` once, split it and write ``out_dir/train`` and ``out_dir/eval`` as Parquet.
 
@@ -111,8 +114,12 @@ def run(
         train_dir, eval_dir (str | Path | None): where the splits go instead of ``out_dir/train`` and
             ``out_dir/eval`` (a pipeline's two dataset artifacts).
         log (RunLog): records both splits as dataset inputs and the row counts and oracle AUC as metrics.
+        spec (FeatureSpec | None): the config's features: the source's schema is checked against them
+            before any row is read (:class:`~recpipe.features.fits.SchemaMismatch` lists every problem).
     """
     with failing(log, "ingest"):
+        if spec is not None:
+            check_source(spec, source, csv)
         if out_dir is None:  # only the two splits are kept: work beside them, then clean up
             if train_dir is None or eval_dir is None:
                 raise ValueError("ingest needs out_dir, or both train_dir and eval_dir")

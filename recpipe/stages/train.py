@@ -87,6 +87,8 @@ def run(
 
     Raises:
         ParameterError: an invalid parameter (the message names it).
+        SchemaMismatch: the data lacks columns the config reads (all listed; checked before any process
+            starts).
         TrainingFailed: training ended without a checkpoint.
     """
     if launcher not in LAUNCHERS:
@@ -118,6 +120,7 @@ def run(
             if nproc_per_node is not None and int(nproc_per_node) < 1:
                 raise ParameterError("nproc_per_node", f"must be >= 1, got {nproc_per_node}")
             world = local_world(workers, gpus_per_worker, nproc_per_node)
+            check_data(config_path, train_dir, eval_dir, fg_json, overrides or {})
             _train_local(config_path, train_dir, eval_dir, out_dir, fg_json, world, overrides or {})
             where = "local"
         seconds = round(time.perf_counter() - t0, 1)
@@ -125,6 +128,37 @@ def run(
         log.set_tags({"train.where": where, "train.world_size": world})
         log.log_metrics({"train.seconds": seconds})
     return TrainResult(checkpoint_dir=str(out_dir), where=where, world_size=world, seconds=seconds)
+
+
+def check_data(
+    config_path: str,
+    train_dir: str,
+    eval_dir: str | None,
+    fg_json: str | None,
+    overrides: Mapping[str, Any],
+) -> None:
+    """Check both splits against the config's columns in this process, in a second, rather than in
+    the ranks after the model is built.
+
+    Args:
+        config_path (str): the config YAML.
+        train_dir (str), eval_dir (str | None): the data.
+        fg_json (str | None): the fitted FeatureSpec (default: built from the config).
+        overrides (Mapping): dotted config overrides.
+
+    Raises:
+        SchemaMismatch: a split lacks columns the config reads.
+    """
+    from recpipe.config import load_config
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.fits import check_source
+    from recpipe.features.spec import FeatureSpec
+
+    cfg = load_config(config_path, dict(overrides))
+    spec = FeatureSpec.load(fg_json) if fg_json else build_feature_spec(cfg)
+    for uri in (train_dir, eval_dir):
+        if uri:
+            check_source(spec, uri, cfg.data.csv)
 
 
 def _train_local(

@@ -46,6 +46,7 @@ from recpipe.config import CsvOptions
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
 from recpipe.features.fg import FeatureGenerator, FGOutput, FGStats
+from recpipe.features.fits import check_schema
 from recpipe.features.spec import FeatureSpec
 from recpipe.train.prefetch import WorkerKind, ordered_prefetch
 
@@ -158,6 +159,9 @@ class StepBatches:
         self.on_bad_row = on_bad_row
         self.num_workers, self.prefetch_steps, self.worker_kind = num_workers, prefetch_steps, worker_kind
         self.source = open_source(uri, csv=csv)
+        # Here, with the whole schema in hand: FG sees only the projected columns, so its own message would
+        # list those as "the file has".
+        check_schema(spec, self.source.schema(), uri)
         self.plan = StepPlan(self.source.num_rows(), global_batch_size, world_size, start_row)
         self.stats = FGStats()
         self._template: FGOutput | None = None

@@ -61,6 +61,8 @@ def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_u
         ({"config_path": "configs/nope.yaml"}, "config", "does not exist"),
         ({"data_source": "/no/such/folder"}, "data_source", "not readable"),
         ({"data_source": "synthetic:mnist?rows=10"}, "data_source", "synthetic kind"),
+        # Issue 17: Criteo rows for a Taobao config failed only in train, ~40 s later.
+        ({"data_source": "synthetic:criteo?rows=100"}, "data_source", "does not fit the config"),
         ({"data_source": "odps://proj/tables/t/dt=20240101"}, "data_source", "ODPS_ACCESS_ID"),
         ({"workers": 0}, "workers", "must be >= 1"),
         ({"node_selector": {"gpu": 1}}, "node_selector", "string values"),

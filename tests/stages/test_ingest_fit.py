@@ -1,6 +1,7 @@
 """ingest splits by time (or hashed fraction) and down-samples negatives; fit learns what FG needs."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -131,3 +132,21 @@ def test_fit_learns_vocab_quantiles_and_zscore(tmp_path):
     assert set(c1.mapping.vocab) == set(vals[counts >= 5].tolist())
     assert c1.mapping.size == len(c1.mapping.vocab) + 1
     assert load_config("configs/dlrm_criteo_small.yaml")  # the shipped file is untouched
+
+
+def test_ingest_and_fit_refuse_data_without_the_configs_columns_before_reading_rows(tmp_path):
+    # Issue 17: ingest and fit accepted a Taobao config on Criteo rows; train failed ~35 s later.
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.fits import SchemaMismatch
+
+    root = Path(__file__).resolve().parents[2]
+    taobao = root / "configs" / "din_taobao_small.yaml"
+    spec = build_feature_spec(load_config(taobao))
+    with pytest.raises(SchemaMismatch, match=r"missing columns \['user_id', 'cms_segid'") as err:
+        ingest.run("synthetic:criteo?rows=5000", tmp_path / "d", "clk", SplitConfig(), spec=spec)
+    assert "the data has 41 columns" in str(err.value)
+    assert not (tmp_path / "d" / "train").exists()  # nothing was generated or written
+    criteo = ingest.run("synthetic:criteo?rows=500", tmp_path / "c", "label", SplitConfig(eval_fraction=0.2))
+    with pytest.raises(SchemaMismatch, match=r"missing columns \['user_id'"):
+        fit.run(taobao, criteo.train_dir, tmp_path / "fg.json")
+    assert not (tmp_path / "fg.json").exists()

@@ -4,13 +4,16 @@ through its ``log``; nothing read from the environment."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from recpipe import tracking
 from recpipe.data.synthetic import generate
+from recpipe.features.fits import SchemaMismatch
 from recpipe.launch import TrainingFailed
 from recpipe.stages import train
 from recpipe.tracking.uri import client
@@ -65,10 +68,12 @@ def test_without_a_run_nothing_is_drawn(data, tmp_path):
 
 
 def test_a_failing_rank_marks_the_run_failed_with_its_traceback(data, tmp_path):
-    # Training data without the label: the rank fails inside the training loop, its process group up.
+    # Labels of 2: the schema fits, so the rank fails inside the training loop, its process group up.
     broken = tmp_path / "broken"
     broken.mkdir()
-    pq.write_table(pq.read_table(data["train"]).drop_columns(["clk"]), broken / "part-00000.parquet")
+    table = pq.read_table(data["train"])
+    table = table.set_column(table.schema.get_field_index("clk"), "clk", pa.array([2] * table.num_rows))
+    pq.write_table(table, broken / "part-00000.parquet")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_id = tracking.start_or_resume_run(uri, "recpipe-tests")
     with pytest.raises(TrainingFailed, match="1 process exit code 1"):
@@ -85,4 +90,20 @@ def test_a_failing_rank_marks_the_run_failed_with_its_traceback(data, tmp_path):
     assert reason.startswith(
         "train: TrainingFailed: 1 process exit code 1: Traceback (most recent call last):"
     )
-    assert "missing columns ['clk']" in reason.splitlines()[-1] and "[rank0]" not in reason
+    assert "column 'clk': expected a label of 0 or 1" in reason.splitlines()[-1] and "[rank0]" not in reason
+
+
+def test_data_without_the_configs_columns_fails_before_any_process_starts(data, tmp_path):
+    # Issue 17: missing columns surfaced ~35 s later in a rank, listing only the projected columns.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    table = pq.read_table(data["train"])
+    pq.write_table(table.drop_columns(["clk", "pid"]), broken / "part-00000.parquet")
+    t0 = time.perf_counter()
+    with pytest.raises(SchemaMismatch) as err:
+        train.run(str(CONFIG), str(broken), data["eval"], str(tmp_path / "out"))
+    assert time.perf_counter() - t0 < 10
+    message = str(err.value)
+    assert "missing columns ['pid', 'clk']" in message
+    assert f"the data has {table.num_columns - 2} columns: ['user_id'" in message
+    assert not (tmp_path / "out").exists()

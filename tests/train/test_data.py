@@ -132,3 +132,17 @@ def test_a_bad_row_in_a_joined_step_names_its_file_row(tmp_path, taobao_spec):
     pq.write_table(table.set_column(table.schema.get_field_index("clk"), "clk", pa.array(clk)), path)
     with pytest.raises(ValueError, match=rf"{path.name}, row 1050, column 'clk'"):
         list(StepBatches(str(tmp_path / "d"), taobao_spec, 100))
+
+
+def test_missing_columns_fail_at_construction_with_every_column_of_the_data(taobao, taobao_spec, tmp_path):
+    # Issue 17: FG saw only the projected columns, so the rank said "the file has ['label']".
+    import pyarrow.parquet as pq
+
+    from recpipe.features.fits import SchemaMismatch
+
+    table = pq.read_table(taobao["train"]).drop_columns(["price", "pid"])
+    pq.write_table(table, tmp_path / "part-00000.parquet")
+    with pytest.raises(SchemaMismatch) as err:
+        StepBatches(str(tmp_path), taobao_spec, 64)
+    assert "missing columns ['pid', 'price']" in str(err.value)
+    assert f"the data has {table.num_columns} columns: {table.column_names}" in str(err.value)

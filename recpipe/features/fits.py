@@ -1,0 +1,158 @@
+"""Does the data fit the config? The columns FG reads, checked against a source's schema before any row
+is read, every problem listed at once.
+
+A config whose features name columns the data lacks (or holds in a type FG cannot read) would otherwise
+fail only when the first batch reaches FG, after the model is built. numpy and pyarrow only (no torch).
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import pyarrow as pa
+
+from recpipe.config import CsvOptions
+from recpipe.data.types import DataError
+from recpipe.features.spec import FeatureSpec
+
+# What each kind of column must be for FG to read it (see recpipe.features.columns).
+_NUMERIC = "a numeric (or numeric text) column"
+_IDS = "an integer or string column for ids"
+_TEXT = "a string column"
+_ANY = "any column"
+
+
+class SchemaMismatch(DataError):
+    """The data lacks columns the config reads, or holds them in types FG cannot read.
+
+    Args:
+        where (str): the data (a URI), for the message.
+        problems (list[str]): one line per problem.
+        names (list[str]): every column the data has.
+    """
+
+    def __init__(self, where: str, problems: list[str], names: list[str]) -> None:
+        self.where, self.problems, self.names = where, problems, names
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(
+            f"data {where!r} does not fit the config ({len(problems)} problem(s)):\n{lines}\n"
+            f"  the data has {len(names)} columns: {names}"
+        )
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
+def _readable(t: pa.DataType, need: str) -> bool:
+    if pa.types.is_null(t):  # an all-null column: every row takes the feature's default
+        return True
+    if need == _NUMERIC:
+        return _is_number(t) or _is_string(t)
+    if need == _IDS:
+        return pa.types.is_integer(t) or _is_string(t)
+    if need == _TEXT:
+        return _is_string(t)
+    return True
+
+
+def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, tuple[str, str]]:
+    """``column → (what reads it, the type it needs)`` for every column FG reads.
+
+    Args:
+        spec (FeatureSpec): the features (fitted or built from the config).
+        with_labels (bool): include the label, weight and group columns (training, evaluation).
+    """
+    need: dict[str, tuple[str, str]] = {}
+    for f in spec.sparse:
+        if f.sequence is not None:
+            continue
+        kind = _NUMERIC if f.boundaries is not None else (_IDS if f.mapping.kind == "mod" else _ANY)
+        need.setdefault(f.column, (f"feature {f.name!r}", kind))
+    for s in spec.sequences:
+        need.setdefault(s.column, (f"sequence {s.name!r}", _TEXT))
+    for d in spec.dense:
+        need.setdefault(d.column, (f"feature {d.name!r}", _NUMERIC))
+    if with_labels:
+        need.setdefault(spec.label, ("the label", _NUMERIC))
+        if spec.weight:
+            need.setdefault(spec.weight, ("the weight", _NUMERIC))
+        if spec.group_column:
+            need.setdefault(spec.group_column, ("the GAUC group (data.group_column)", _ANY))
+    return need
+
+
+def schema_problems(spec: FeatureSpec, schema: pa.Schema, with_labels: bool = True) -> list[str]:
+    """Every reason ``schema`` cannot feed ``spec``: one line for all missing columns, one per bad type.
+
+    Args:
+        spec (FeatureSpec): the features.
+        schema (pa.Schema): the data's schema (all its columns).
+        with_labels (bool): the label, weight and group columns are needed too.
+
+    Example::
+
+        >>> schema_problems(spec, pa.schema([("label", pa.int8()), ("I1", pa.float32())]))
+        ["missing columns ['I2', ..., 'C26'] (read by feature 'I2', ...)"]
+    """
+    need = required_columns(spec, with_labels)
+    missing = [c for c in need if schema.get_field_index(c) < 0]
+    problems = []
+    if missing:
+        readers = ", ".join(need[c][0] for c in missing[:3]) + (", …" if len(missing) > 3 else "")
+        problems.append(f"missing columns {missing} (read by {readers})")
+    for column, (reader, kind) in need.items():
+        i = schema.get_field_index(column)
+        if i >= 0 and not _readable(schema.field(i).type, kind):
+            problems.append(f"column {column!r} ({reader}): expected {kind}, got {schema.field(i).type}")
+    return problems
+
+
+def check_schema(spec: FeatureSpec, schema: pa.Schema, where: str, with_labels: bool = True) -> None:
+    """Raise :class:`SchemaMismatch` listing every problem of :func:`schema_problems`.
+
+    Args:
+        spec (FeatureSpec): the features.
+        schema (pa.Schema): the data's schema.
+        where (str): the data, for the message.
+        with_labels (bool): the label, weight and group columns are needed too.
+    """
+    problems = schema_problems(spec, schema, with_labels)
+    if problems:
+        raise SchemaMismatch(where, problems, list(schema.names))
+
+
+def source_schema(uri: str, csv: CsvOptions | None = None) -> pa.Schema:
+    """The schema of the data at ``uri`` without reading its rows (Parquet footers, a CSV's first block;
+    a ``synthetic:`` source generates 10 rows of its kind into a temporary folder).
+
+    Args:
+        uri (str): any source :func:`recpipe.data.sources.open_source` reads.
+        csv (CsvOptions | None): CSV parsing options.
+    """
+    from recpipe.data.sources import SYNTHETIC, open_source, parse_synthetic
+
+    if uri.startswith(SYNTHETIC):
+        from recpipe.data.synthetic import generate
+
+        kind = parse_synthetic(uri).kind
+        with tempfile.TemporaryDirectory(prefix="recpipe-schema-") as tmp:
+            generate(kind, 10, tmp)
+            return open_source(tmp).schema()
+    return open_source(uri, csv=csv).schema()
+
+
+def check_source(
+    spec: FeatureSpec, uri: str, csv: CsvOptions | None = None, with_labels: bool = True
+) -> None:
+    """:func:`check_schema` of the data at ``uri`` (:func:`source_schema`).
+
+    Raises:
+        SchemaMismatch: the data does not fit ``spec``.
+        DataError: nothing to read at ``uri``.
+    """
+    check_schema(spec, source_schema(uri, csv), uri, with_labels)
