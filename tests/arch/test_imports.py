@@ -132,3 +132,15 @@ def test_only_tracking_imports_mlflow() -> None:
 def test_cli_reaches_pipelines_without_editing_sys_path() -> None:
     for path in (ROOT / "recpipe").rglob("*.py"):
         assert "sys.path" not in path.read_text(), f"{path} edits sys.path"
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """pytest imports test modules by basename (rootdir-relative without packages): two ``test_x.py`` in
+    different folders stop the whole collection."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(ROOT)} ~ {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, f"test modules with the same basename: {clashes}"
