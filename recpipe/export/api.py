@@ -230,7 +230,8 @@ def _export_one(
     backend = BACKENDS[name]
     reason = backend.unavailable_reason()
     if reason:
-        Manifest(backend=name, status="skipped", reason=reason, model=model_info).write(folder)
+        files = record_files(folder)  # fg.json: a verified folder lists every file, skipped or not
+        Manifest(backend=name, status="skipped", reason=reason, files=files, model=model_info).write(folder)
         return BackendResult(name, "skipped", reason=reason)
     try:
         _, inputs, extra = backend.build(ctx, folder)

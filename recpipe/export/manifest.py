@@ -1,43 +1,37 @@
 """The ``manifest.json`` of an exported backend folder: what is in it, with which sha256, and how it did.
 
 Torch-free on purpose: the RTP reference server and any other loader verify a folder before they read
-a byte of model data. A folder is trusted only when every file listed in the manifest has the listed
-sha256 and the manifest's major format version is one this recpipe understands.
+a byte of model data. A folder is trusted only when the manifest lists every file in it, every file has
+the listed sha256, the manifest's major format version is one this recpipe understands and, when a
+signing key is configured (:func:`recpipe.integrity.signing_key`), the manifest's signature is valid
+(:func:`recpipe.integrity.verify_folder`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import recpipe
+from recpipe.integrity import IntegrityError, sign, signing_key, verify_folder, write_json_atomic
+from recpipe.integrity import record_files as _record_files
+from recpipe.integrity import sha256_file as sha256_file  # loaders and tests hash files through this module
 
 MANIFEST_NAME = "manifest.json"
 # Major bumps when a loader of the old major could misread the folder; minor for additions.
 FORMAT_VERSION = "1.0"
-_CHUNK = 1 << 20
 
 
 class ExportError(RuntimeError):
     """An export failed (a backend could not be built, or failed parity); nothing was left in place."""
 
 
-class ArtifactError(ValueError):
-    """An exported folder cannot be trusted or read: missing manifest, sha256 mismatch, newer format."""
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, streamed in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+class ArtifactError(IntegrityError):
+    """An exported folder cannot be trusted or read: missing manifest, sha256 mismatch, unlisted file,
+    missing or invalid signature, newer format."""
 
 
 def library_versions() -> dict[str, str]:
@@ -94,6 +88,7 @@ class Manifest:
         versions (dict[str, str]): torch / torchrec / fbgemm_gpu / recpipe / python.
         parity (dict | None): :class:`ParityReport` as a mapping.
         model (dict): model type, FeatureSpec and config digests.
+        signature (str | None): HMAC-SHA256 of the rest under the signing key (``None``: unsigned).
     """
 
     backend: str
@@ -107,28 +102,26 @@ class Manifest:
     model: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     format_version: str = FORMAT_VERSION
+    signature: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def write(self, folder: str | Path) -> Path:
-        path = Path(folder) / MANIFEST_NAME
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
-        os.replace(tmp, path)
-        return path
+    def write(self, folder: str | Path, key: bytes | None = None) -> Path:
+        """Write ``folder/manifest.json`` atomically, signed with ``key`` (default: the process's key).
+
+        Args:
+            folder (str | Path): the backend folder.
+            key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
+        """
+        payload = sign(self.to_dict(), key if key is not None else signing_key())
+        self.signature = payload["signature"]
+        return write_json_atomic(Path(folder) / MANIFEST_NAME, payload)
 
 
 def record_files(folder: str | Path, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """sha256 and size of ``names`` (default: every file under ``folder`` except the manifest)."""
-    folder = Path(folder)
-    if names is None:
-        names = sorted(
-            p.relative_to(folder).as_posix()
-            for p in folder.rglob("*")
-            if p.is_file() and p.name != MANIFEST_NAME
-        )
-    return {n: {"sha256": sha256_file(folder / n), "bytes": (folder / n).stat().st_size} for n in names}
+    return _record_files(folder, names, exclude={MANIFEST_NAME})
 
 
 def _major(version: str) -> int:
@@ -138,12 +131,18 @@ def _major(version: str) -> int:
         raise ArtifactError(f"manifest format_version {version!r} is not 'MAJOR.MINOR'") from None
 
 
-def read_manifest(folder: str | Path, verify: bool = True) -> Manifest:
-    """Read ``folder/manifest.json``; with ``verify`` check the format version and every file's sha256.
+def read_manifest(folder: str | Path, verify: bool = True, key: bytes | None = None) -> Manifest:
+    """Read ``folder/manifest.json``; with ``verify`` check the format version, the signature (when a key
+    is configured), that every file is listed, and every file's sha256.
+
+    Args:
+        folder (str | Path): the backend folder.
+        verify (bool): check the folder (``False``: only read the manifest, e.g. for its status).
+        key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
 
     Raises:
-        ArtifactError: no manifest, a newer major format version, a missing file or a sha256 mismatch
-            (the message names the file).
+        ArtifactError: no manifest, a newer major format version, a missing, unlisted or modified file
+            (the message names it), or a missing or invalid signature.
     """
     folder = Path(folder)
     path = folder / MANIFEST_NAME
@@ -160,24 +159,23 @@ def read_manifest(folder: str | Path, verify: bool = True) -> Manifest:
             f"({recpipe.__version__}) understands ({FORMAT_VERSION}); upgrade recpipe to load it"
         )
     known = set(Manifest.__dataclass_fields__)
-    manifest = Manifest(**{k: v for k, v in data.items() if k in known})
     if verify:
-        verify_files(folder, manifest)
-    return manifest
+        try:
+            verify_folder(folder, data, MANIFEST_NAME, key if key is not None else signing_key())
+        except IntegrityError as err:
+            raise ArtifactError(str(err)) from None
+    return Manifest(**{k: v for k, v in data.items() if k in known})
 
 
-def verify_files(folder: str | Path, manifest: Manifest) -> None:
-    """Raise :class:`ArtifactError` naming the first listed file that is missing or whose sha256 differs."""
-    folder = Path(folder).resolve()
-    for name, info in manifest.files.items():
-        path = (folder / name).resolve()
-        if folder not in path.parents:
-            raise ArtifactError(f"{folder}/{MANIFEST_NAME} lists {name!r} outside the folder")
-        if not path.is_file():
-            raise ArtifactError(f"{folder}: file {name!r} listed in {MANIFEST_NAME} is missing")
-        digest = sha256_file(path)
-        if digest != info["sha256"]:
-            raise ArtifactError(
-                f"{folder}: sha256 of {name!r} is {digest}, but {MANIFEST_NAME} says {info['sha256']}; "
-                "the file was modified or corrupted after export"
-            )
+def verify_files(folder: str | Path, manifest: Manifest, key: bytes | None = None) -> None:
+    """Raise :class:`ArtifactError` naming the first file that is unlisted, missing or modified.
+
+    Args:
+        folder (str | Path): the backend folder.
+        manifest (Manifest): its manifest as read.
+        key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
+    """
+    try:
+        verify_folder(folder, manifest.to_dict(), MANIFEST_NAME, key if key is not None else signing_key())
+    except IntegrityError as err:
+        raise ArtifactError(str(err)) from None

@@ -8,6 +8,10 @@ parameters; optimizer: the fused sparse optimizer's sharded state and the dense 
 after every rank has finished; ``latest`` names the newest one and is replaced atomically, so an
 interrupted write leaves the previous checkpoint in charge.
 
+``manifest.json`` lists every file of the folder with its sha256 (signed when a signing key is
+configured, :mod:`recpipe.integrity`); every load checks it before a byte is deserialized: DCP's
+``.metadata`` and the random states are pickles, and a tampered one would run code.
+
 Model keys are those of the model itself (``group.ebc.embedding_bags.user_id.weight``, ...), not of
 the training wrappers, so :func:`load_model_for_inference` loads them into a plain module.
 """
@@ -31,6 +35,15 @@ from torch import nn
 
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.features.spec import FeatureSpec
+from recpipe.integrity import (
+    IntegrityError,
+    read_json,
+    record_files,
+    sign,
+    signing_key,
+    verify_folder,
+    write_json_atomic,
+)
 from recpipe.train.zch import check_resume
 
 CHECKPOINT_DIR = "checkpoints"
@@ -38,6 +51,7 @@ LATEST = "latest"
 META = "meta.json"
 CONFIG = "config.yaml"
 SPEC = "fg.json"
+MANIFEST = "manifest.json"
 _NAME = re.compile(r"^ckpt-(\d+)$")
 
 
@@ -78,6 +92,34 @@ class CheckpointMeta:
             return cls(**json.loads((ckpt / META).read_text()))
         except FileNotFoundError:
             raise CheckpointError(f"{ckpt} is not a checkpoint (no {META})") from None
+
+
+def write_manifest(ckpt: Path, key: bytes | None = None) -> Path:
+    """List every file of ``ckpt`` with its sha256 in ``ckpt/manifest.json`` (signed with ``key``).
+
+    Args:
+        ckpt (Path): the (temporary) checkpoint folder, complete.
+        key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
+    """
+    payload = {"format_version": "1.0", "kind": "checkpoint", "files": record_files(ckpt, exclude={MANIFEST})}
+    return write_json_atomic(ckpt / MANIFEST, sign(payload, key if key is not None else signing_key()))
+
+
+def verify_checkpoint(ckpt: Path, key: bytes | None = None) -> None:
+    """Check ``ckpt`` against its manifest before anything in it is read.
+
+    Args:
+        ckpt (Path): a ``ckpt-<step>`` folder.
+        key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
+
+    Raises:
+        CheckpointError: no manifest, or a missing, unlisted or modified file, or a bad signature (named).
+    """
+    try:
+        payload = read_json(Path(ckpt) / MANIFEST, "a verified checkpoint (written by recpipe 0.4 or later)")
+        verify_folder(ckpt, payload, MANIFEST, key if key is not None else signing_key())
+    except IntegrityError as err:
+        raise CheckpointError(f"refusing to load checkpoint {ckpt}: {err}") from None
 
 
 def checkpoint_root(out_dir: Path) -> Path:
@@ -173,6 +215,7 @@ def save_checkpoint(
         (tmp / META).write_text(json.dumps({**asdict(meta), "created": time.time()}, indent=1))
     dist.barrier()
     if rank == 0:
+        write_manifest(tmp)  # every rank's files are in place: the manifest covers them all
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -218,8 +261,10 @@ def load_training_state(
     loads in place, resharding ShardedTensors to this run's plan). The dense optimizer's lazily
     created state is materialized first so there is something to load into. Random states are
     restored when the world size is unchanged. A model with zch tables resumes only on the world size
-    that wrote the checkpoint (see :func:`recpipe.train.zch.check_resume`).
+    that wrote the checkpoint (see :func:`recpipe.train.zch.check_resume`). The folder is verified
+    against its manifest first (:func:`verify_checkpoint`).
     """
+    verify_checkpoint(ckpt)
     meta = CheckpointMeta.read(ckpt)
     try:
         check_resume(model_sd, meta.world_size, dist.get_world_size(), ckpt)
@@ -236,7 +281,7 @@ def load_training_state(
     optimizer.load_state_dict(state["optim"])
     rng = ckpt / "rng" / f"rank-{dist.get_rank()}.pt"
     if meta.world_size == dist.get_world_size() and rng.is_file():
-        saved = torch.load(rng, weights_only=False)
+        saved = torch.load(rng, weights_only=True)  # tensors only: a pickle here could run code
         torch.set_rng_state(saved["torch"])
         if "cuda" in saved and torch.cuda.is_available():
             torch.cuda.set_rng_state(saved["cuda"])
@@ -244,6 +289,8 @@ def load_training_state(
 
 
 def read_config(ckpt: Path) -> RecpipeConfig:
+    """The config a checkpoint was trained with, after :func:`verify_checkpoint`."""
+    verify_checkpoint(ckpt)
     return parse_config(yaml.safe_load((ckpt / CONFIG).read_text()), str(ckpt / CONFIG))
 
 
@@ -265,7 +312,7 @@ def load_model_for_inference(ckpt_dir: str | Path) -> tuple[nn.Module, FeatureSp
     from recpipe.models import build_model
 
     ckpt = resolve_checkpoint(ckpt_dir)
-    cfg = read_config(ckpt)
+    cfg = read_config(ckpt)  # verifies the whole folder, DCP metadata included
     spec = FeatureSpec.load(ckpt / SPEC)
     model = build_model(spec, cfg.model, device=torch.device("cpu"))
     state = {"model": model.state_dict()}

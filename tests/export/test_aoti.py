@@ -90,3 +90,24 @@ def test_aoti_package_from_another_torch_is_refused(aoti_export, tmp_path):
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="compiled with torch 2.9.0, this is torch"):
         load_backend(folder)
+
+
+def test_aoti_package_with_a_planted_shared_object_is_refused(aoti_export, tmp_path, payload):
+    import ctypes
+    import os
+    import shutil
+    import zipfile
+
+    from recpipe.export import ArtifactError
+
+    _, result = aoti_export
+    folder = tmp_path / "aoti"
+    shutil.copytree(result.backends["aoti"].folder, folder, copy_function=os.link)
+    so = payload.shared_object()
+    payload.proven(so, lambda p: ctypes.CDLL(str(p)))  # dlopen runs its constructor
+    (folder / "model.pt2").unlink()  # a hard link: do not write through to the session's export
+    with zipfile.ZipFile(folder / "model.pt2", "w") as zf:  # the package layout, the .so replaced
+        zf.writestr("model/data/aotinductor/model/model.so", so)
+    with pytest.raises(ArtifactError, match=r"sha256 of 'model.pt2' is"):
+        load_backend(folder)
+    assert not payload.marker.exists()

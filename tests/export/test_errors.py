@@ -115,3 +115,69 @@ def test_failed_parity_leaves_nothing_in_place(dlrm, tmp_path):
 def test_unknown_backend(dlrm, tmp_path):
     with pytest.raises(ValueError, match=r"unknown backend\(s\) \['tflite'\]"):
         export(dlrm.model, dlrm.spec, dlrm.cfg, ["jit", "tflite"], tmp_path, dlrm.held_out)
+
+
+# ------------------------------------------------------------- tampering: refused before deserialization
+def _payload_in(folder: Path, name: str, data: bytes) -> None:
+    _rewrite(folder / name, data)
+
+
+def test_dense_program_with_payload_is_refused_before_loading(dlrm_export, tmp_path, payload):
+    _, result = dlrm_export
+    folder = _linked_copy(result.backends["rtp"].folder, tmp_path / "rtp")
+    data = payload.pickle_bytes()
+    payload.proven(data, lambda p: __import__("pickle").loads(p.read_bytes()))
+    _payload_in(folder, "dense.pt2", data)
+    with pytest.raises(ArtifactError, match=r"sha256 of 'dense.pt2' is"):
+        load_backend(folder)
+    assert not payload.marker.exists()
+
+
+@pytest.mark.parametrize("how", ["extra file", "entry deleted", "files emptied"])
+def test_unlisted_file_is_refused(dlrm_export, tmp_path, payload, how):
+    _, result = dlrm_export
+    folder = _linked_copy(result.backends["jit"].folder, tmp_path / "jit")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if how == "extra file":
+        (folder / "extra.pt").write_bytes(payload.pickle_bytes())
+        unlisted = "extra.pt"
+    elif how == "entry deleted":
+        _payload_in(folder, "model.pt", payload.pickle_bytes())
+        del manifest["files"]["model.pt"]
+        unlisted = "model.pt"
+    else:
+        _payload_in(folder, "model.pt", payload.pickle_bytes())
+        manifest["files"] = {}
+        unlisted = "fg.json"  # the first of the folder's files, in sorted order
+    _rewrite(folder / "manifest.json", json.dumps(manifest).encode())
+    with pytest.raises(ArtifactError, match=rf"'{unlisted}' is not listed in manifest.json"):
+        load_backend(folder)
+    assert not payload.marker.exists()
+
+
+def test_manifest_edited_without_the_key_is_refused(dlrm_export, tmp_path, payload, monkeypatch):
+    from recpipe.export.manifest import Manifest, sha256_file
+
+    _, result = dlrm_export
+    folder = _linked_copy(result.backends["rtp"].folder, tmp_path / "rtp")
+    monkeypatch.setenv("RECPIPE_SIGNING_KEY", "the-cluster-secret")
+    with pytest.raises(ArtifactError, match="is not signed, but a signing key is configured"):
+        load_backend(folder)  # exported without a key: refused once a key is required
+    manifest = read_manifest(folder, verify=False)
+    Manifest(**{**manifest.to_dict(), "signature": None}).write(folder)  # signed with the key
+    assert load_backend(folder).manifest.signature  # the signed folder loads
+
+    # Whoever can write the folder but not read the key: plant a payload and fix up the sha256.
+    _payload_in(folder, "dense.pt2", payload.pickle_bytes())
+    forged = json.loads((folder / "manifest.json").read_text())
+    forged["files"]["dense.pt2"] = {"sha256": sha256_file(folder / "dense.pt2"), "bytes": 1}
+    _rewrite(folder / "manifest.json", json.dumps(forged).encode())
+    with pytest.raises(ArtifactError, match="the signature does not match its content"):
+        load_backend(folder)
+    monkeypatch.setenv("RECPIPE_SIGNING_KEY", "another-key")
+    forged = Manifest(**{**manifest.to_dict(), "files": forged["files"]})
+    forged.write(folder)  # signed with a key the loader does not hold
+    monkeypatch.setenv("RECPIPE_SIGNING_KEY", "the-cluster-secret")
+    with pytest.raises(ArtifactError, match="the signature does not match its content"):
+        load_backend(folder)
+    assert not payload.marker.exists()

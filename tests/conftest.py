@@ -1,0 +1,71 @@
+"""Fixtures shared by every test folder: planted payloads for the tamper tests."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+class _TouchOnUnpickle:
+    """Unpickling it creates ``marker``: the harmless stand-in for code run from a tampered file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Path.touch, (self.marker,))
+
+
+@dataclass
+class Payload:
+    """Builds files whose deserialization runs code that creates ``marker``."""
+
+    marker: Path
+    workdir: Path
+
+    def pickle_bytes(self) -> bytes:
+        """A pickle that touches the marker when unpickled."""
+        return pickle.dumps(_TouchOnUnpickle(self.marker))
+
+    def torch_bytes(self) -> bytes:
+        """A ``torch.save`` file that touches the marker under ``torch.load(..., weights_only=False)``."""
+        import io
+
+        import torch
+
+        buf = io.BytesIO()
+        torch.save(_TouchOnUnpickle(self.marker), buf)
+        return buf.getvalue()
+
+    def shared_object(self) -> bytes:
+        """A ``.so`` whose constructor touches the marker when it is loaded (``dlopen``)."""
+        src = self.workdir / "payload.c"
+        out = self.workdir / "payload.so"
+        src.write_text(
+            "#include <stdio.h>\n"
+            "__attribute__((constructor)) static void run(void) {\n"
+            f'  FILE *f = fopen("{self.marker}", "w"); if (f) fclose(f);\n'
+            "}\n"
+        )
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
+        return out.read_bytes()
+
+    def proven(self, data: bytes, load) -> None:  # noqa: ANN001
+        """Assert that ``load(path)`` of ``data`` runs the payload (then remove the marker): the tamper
+        test cannot pass just because its payload is inert."""
+        probe = self.workdir / "probe.bin"
+        probe.write_bytes(data)
+        load(probe)
+        assert self.marker.exists(), "the payload did not run when loaded directly"
+        self.marker.unlink()
+
+
+@pytest.fixture
+def payload(tmp_path) -> Payload:
+    work = tmp_path / "payload"
+    work.mkdir()
+    return Payload(marker=tmp_path / "PAYLOAD_RAN", workdir=work)
