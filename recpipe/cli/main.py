@@ -12,6 +12,8 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from recpipe.cli.console import EPILOG, EXIT_ERROR, EXIT_USAGE, Session, error_line
+
 
 def _print(result: Any) -> None:
     if is_dataclass(result):
@@ -68,7 +70,12 @@ def _set_arg(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="recpipe", description="Raw tables to a promoted, exported CTR model.")
+    p = argparse.ArgumentParser(
+        prog="recpipe",
+        description="Raw tables to a promoted, exported CTR model.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="synthetic data").add_subparsers(dest="data_command", required=True)
@@ -105,13 +112,42 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA: list = []
 
 
+def exit_code(err: BaseException) -> int:
+    """The exit code of a command that raised ``err``: 2 for a bad argument, config, parameter or data
+    that does not fit the config (``ValueError``, ``FileNotFoundError``), 1 for anything else, including
+    a bad row, a corrupt artifact and a failed training job.
+
+    Args:
+        err (BaseException): what the command raised.
+    """
+    # By name: importing the classes would load torch for every command.
+    names = {c.__name__ for c in type(err).__mro__}
+    if names & {"TrainingFailed", "BadRowError", "IntegrityError"}:
+        return EXIT_ERROR
+    if isinstance(err, ValueError | FileNotFoundError):
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``recpipe`` command; returns its exit code (0 success, 1 error, 2 usage or config, 3 gate
+    rejected). A failure shows one line and the path of the log file holding its traceback.
+
+    Args:
+        argv (list[str] | None): the arguments (default ``sys.argv[1:]``).
+    """
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"recpipe {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    verbose = bool(getattr(args, "verbose", False))
+    with Session(args.command, verbose=verbose, argv=sys.argv[1:] if argv is None else argv) as session:
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt as err:
+            return session.fail(err, 130, "interrupted")
+        except Exception as err:  # noqa: BLE001 - every failure becomes one line and an exit code
+            code = exit_code(err)
+            if "TrainingFailed" in {c.__name__ for c in type(err).__mro__}:
+                return session.fail(err, code, f"training failed: {error_line(str(err))}")
+            return session.fail(err, code)
 
 
 # pipelines: stage sub-commands (train, evaluate, export, register, promote, models) and run/pipeline.

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_OK
+
 
 def cmd_run(a: argparse.Namespace) -> int:
     from pipelines.local_run import run_local
     from recpipe.config import parse_overrides
+    from recpipe.pipeline.lifecycle import OUTCOME_REJECTED
 
     summary = run_local(
         runs_dir=a.runs,
@@ -23,7 +26,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         verbose=a.verbose,
     )
     print(summary.format())
-    return 0 if summary.status == "FINISHED" else 1
+    if summary.status != "FINISHED":
+        return EXIT_ERROR
+    # A rejected model is a normal end of the pipeline, but a script must tell it from a new version.
+    return EXIT_GATE if (summary.outcome or "").startswith(OUTCOME_REJECTED) else EXIT_OK
 
 
 def cmd_compile(a: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from recpipe.cli.console import EXIT_GATE
 from recpipe.config import parse_overrides
 
 
@@ -36,26 +37,21 @@ def _run_log(a: argparse.Namespace) -> Any:
 
 # ------------------------------------------------------------------------------------------ commands
 def cmd_train(a: argparse.Namespace) -> int:
-    from recpipe.launch import TrainingFailed
     from recpipe.stages import train
 
-    try:
-        r = train.run(
-            a.config,
-            a.train,
-            a.eval,
-            a.out,
-            fg_json=a.fg,
-            workers=a.workers,
-            gpus_per_worker=a.gpus_per_worker,
-            nproc_per_node=a.nproc_per_node,
-            launcher="local",  # the command line trains on this machine; clusters go through the pipeline
-            overrides=parse_overrides(a.set),
-            log=_run_log(a),
-        )
-    except TrainingFailed as err:
-        print(f"recpipe train: {err}", file=sys.stderr)
-        return 1
+    r = train.run(
+        a.config,
+        a.train,
+        a.eval,
+        a.out,
+        fg_json=a.fg,
+        workers=a.workers,
+        gpus_per_worker=a.gpus_per_worker,
+        nproc_per_node=a.nproc_per_node,
+        launcher="local",  # the command line trains on this machine; clusters go through the pipeline
+        overrides=parse_overrides(a.set),
+        log=_run_log(a),
+    )
     _print(r)
     return 0
 
@@ -81,7 +77,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         for line in r.gate_reasons:
             if line.startswith("FAIL"):
                 print(f"  {line}", file=sys.stderr)
-        return 1
+        return EXIT_GATE
     return 0
 
 
@@ -186,11 +182,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=100"
     )
+    t.add_argument(
+        "--verbose", action="store_true", help="show dependency warnings and failing ranks' whole output"
+    )
     t.add_argument("--run-id", default=None, help="MLflow run to log to")
     _tracking_arg(t)
     t.set_defaults(func=cmd_train)
 
-    e = sub.add_parser("evaluate", help="evaluate a checkpoint and gate it (exit 1 when the gate fails)")
+    e = sub.add_parser("evaluate", help="evaluate a checkpoint and gate it (exit 3 when the gate fails)")
     e.add_argument("--checkpoint", required=True)
     e.add_argument("--data", required=True, help="eval Parquet dataset")
     e.add_argument("--out", required=True, help="report JSON (candidate, champion, gate)")

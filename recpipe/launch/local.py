@@ -7,6 +7,7 @@ recorded by the worker's ``@record``, or the traceback a lone process printed) i
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -148,8 +149,12 @@ def _run(
     """Run ``cmd`` in its own session, streaming its output; (exit code, last output lines)."""
     tail: list[str] = []
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
+    # newline="": a progress bar's "\r" frames stay frames (a terminal redraws them in place) instead of
+    # becoming one line each.
+    assert proc.stdout is not None
+    stream = io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace", newline="")
     timed_out = threading.Event()
 
     def expire() -> None:
@@ -160,9 +165,10 @@ def _run(
     if timer is not None:
         timer.start()
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+        for line in stream:
             write(line)
+            if line.endswith("\r"):
+                continue  # a progress frame: the tail keeps whole lines
             tail.append(line)
             del tail[:-400]
         code = proc.wait()
@@ -175,7 +181,7 @@ def _run(
     return (124 if timed_out.is_set() else code), tail
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the job (torchrun and its workers: their own session), then SIGKILL what is left."""
     if proc.poll() is not None:
         return

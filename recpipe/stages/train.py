@@ -120,7 +120,6 @@ def run(
             if nproc_per_node is not None and int(nproc_per_node) < 1:
                 raise ParameterError("nproc_per_node", f"must be >= 1, got {nproc_per_node}")
             world = local_world(workers, gpus_per_worker, nproc_per_node)
-            check_data(config_path, train_dir, eval_dir, fg_json, overrides or {})
             _train_local(config_path, train_dir, eval_dir, out_dir, fg_json, world, overrides or {})
             where = "local"
         seconds = round(time.perf_counter() - t0, 1)
@@ -170,6 +169,7 @@ def _train_local(
     nproc: int,
     overrides: Mapping[str, Any],
 ) -> None:
+    check_data(config_path, train_dir, eval_dir, fg_json, overrides)
     threads = max(1, (os.cpu_count() or 1) // nproc)
     try:
         launch_local(

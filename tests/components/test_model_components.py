@@ -155,7 +155,7 @@ def test_cli_evaluate_exits_non_zero_on_a_failed_gate(flow, tmp_path, capsys):
         "--out",
         str(tmp_path / "r.json"),
     ]
-    assert cli(args + ["--min-auc", "0.99"]) == 1
+    assert cli(args + ["--min-auc", "0.99"]) == 3  # issue 17: a rejected gate is exit 3, not 1 (an error)
     err = capsys.readouterr().err
     assert "gate FAILED" in err and "FAIL min_auc" in err
     assert cli(args + ["--min-auc", "0.5"]) == 0
@@ -163,12 +163,13 @@ def test_cli_evaluate_exits_non_zero_on_a_failed_gate(flow, tmp_path, capsys):
 
 
 def test_failed_training_marks_the_run_failed_with_the_reason(flow, tiny_data, tmp_path):
+    # Issue 17: data without the label now fails before any process starts, naming every missing column.
     broken = tmp_path / "broken"
     broken.mkdir()
     pq.write_table(
         pq.read_table(tiny_data["train"]).drop_columns(["clk"]).slice(0, 500), broken / "part-0.parquet"
     )
-    with pytest.raises(Exception, match="1 process exit code 1"):
+    with pytest.raises(Exception, match="does not fit the config"):
         train.python_func(
             config=flow["config"], train_data=Dataset(uri=str(broken)), eval_data=flow["eval"],
             feature_spec=Artifact(uri=tiny_data["fg"]), run_id=flow["run_id"], tracking_uri=flow["uri"], workers=1,
@@ -177,5 +178,5 @@ def test_failed_training_marks_the_run_failed_with_the_reason(flow, tiny_data, t
         )  # fmt: skip
     run = tracking.run_summary(flow["run_id"], uri=flow["uri"])
     assert run["status"] == "FAILED"
-    assert run["tags"]["failure_reason"].startswith("train: TrainingFailed: 1 process exit code 1: Traceback")
-    assert "clk" in run["tags"]["failure_reason"]
+    assert run["tags"]["failure_reason"].startswith("train: SchemaMismatch: data ")
+    assert "missing columns ['clk'] (read by the label)" in run["tags"]["failure_reason"]

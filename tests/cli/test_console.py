@@ -1,0 +1,134 @@
+"""One line per failure, the traceback in a log file, exit codes scripts can use (issue 17)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from recpipe.cli import main as cli
+from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, Session, _Filter, error_line
+from recpipe.data.synthetic import generate
+
+ROOT = Path(__file__).resolve().parents[2]
+RECPIPE = [sys.executable, "-m", "recpipe.cli.main"]
+CRITEO = ROOT / "configs" / "dlrm_criteo_small.yaml"
+
+# What a failing rank's report looks like (recpipe.launch.local.root_cause of a 1-process job).
+REPORT = """1 process exit code 1: Traceback (most recent call last):
+  File "/work/main/recpipe/train/data.py", line 239, in _prepare
+    outs = [fg(rb, file, first) for rb, file, first in _join_by_file(pieces)]
+            ^^^^^^^^^^^^^^^^^^^
+  File "/work/main/recpipe/features/fg.py", line 155, in __call__
+    raise self._first_error(bads, file, first_row)
+recpipe.features.fg.BadRowError: part-00000.parquet, row 3, column 'clk': expected a label of 0 or 1, got 2
+(raised in recpipe data worker thread 0)"""
+
+
+def test_error_line_is_the_exception_of_the_last_traceback_without_its_module():
+    assert error_line(REPORT) == "part-00000.parquet, row 3, column 'clk': expected a label of 0 or 1, got 2"
+    assert error_line("killed\nexit code -9") == "exit code -9"
+
+
+def test_filter_keeps_noise_and_tracebacks_in_the_log_and_frames_on_the_console():
+    console, log = io.StringIO(), io.StringIO()
+    f = _Filter(console, log, verbose=False)
+    f.write("[recpipe.train] training 2 step(s)\n")
+    f.write("/x/planners.py:552: FutureWarning: HeuristicalStorageReservation is known to cause issues\n")
+    f.write("  else HeuristicalStorageReservation(\n")
+    f.write("WARNING:torchrec.distributed.planner:There is a known issue\n")
+    f.write(
+        "\rtrain:   0%|  | 0/2\rtrain:  50%|  | 1/2[rank0]:W1130 17:43:51 torch/fx/_symbolic_trace.py:56] x\n"
+    )
+    f.write("\rtrain: 100%|  | 2/2\n[rank0]: Traceback (most recent call last):\n")
+    f.write('  File "loop.py", line 3\nDataError: bad\n[recpipe.train] training failed (exit code 1)\n')
+    f.flush()
+    shown = console.getvalue()
+    assert shown == (
+        "[recpipe.train] training 2 step(s)\n\rtrain:   0%|  | 0/2\rtrain:  50%|  | 1/2\r\rtrain: 100%|  | 2/2\n"
+    )
+    kept = log.getvalue()
+    assert "FutureWarning" in kept and "WARNING:torchrec" in kept and "DataError: bad" in kept
+    assert "0/2" not in kept and "train: 100%|  | 2/2\n" in kept  # the bar's last frame only
+
+
+def test_session_keeps_warnings_in_the_log_and_shows_one_line_per_failure(tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings(), Session("train", directory=tmp_path) as s:
+        warnings.simplefilter("always")  # pytest's own settings ignore FutureWarning
+        warnings.warn("a dependency is deprecated", FutureWarning, stacklevel=1)
+        code = s.fail(RuntimeError("no complete checkpoint at nope"), EXIT_ERROR)
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1 and err == [
+        "recpipe train: error: no complete checkpoint at nope",
+        f"recpipe train: full log: {s.log_path}",
+    ]
+    kept = s.log_path.read_text()
+    assert (
+        "FutureWarning: a dependency is deprecated" in kept and "RuntimeError: no complete checkpoint" in kept
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "text"),
+    [
+        (["train", "--config", "nope.yaml", "--train", "x", "--eval", "y", "--out", "z"], EXIT_USAGE, "nope.yaml"),
+        (["evaluate", "--checkpoint", "nope", "--data", "x", "--out", "r.json"], EXIT_ERROR, "nope"),
+        (["ingest", "--config", str(CRITEO), "--source", "synthetic:taobao?rows=100", "--out", "d"], EXIT_USAGE,
+         "missing columns ['C1', 'C2'"),
+    ],
+)  # fmt: skip
+def test_exit_codes_and_one_line(tmp_path, monkeypatch, capsys, argv, code, text):
+    monkeypatch.setenv("RECPIPE_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == code
+    err = capsys.readouterr().err
+    assert err.startswith(f"recpipe {argv[0]}: error: ") and text in err and "Traceback" not in err
+    log = Path(err.rstrip().splitlines()[-1].split("full log: ")[1])
+    assert "Traceback (most recent call last)" in log.read_text()
+
+
+def test_a_rejected_gate_exits_3(tmp_path, monkeypatch, capsys):
+    from recpipe.stages import evaluate
+
+    class Rejected:
+        gate_passed = False
+        gate_reasons = ["FAIL auc 0.51 < min_auc 0.60"]
+
+        def describe(self) -> str:
+            return "gate: FAILED"
+
+    monkeypatch.setattr(evaluate, "run", lambda *a, **k: Rejected())
+    argv = ["evaluate", "--checkpoint", "c", "--data", "d", "--out", str(tmp_path / "r.json")]
+    assert cli.main(argv) == EXIT_GATE
+    assert "FAIL auc 0.51 < min_auc 0.60" in capsys.readouterr().err
+
+
+def test_a_failing_rank_reaches_the_console_as_one_line(tmp_path):
+    # Issue 17: a bad row surfaced as ~350 lines (the rank's traceback 4 times through torchrun's report).
+    generate("criteo", 1500, tmp_path / "raw", seed=1)
+    table = pq.read_table(tmp_path / "raw")
+    for name, part in (("train", table.slice(0, 1200)), ("eval", table.slice(1200))):
+        (tmp_path / name).mkdir()
+        labels = pa.array([2] * part.num_rows) if name == "train" else part.column("label")
+        pq.write_table(part.set_column(0, "label", labels), tmp_path / name / "part-00000.parquet")
+    env = {**os.environ, "RECPIPE_LOG_DIR": str(tmp_path / "logs")}
+    argv = ["train", "--config", str(CRITEO), "--train", str(tmp_path / "train"), "--eval", str(tmp_path / "eval"),
+            "--out", str(tmp_path / "out"), "--set", "data.batch_size=256", "--set", "train.max_steps=2"]  # fmt: skip
+    proc = subprocess.run([*RECPIPE, *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == EXIT_ERROR
+    err = proc.stderr.strip().splitlines()
+    assert err[-2] == (
+        f"recpipe train: error: training failed: {tmp_path / 'train' / 'part-00000.parquet'}, row 0, "
+        "column 'label': expected a label of 0 or 1, got '2'"
+    )
+    assert "Traceback" not in proc.stdout + proc.stderr and "[rank0]" not in proc.stdout + proc.stderr
+    log = Path(err[-1].split("full log: ")[1]).read_text()
+    assert "Traceback (most recent call last)" in log and "BadRowError" in log
