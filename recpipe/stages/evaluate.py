@@ -55,7 +55,9 @@ class EvaluateResult:
         return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
 
     def describe(self) -> str:
-        lines = [f"auc {self.auc:.4f}  gauc {self.gauc:.4f}  logloss {self.logloss:.4f}  rows {self.rows}"]
+        # No user column (Criteo): GAUC has no groups; say so instead of printing nan.
+        gauc = f"gauc {self.gauc:.4f}" if math.isfinite(self.gauc) else "gauc - (no user column)"
+        lines = [f"auc {self.auc:.4f}  {gauc}  logloss {self.logloss:.4f}  rows {self.rows}"]
         if self.oracle_auc is not None:
             lines[0] += f"  (oracle auc {self.oracle_auc:.4f})"
         lines.append(f"champion: {self.champion_source}")

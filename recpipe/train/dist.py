@@ -212,6 +212,29 @@ def plan_sharding(
     return plan, messages
 
 
+def plan_summary(plan: ShardingPlan, max_names: int = 4) -> str:
+    """The plan in a few lines: one per (sharding type, compute kernel, ranks), with its tables.
+
+    Args:
+        plan (ShardingPlan): the planner's plan.
+        max_names (int): table names shown per line before ``…``.
+
+    Example::
+
+        table_wise / fused on ranks [0]: 26 tables (C1, C2, C3, C4, …)
+    """
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for module_plan in plan.plan.values():
+        for name, ps in module_plan.items():  # type: ignore[attr-defined]
+            key = (str(ps.sharding_type), str(ps.compute_kernel), str(sorted(set(ps.ranks or []))))
+            groups.setdefault(key, []).append(name)
+    lines = []
+    for (kind, kernel, ranks), names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(names[:max_names]) + (", …" if len(names) > max_names else "")
+        lines.append(f"  {kind} / {kernel} on ranks {ranks}: {len(names)} table(s) ({shown})")
+    return "\n".join(lines)
+
+
 def shard_model(model: nn.Module, env: DistEnv, plan: ShardingPlan) -> DistributedModelParallel:
     """Wrap ``model`` in DistributedModelParallel with ``plan``, keeping ``model``'s initial values.
 

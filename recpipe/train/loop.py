@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from recpipe.train.checkpoint import (
     save_checkpoint,
 )
 from recpipe.train.data import StepBatches, normalize_step_weights
-from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, shard_model, shutdown
+from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
 from recpipe.train.evaluate import evaluate_distributed
 from recpipe.train.memory import embedding_memory_report
 from recpipe.train.optim import (
@@ -129,12 +130,14 @@ def train(
 class _Trainer:
     def __init__(self, cfg: RecpipeConfig, spec: FeatureSpec, env: DistEnv, out_dir: Path) -> None:
         self.cfg, self.spec, self.env, self.out_dir = cfg, spec, env, out_dir
+        self._gauc_noted = False
         # Read once: every step (training and evaluation) covers this many rows over all ranks; the
         # rows of one rank (``rows_per_rank``) come only from StepPlan.rank_range.
         self.global_batch_size = cfg.data.batch_size
         if env.is_main:
             out_dir.mkdir(parents=True, exist_ok=True)
-        self.log(embedding_memory_report(spec, cfg.train.sparse_optimizer.type).format())
+        memory = embedding_memory_report(spec, cfg.train.sparse_optimizer.type)
+        self.log(memory.summary())
         check_sparse_optimizer(cfg.train.sparse_optimizer, env.device.type)  # before building big tables
 
         torch.manual_seed(cfg.train.seed)  # the same initial model on every rank
@@ -145,7 +148,14 @@ class _Trainer:
         plan, messages = plan_sharding(step_model, env, cfg.train.sharding)
         for m in messages:
             self.log(m)
-        self.log(f"sharding plan for {env.world_size} rank(s) on {env.device.type}:\n{plan}")
+        # The console gets a few lines; the whole plan and memory table go to plan.txt.
+        details = out_dir / "plan.txt"
+        if env.is_main:
+            details.write_text(f"{memory.format()}\n\n{plan}\n")
+        self.log(
+            f"sharding plan for {env.world_size} rank(s) on {env.device.type} (in full: {details}):\n"
+            f"{plan_summary(plan)}"
+        )
         self.dmp = shard_model(step_model, env, plan)
         self.dense_opt = dense_optimizer(self.dmp, cfg.train.dense_optimizer, cfg.train.grad_clip_norm)
         self.optimizer = combined_optimizer(self.dmp.fused_optimizer, self.dense_opt)
@@ -199,14 +209,20 @@ class _Trainer:
             neg_sample_rate=cfg.data.neg_sample_rate,
             group=self.env.cpu_group,
             on_bad_row=cfg.data.on_bad_row,
-            csv=cfg.data.csv,
+            csv=cfg.csv_options(),
         )
         self.dmp.train()
         record = {"step": step, **{f"eval_{k}": v for k, v in metrics.items()}}
         self._write_metrics(record)
+        gauc = metrics.get("gauc")
+        has_gauc = gauc is not None and math.isfinite(gauc)
+        if not has_gauc and not self._gauc_noted:
+            self._gauc_noted = True  # said once, not at every evaluation
+            self.log("gauc omitted: the config names no user column (data.group_column)")
         self.log(
-            f"step {step}: eval auc={metrics['auc']:.4f} gauc={metrics['gauc']:.4f} "
-            f"logloss={metrics['logloss']:.4f} rows={metrics['rows']} ({time.perf_counter() - t0:.1f}s)"
+            f"step {step}: eval auc={metrics['auc']:.4f}"
+            + (f" gauc={gauc:.4f}" if has_gauc else "")
+            + f" logloss={metrics['logloss']:.4f} rows={metrics['rows']} ({time.perf_counter() - t0:.1f}s)"
         )
         return metrics
 
@@ -249,7 +265,7 @@ class _Trainer:
             self.env.world_size,
             start_row=start_row,
             on_bad_row=cfg.data.on_bad_row,
-            csv=cfg.data.csv,
+            csv=cfg.csv_options(),
             num_workers=cfg.data.num_workers,
             worker_kind=DATA_WORKER_KIND,
         )

@@ -91,6 +91,22 @@ class EmbeddingMemoryReport:
             "total_bytes": self.total_bytes,
         }
 
+    def summary(self, largest: int = 3) -> str:
+        """One line: tables, rows and MiB in total, with the ``largest`` tables named.
+
+        Args:
+            largest (int): tables named, largest first.
+        """
+        top = sorted(self.tables, key=lambda t: -t.weight_bytes)[:largest]
+        named = ", ".join(f"{t.name} {t.weight_bytes / MIB:.1f}" for t in top)
+        more = ", …" if len(self.tables) > largest else ""
+        zch = f" + zch {self.zch_bytes / MIB:.1f}" if self.zch_bytes else ""
+        return (
+            f"embedding memory: {len(self.tables)} table(s), {self.total_rows:,} rows, "
+            f"{self.total_bytes / MIB:.1f} MiB (weights {self.weight_bytes / MIB:.1f} + {self.optimizer} "
+            f"{self.optimizer_bytes / MIB:.1f}{zch}; largest MiB: {named}{more})"
+        )
+
     def format(self) -> str:
         """A fixed-width table, largest tables first, with a total line (a zch column when any table is zch)."""
         zch = any(t.zch_bytes for t in self.tables)

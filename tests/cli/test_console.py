@@ -132,3 +132,30 @@ def test_a_failing_rank_reaches_the_console_as_one_line(tmp_path):
     assert "Traceback" not in proc.stdout + proc.stderr and "[rank0]" not in proc.stdout + proc.stderr
     log = Path(err[-1].split("full log: ")[1]).read_text()
     assert "Traceback (most recent call last)" in log and "BadRowError" in log
+
+
+def test_train_console_fits_in_25_lines_up_to_the_progress_bar(tmp_path):
+    # Issue 17: ~100 lines before the bar (a 26-row memory table, the plan's two 26-row tables,
+    # torchrec's FutureWarnings, an fx warning inside the bar) and gauc=nan on Criteo.
+    generate("criteo", 1500, tmp_path / "raw", seed=1)
+    table = pq.read_table(tmp_path / "raw")
+    for name, part in (("train", table.slice(0, 1200)), ("eval", table.slice(1200))):
+        (tmp_path / name).mkdir()
+        pq.write_table(part, tmp_path / name / "part-00000.parquet")
+    env = {**os.environ, "RECPIPE_LOG_DIR": str(tmp_path / "logs")}
+    argv = ["train", "--config", str(CRITEO), "--train", str(tmp_path / "train"), "--eval", str(tmp_path / "eval"),
+            "--out", str(tmp_path / "out"), "--set", "data.batch_size=256", "--set", "train.max_steps=4"]  # fmt: skip
+    proc = subprocess.run([*RECPIPE, *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    console = proc.stdout.replace("\r", "\n").splitlines()
+    first_bar = next(i for i, line in enumerate(console) if line.startswith("train:"))
+    assert first_bar < 25, console[: first_bar + 1]
+    text = proc.stdout + proc.stderr
+    assert (
+        text.count("sharding plan for 1 rank(s)") == 1
+        and "table_wise / fused on ranks [0]: 26 table(s)" in text
+    )
+    assert "Warning" not in text and "[rank0]" not in text and "gauc=nan" not in text
+    assert text.count("gauc omitted: the config names no user column") == 1
+    details = (tmp_path / "out" / "plan.txt").read_text()
+    assert "C26" in details and "shard offsets" in details  # the whole plan, kept
