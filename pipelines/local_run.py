@@ -13,6 +13,7 @@ from typing import Any
 
 from recpipe.config import gate_overrides
 from recpipe.pipeline import RunSummary, summarize
+from recpipe.pipeline.params import check_data_fits, check_data_source, resolve_config, synthetic_source_for
 
 DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 # Sized for < 10 minutes end to end on 2 cores (see the README's measured timings).
@@ -42,8 +43,13 @@ def run_local(
     Args:
         runs_dir: holds ``mlflow.db``, ``mlartifacts/`` and one folder per run (``<runs>/<time>/kfp``).
         config: recpipe config.
-        data_source: any source ``ingest`` reads; default ``synthetic:taobao?rows=<rows>``.
+        data_source: any source ``ingest`` reads, checked against the config's columns first; default
+            generated data of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, ``rows`` rows).
         rows: generated rows (default 1,000,000).
+
+    Raises:
+        ParameterError: the data source is unreadable or lacks the config's columns, or no generated data
+            fits the config.
         workers, gpus_per_worker: as on a cluster; here ``workers × gpus_per_worker`` CPU processes.
         backends: export backends (default ``jit,onnx,rtp``; ``aoti`` compiles C++ for minutes on 2 cores).
         min_auc, max_auc_drop, max_logloss_rise: gate thresholds (default: the config's ``eval.gate``).
@@ -64,11 +70,19 @@ def run_local(
     warnings.filterwarnings("ignore", message=".*have no effect in the current local runner.*")
 
     t0 = time.time()
+    # Before kfp.local starts anything: generated data of the config's kind, or the given data checked
+    # against the config's columns (a mismatch failed only in train, minutes later).
+    cfg = resolve_config(config, overrides=overrides)
+    if data_source:
+        check_data_source(data_source)
+        check_data_fits(cfg, data_source)
+        source = data_source
+    else:
+        source = synthetic_source_for(cfg, rows or DEFAULT_ROWS)
     runs = Path(runs_dir).resolve()
     run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{runs / 'mlflow.db'}"
-    source = data_source or f"synthetic:taobao?rows={rows or DEFAULT_ROWS}"
     args: dict[str, Any] = {
         "config": str(Path(config).resolve()),
         "data_source": source,

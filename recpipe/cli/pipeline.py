@@ -56,8 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="run the whole pipeline here (kfp.local, embedded MLflow, generated data)")
     r.add_argument("--runs", default="runs", help="folder for runs and the MLflow store (runs/mlflow.db)")
     r.add_argument("--config", default="configs/din_taobao_small.yaml")
-    r.add_argument("--data", default=None, help="data source (default: synthetic:taobao?rows=ROWS)")
-    r.add_argument("--rows", type=int, default=None, help="rows of generated Taobao data")
+    r.add_argument(
+        "--data",
+        default=None,
+        help="data source, checked against the config's columns (default: generated data of the config's "
+        "kind, synthetic:taobao or synthetic:criteo)",
+    )
+    r.add_argument(
+        "--rows", type=int, default=None, help="rows of generated data (default 1,000,000; ignored with --data)"
+    )
     r.add_argument("--workers", type=int, default=1)
     r.add_argument(
         "--gpus-per-worker", type=int, default=None, help="torchrun processes per worker (CPU here)"

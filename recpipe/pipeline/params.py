@@ -38,9 +38,37 @@ def check_data_fits(cfg: RecpipeConfig, source: str) -> None:
     from recpipe.features.fits import SchemaMismatch, check_source
 
     try:
-        check_source(build_feature_spec(cfg), source, cfg.data.csv)
+        check_source(build_feature_spec(cfg), source, cfg.csv_options())
     except SchemaMismatch as err:
         raise ParameterError("data_source", str(err)) from None
+
+
+def synthetic_source_for(cfg: RecpipeConfig, rows: int) -> str:
+    """The ``synthetic:`` source whose columns fit ``cfg`` (Taobao for a Taobao-schema config, Criteo for a
+    Criteo-schema one), with ``rows`` rows.
+
+    Args:
+        cfg (RecpipeConfig): the resolved config.
+        rows (int): rows to generate.
+
+    Raises:
+        ParameterError: no synthetic kind has the config's columns (give a data source).
+    """
+    from recpipe.data.sources import SYNTHETIC_OPTIONS
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.fits import schema_problems, source_schema
+
+    spec = build_feature_spec(cfg)
+    misses = {}
+    for kind in SYNTHETIC_OPTIONS:
+        problems = schema_problems(spec, source_schema(f"synthetic:{kind}?rows=10"))
+        if not problems:
+            return f"synthetic:{kind}?rows={int(rows)}"
+        misses[kind] = problems[0]
+    tried = "; ".join(f"{kind}: {problem}" for kind, problem in misses.items())
+    raise ParameterError(
+        "data_source", f"no synthetic data has the config's columns ({tried}); give a data source"
+    )
 
 
 def check_placement(node_selector: Any, tolerations: Any) -> tuple[dict[str, str], list[dict[str, Any]]]:

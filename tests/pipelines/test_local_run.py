@@ -82,3 +82,48 @@ def test_both_gate_outcomes_on_one_store(tmp_path, monkeypatch):
         "gate          FAILED (champion: v1 re-evaluated" in text
         and "mlflow ui --backend-store-uri sqlite:///" in text
     )
+
+
+@pytest.mark.parametrize(
+    ("config", "kind"),
+    [("configs/din_taobao_small.yaml", "taobao"), ("configs/dlrm_criteo_small.yaml", "criteo")],
+)
+def test_run_generates_data_of_the_configs_kind(config, kind):
+    # Issue 17: `recpipe run --config configs/dlrm_criteo_small.yaml` generated Taobao rows and failed in train.
+    from recpipe.pipeline.params import resolve_config, synthetic_source_for
+
+    root = Path(__file__).resolve().parents[2]
+    assert synthetic_source_for(resolve_config(str(root / config)), 2000) == f"synthetic:{kind}?rows=2000"
+
+
+def test_run_refuses_a_source_without_the_configs_columns_before_starting(tmp_path, capsys, monkeypatch):
+    from recpipe.cli.main import main
+
+    monkeypatch.setenv("RECPIPE_LOG_DIR", str(tmp_path / "logs"))
+    root = Path(__file__).resolve().parents[2]
+    argv = [
+        "run",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--config",
+        str(root / "configs" / "dlrm_criteo_small.yaml"),
+    ]
+    assert main([*argv, "--data", "synthetic:taobao?rows=100"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "recpipe run: error: parameter data_source: data 'synthetic:taobao?rows=100' does not fit"
+    )
+    assert "missing columns ['C1', 'C2'" in err
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_run_says_when_no_generated_data_fits_the_config():
+    from recpipe.config import ParameterError
+    from recpipe.pipeline.params import resolve_config, synthetic_source_for
+
+    cfg = resolve_config(str(Path(__file__).resolve().parents[2] / "configs" / "dlrm_criteo_small.yaml"))
+    cfg.features[0].column = "I0"
+    with pytest.raises(
+        ParameterError, match="no synthetic data has the config's columns .*give a data source"
+    ):
+        synthetic_source_for(cfg, 100)
