@@ -27,7 +27,7 @@ def ingest(
     full = load_config(config.path)
     cfg = full.data
     r = stage.run(
-        data_source, None, cfg.label, cfg.split, cfg.neg_sample_rate, cfg.oracle_column, cfg.csv,
+        data_source, None, cfg.label, cfg.split, cfg.neg_sample_rate, cfg.oracle_column, full.csv_options(),
         train_dir=train_data.path, eval_dir=eval_data.path, log=open_run_log(run_id, tracking_uri),
         spec=build_feature_spec(full),
     )  # fmt: skip

@@ -54,6 +54,10 @@ class CsvOptions(_Strict):
     # Explicit column names (and types, "int64"/"float64"/"string") for files without a header.
     columns: list[str] | None = None
     column_types: dict[str, str] = Field(default_factory=dict)
+    # Columns read as text where a file has them. RecpipeConfig.csv_options() adds every id and history
+    # column of the features: type inference would read the id "00000000" as the integer 0, which hashes
+    # differently from the same id in Parquet or in a request.
+    text_columns: list[str] = Field(default_factory=list)
 
 
 class SplitConfig(_Strict):
@@ -371,6 +375,17 @@ class RecpipeConfig(_Strict):
     @property
     def model_type(self) -> str:
         return self.model.type
+
+    def csv_options(self) -> CsvOptions:
+        """``data.csv`` with every id and history column of the features read as text (the raw-value
+        contract: ``123``, ``"123"`` and ``123.0`` are one id, but ``"00000000"`` is not ``0``)."""
+        text = [
+            f.column or f.name
+            for f in self.features
+            if isinstance(f, IdFeatureConfig | SequenceFeatureConfig)
+        ]
+        csv = self.data.csv
+        return csv.model_copy(update={"text_columns": list(dict.fromkeys([*csv.text_columns, *text]))})
 
     @property
     def registered_model_name(self) -> str:

@@ -45,7 +45,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             cfg.data.split,
             neg_sample_rate=a.neg_sample_rate if a.neg_sample_rate is not None else cfg.data.neg_sample_rate,
             oracle_column=cfg.data.oracle_column,
-            csv=cfg.data.csv,
+            csv=cfg.csv_options(),
             spec=build_feature_spec(cfg),
         )
     )
@@ -161,6 +161,12 @@ _EXTRA += [_stages_cli.register, _pipeline_cli.register]
 from recpipe.cli import tzrec_cli as _tzrec_cli  # noqa: E402
 
 _EXTRA += [_tzrec_cli.register]
+
+
+# predict: batch scoring with an exported model.
+from recpipe.cli import predict_cli as _predict_cli  # noqa: E402
+
+_EXTRA += [_predict_cli.register]
 
 
 if __name__ == "__main__":

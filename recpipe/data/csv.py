@@ -183,7 +183,8 @@ class CsvSource:
     def schema(self) -> pa.Schema:
         """The fixed schema of every batch (explicit types, the rest inferred from the first file)."""
         if self._schema is None:
-            explicit = {k: ARROW_TYPES[v] for k, v in self._options.column_types.items()}
+            explicit = {c: pa.string() for c in self._options.text_columns}
+            explicit.update({k: ARROW_TYPES[v] for k, v in self._options.column_types.items()})
             inferred: pa.Schema | None = None
             for i in range(len(self._files.paths)):
                 reader = self._open(i, explicit, None, _RowRecorder())
@@ -194,7 +195,7 @@ class CsvSource:
             if inferred is None:  # every file is empty
                 names = self._options.columns or []
                 inferred = pa.schema([(n, explicit.get(n, pa.string())) for n in names])
-            unknown = sorted(set(explicit) - set(inferred.names))
+            unknown = sorted(set(self._options.column_types) - set(inferred.names))
             if unknown:
                 raise ValueError(
                     f"column_types name columns {unknown} that {self.uri!r} lacks: {inferred.names}"

@@ -90,7 +90,7 @@ def read_rows(
     data: Any, spec: FeatureSpec, max_rows: int = PARITY_READ_ROWS, csv: CsvOptions | None = None
 ) -> pa.Table:
     """Held-out rows for parity: a pyarrow Table, a pandas DataFrame, or a data URI (first ``max_rows``;
-    CSV files are parsed with ``csv``, the config's ``data.csv``)."""
+    CSV files are parsed with ``csv``, the config's ``csv_options()``)."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, str | Path):
@@ -177,7 +177,7 @@ def export(
     model = model.eval()
     check_spec(model, spec)
     tolerance = cfg.export.max_abs_logit_diff
-    parity = build_parity_set(read_rows(parity_data, spec, csv=cfg.data.csv), spec)
+    parity = build_parity_set(read_rows(parity_data, spec, csv=cfg.csv_options()), spec)
     keys = spec.sparse_keys()
 
     def eager(f: FGOutput, _raw: pa.Table) -> np.ndarray:
@@ -200,6 +200,8 @@ def export(
         "class": type(model).__name__,
         "config_digest": cfg.digest(),
         "spec_digest": spec.digest(),
+        # Probabilities are mapped back to the un-sampled click rate with it (Scorer.predict).
+        "neg_sample_rate": float(cfg.data.neg_sample_rate),
     }
 
     out.mkdir(parents=True, exist_ok=True)

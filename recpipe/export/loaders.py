@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recpipe.export.backends import BACKENDS
+from recpipe.export.backends import BACKENDS, SERVING_PREFERENCE
+from recpipe.export.layout import backend_folder
 from recpipe.export.manifest import ArtifactError, read_manifest
 from recpipe.export.scorer import Scorer
 
@@ -26,6 +27,9 @@ def load_backend(folder: str | Path) -> Scorer:
         scorer.predict_batch(dense, values, lengths)      # (B,) logits
         load_backend("runs/x/export/rtp").predict_raw(df)  # raw rows in
     """
+    # The current version's real folder, named once: a later export switching the pointer cannot mix
+    # files of two versions into this load.
+    folder = backend_folder(folder)
     manifest = read_manifest(folder, verify=True)
     if manifest.status != "ok":
         raise ArtifactError(
@@ -37,3 +41,26 @@ def load_backend(folder: str | Path) -> Scorer:
             f"{folder}: unknown backend {manifest.backend!r} in its manifest; known: {list(BACKENDS)}"
         )
     return backend.load(folder, manifest)
+
+
+def served_folder(path: str | Path) -> Path:
+    """The backend folder that serves an export: ``path`` itself when it is one backend's folder (it holds
+    a ``manifest.json``), else the first of :data:`~recpipe.export.backends.SERVING_PREFERENCE` exported
+    with status ok under the export folder ``path`` (what the registered model serves).
+
+    Raises:
+        FileNotFoundError: no servable backend folder there.
+    """
+    root = Path(path)
+    if (root / "manifest.json").is_file():
+        return root
+    found = []
+    for name in SERVING_PREFERENCE:
+        if (root / name / "manifest.json").is_file():
+            if read_manifest(root / name, verify=False).status == "ok":
+                return root / name
+            found.append(name)
+    raise FileNotFoundError(
+        f"{root} holds no servable export (looked for {list(SERVING_PREFERENCE)}, not ok: {found}); "
+        f"export at least one of {', '.join(SERVING_PREFERENCE)}"
+    )

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import torch
 
 from recpipe.export.manifest import ArtifactError, Manifest
 from recpipe.features.fg import FeatureGenerator
+from recpipe.features.raw import to_arrow
 from recpipe.features.spec import FeatureSpec
 
 FG_NAME = "fg.json"
+OUTPUTS = ("probability", "logit")
 
 
 def as_tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -65,11 +66,36 @@ class Scorer:
             out = self._logits(dense_t, as_tensor(values, torch.int64), lengths_t)
         return out.detach().to("cpu", torch.float32).numpy().reshape(batch)
 
+    def predict(self, rows: Any, output: str = "probability") -> np.ndarray:
+        """Click probabilities ``(B,)`` float64 for raw rows (``output="logit"``: the logits).
+
+        Probabilities are mapped back to the un-sampled click rate when the model was trained on
+        negative-down-sampled data (the export records the rate); the registered pyfunc returns the same.
+
+        Args:
+            rows: raw feature rows — a pandas DataFrame, a pyarrow Table, JSON records (a list of dicts);
+                values follow the raw-value contract (:mod:`recpipe.features.raw`).
+            output (str): ``"probability"`` or ``"logit"``.
+        """
+        return self.to_output(self.predict_raw(rows), output)
+
+    def to_output(self, logits: np.ndarray, output: str = "probability") -> np.ndarray:
+        """Logits → what ``output`` asks for: ``"logit"`` as they are, ``"probability"`` through the sigmoid
+        and back to the un-sampled click rate (``p / (p + (1 - p) / rate)`` for a negative sampling
+        rate < 1 recorded at export)."""
+        from recpipe.eval.metrics import recalibrate, sigmoid
+
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {list(OUTPUTS)}, got {output!r}")
+        if output == "logit":
+            return np.asarray(logits, dtype=np.float64)
+        p = sigmoid(np.asarray(logits, dtype=np.float64))
+        rate = float((self.manifest.model or {}).get("neg_sample_rate", 1.0))
+        return recalibrate(p, rate) if rate < 1.0 else p
+
     def predict_raw(self, rows: Any) -> np.ndarray:
-        """Logits ``(B,)`` for raw feature rows (a pyarrow Table/RecordBatch or pandas DataFrame)."""
-        if not isinstance(rows, pa.Table | pa.RecordBatch):
-            rows = pa.Table.from_pandas(rows, preserve_index=False)
-        out = self._fg(rows)
+        """Logits ``(B,)`` float32 for raw feature rows (a DataFrame, an Arrow table or JSON records)."""
+        out = self._fg(to_arrow(rows))
         values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
         lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
         return self.predict_batch(out.dense, values, lengths)

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from recpipe.data.types import DataError
 from recpipe.features.columns import BadRows, as_numpy, map_ids, to_float
 from recpipe.features.hashing import fnv1a64, to_string_array
+from recpipe.features.raw import normalize
 from recpipe.features.sequence_fg import sequence_ids
 from recpipe.features.spec import FeatureSpec
 
@@ -137,6 +138,8 @@ class FeatureGenerator:
         self.with_labels = with_labels
         self.keys = spec.sparse_keys()
         self.stats = FGStats()
+        # Rows of the last call that were emitted (None: all of them), to line up outputs with inputs.
+        self.last_kept: np.ndarray | None = None
 
     def __call__(
         self, batch: pa.RecordBatch | pa.Table, file: str = "<memory>", first_row: int = 0
@@ -147,10 +150,12 @@ class FeatureGenerator:
                 if batch.num_rows
                 else pa.RecordBatch.from_pylist([], schema=batch.schema)
             )
+        batch = normalize(batch, self.spec, self.with_labels)
         self._check_columns(batch, file)
         out, bads, truncated = self._compute(batch)
         n = batch.num_rows
         stats = FGStats(rows_read=n)
+        self.last_kept = None
         if bads:
             if self.on_bad_row == "error":
                 raise self._first_error(bads, file, first_row)
@@ -165,6 +170,7 @@ class FeatureGenerator:
             out, bads, truncated = self._compute(batch)
             assert not bads, "rows left after skipping must be clean"
             stats.rows_skipped = int(drop.sum())
+            self.last_kept = ~drop
         stats.rows_emitted = out.num_rows
         stats.truncated_histories = truncated
         self.stats.add(stats)

@@ -28,6 +28,18 @@ class RowError(ValueError):
         self.column = column
 
 
+def _missing(v: object) -> bool:
+    """The raw-value contract (:mod:`recpipe.features.raw`): null, NaN and "" are a missing value."""
+    return v is None or v == "" or (isinstance(v, float) and math.isnan(v))
+
+
+def _id_value(v: object) -> object:
+    """``123.0`` is id 123; another float is its text."""
+    if isinstance(v, float):
+        return int(v) if v == math.floor(v) and abs(v) < 2.0**63 else str(v)
+    return v
+
+
 def _canonical(v: object) -> str:
     if isinstance(v, bool):
         return str(v).lower()
@@ -35,6 +47,7 @@ def _canonical(v: object) -> str:
 
 
 def map_id(v: object, m: IdMapping, column: str, zch: bool = False) -> int | None:
+    v = None if _missing(v) else _id_value(v)
     if v is None and m.default_value is not None:
         v = m.default_value
     if v is None:
@@ -57,7 +70,7 @@ def map_id(v: object, m: IdMapping, column: str, zch: bool = False) -> int | Non
 
 
 def to_float(v: object, default: float, column: str) -> float:
-    if v is None:
+    if _missing(v):
         return default
     if isinstance(v, str):
         if not _FLOAT.match(v):
@@ -86,7 +99,8 @@ def _row(
             i = map_id(r[f.column], f.mapping, f.column, f.zch)
             per_key[f.name] = [] if i is None else [i]
     for s in spec.sequences:
-        text = r[s.column] or ""
+        text = r.get(s.column)
+        text = "" if _missing(text) else str(_id_value(text))
         items = text.split(s.delimiter) if text else []
         items = items[: s.max_length]
         subs = [[] for _ in s.sub_features]
@@ -117,7 +131,7 @@ def _row(
     weight = None
     if with_labels:
         y = r[spec.label]
-        if y is None or (isinstance(y, str) and not _FLOAT.match(y)):
+        if _missing(y) or (isinstance(y, str) and not _FLOAT.match(y)):
             raise RowError(spec.label, "label")
         label = float(y)
         if label not in (0.0, 1.0):

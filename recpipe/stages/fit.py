@@ -45,8 +45,8 @@ def run(
     """
     with failing(log, "fit"):
         cfg = load_config(config_path, dict(overrides or {}))
-        check_source(build_feature_spec(cfg), train_dir, cfg.data.csv)
-        spec = fit_feature_spec(cfg, open_source(train_dir, csv=cfg.data.csv))
+        check_source(build_feature_spec(cfg), train_dir, cfg.csv_options())
+        spec = fit_feature_spec(cfg, open_source(train_dir, csv=cfg.csv_options()))
         path = spec.save(out_path)
         tables = spec.tables()
         result = FitResult(

@@ -9,7 +9,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from recpipe.export.backends import SERVING_PREFERENCE
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 MODEL_ARTIFACT = "model"
@@ -31,19 +30,9 @@ class RegisterResult:
 
 def serving_backend(exported_dir: str | Path) -> str:
     """The exported backend the pyfunc wraps (first of ``SERVING_PREFERENCE`` exported with status ok)."""
-    from recpipe.export import read_manifest
+    from recpipe.export.loaders import served_folder
 
-    root = Path(exported_dir)
-    found = []
-    for name in SERVING_PREFERENCE:
-        if (root / name / "manifest.json").is_file():
-            if read_manifest(root / name, verify=False).status == "ok":
-                return name
-            found.append(name)
-    raise FileNotFoundError(
-        f"{root} holds no servable export (looked for {list(SERVING_PREFERENCE)}, skipped: {found}); "
-        "export at least one of rtp, onnx, jit, aoti"
-    )
+    return served_folder(exported_dir).name
 
 
 def _pins() -> list[str]:

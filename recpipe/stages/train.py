@@ -157,7 +157,7 @@ def check_data(
     spec = FeatureSpec.load(fg_json) if fg_json else build_feature_spec(cfg)
     for uri in (train_dir, eval_dir):
         if uri:
-            check_source(spec, uri, cfg.data.csv)
+            check_source(spec, uri, cfg.csv_options())
 
 
 def _train_local(

@@ -153,7 +153,12 @@ def evaluate_checkpoint(
     model, spec, cfg = load_model_for_inference(ckpt)
     policy = on_bad_row or cfg.data.on_bad_row
     labels, logits, groups = predict_dataset(
-        model, spec, data_uri, global_batch_size or cfg.data.batch_size, on_bad_row=policy, csv=cfg.data.csv
+        model,
+        spec,
+        data_uri,
+        global_batch_size or cfg.data.batch_size,
+        on_bad_row=policy,
+        csv=cfg.csv_options(),
     )
     oracle = None
     if oracle_column and policy == "error":  # rows in file order, none dropped

@@ -29,7 +29,7 @@ def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_ur
             return FeatureSpec.load(candidate)
     from recpipe.data.sources import open_source
 
-    return fit_feature_spec(cfg, open_source(train_uri, csv=cfg.data.csv))
+    return fit_feature_spec(cfg, open_source(train_uri, csv=cfg.csv_options()))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,155 @@
+"""The raw-value contract: what a missing or oddly typed value means, decided once for every path.
+
+Every reader (Parquet, CSV/TSV, ODPS) and every scorer (the eager model, each export backend, the MLflow
+pyfunc, ``recpipe predict``) hands its rows to FG, and FG first passes them through :func:`normalize`, so
+the same value means the same thing at training and at serving. The rules (README, "Bad input"):
+
+- **Missing** — a null, Python ``None``, a float ``NaN`` (pandas' missing value) and the empty string
+  ``""`` are one thing: no value. An id feature is then absent (or its ``default_value``), a raw feature
+  takes its ``default``, a history has zero items. As in TorchEasyRec's FG, where an empty input is a
+  missing one. A whole column of ``None`` (Arrow type ``null``) is a column of missing values.
+- **Absent column at serving** — a feature column a request does not carry is all missing (a client
+  leaves optional columns out). At training a missing column is an error, as before.
+- **Ids** — ``123``, ``"123"`` and ``123.0`` are the same id: integral floats (pandas turns an integer
+  column with missing values into float64) become integers; a float with a fraction stays a bad id (a
+  mod mapping) or a category of its own text (a hash mapping). pandas nullable and categorical dtypes,
+  and object columns mixing ``None`` and numbers, are read as their values.
+- ``inf`` in a raw feature, text that is not a number, negative or overflowing ids stay bad rows
+  (:class:`~recpipe.features.fg.BadRowError`, or skipped and counted).
+
+numpy and pyarrow only (pandas only when it is what the caller passed).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from recpipe.features.spec import FeatureSpec
+
+Kind = Literal["id", "float", "sequence"]
+_NATURAL: dict[str, pa.DataType] = {"id": pa.int64(), "float": pa.float64(), "sequence": pa.string()}
+_MAX_EXACT_INT = 2.0**63
+
+
+def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Kind]:
+    """Every input column FG reads and how its raw values are read (``id``, ``float`` or ``sequence``)."""
+    kinds: dict[str, Kind] = {}
+    for f in spec.sparse:
+        if f.sequence is None:
+            kinds[f.column] = "float" if f.boundaries is not None else "id"
+    for s in spec.sequences:
+        kinds[s.column] = "sequence"
+    for d in spec.dense:
+        kinds[d.column] = "float"
+    if with_labels:
+        kinds[spec.label] = "float"
+        if spec.weight:
+            kinds[spec.weight] = "float"
+    return kinds
+
+
+def normalize(batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True) -> pa.RecordBatch:
+    """``batch`` with every FG input column read by the contract above; other columns are untouched.
+
+    Args:
+        batch (pa.RecordBatch): raw rows.
+        spec (FeatureSpec): which columns are ids, floats and histories.
+        with_labels (bool): training rows (a missing column stays missing, for FG's column check) or
+            serving rows (an absent feature column is all missing).
+    """
+    names = list(batch.schema.names)
+    arrays = list(batch.columns)
+    changed = False
+    for column, kind in column_kinds(spec, with_labels).items():
+        i = batch.schema.get_field_index(column)
+        if i < 0:
+            if with_labels or column == spec.label:
+                continue
+            names.append(column)
+            arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))
+            changed = True
+            continue
+        arr = normalize_column(batch.column(i), kind)
+        if arr is not batch.column(i):
+            arrays[i] = arr
+            changed = True
+    return pa.RecordBatch.from_arrays(arrays, names=names) if changed else batch
+
+
+def normalize_column(arr: pa.Array, kind: Kind) -> pa.Array:
+    """One column by the contract; returns ``arr`` itself when nothing changes."""
+    if pa.types.is_dictionary(arr.type):  # pandas categoricals
+        arr = arr.dictionary_decode()
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), _NATURAL[kind])
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        empty = pc.equal(arr, "")
+        if pc.any(empty).as_py():
+            arr = pc.if_else(empty, pa.scalar(None, arr.type), arr)
+        return arr
+    if pa.types.is_floating(arr.type) and kind != "sequence":  # a numeric history stays a column error
+        nan = pc.is_nan(arr)
+        if pc.any(nan).as_py():
+            arr = pc.if_else(nan, pa.scalar(None, arr.type), arr)
+        return _float_ids(arr) if kind == "id" else arr
+    return arr
+
+
+def _float_ids(arr: pa.Array) -> pa.Array:
+    """Integral floats → int64 (``123.0`` is id 123); any other float → its text, which a mod mapping
+    refuses as a bad id and a hash mapping hashes as a category of its own."""
+    x = arr.to_numpy(zero_copy_only=False)
+    present = ~np.isnan(x)
+    v = x[present]
+    if np.all((v == np.floor(v)) & (np.abs(v) < _MAX_EXACT_INT)):
+        out = np.zeros(len(x), np.int64)
+        out[present] = v.astype(np.int64)
+        return pa.array(out, mask=~present)
+    return pc.cast(arr, pa.string())
+
+
+def to_arrow(rows: Any) -> pa.Table:
+    """Raw rows as the clients send them → an Arrow table.
+
+    Accepts a pyarrow Table / RecordBatch, a pandas DataFrame (any dtypes: nullable ``Int64``,
+    categoricals, object columns mixing ``None``, numbers and text), a list of JSON records
+    (``[{"user_id": 1, "price": null}, …]``) or a mapping of column → values.
+    """
+    if isinstance(rows, pa.Table):
+        return rows
+    if isinstance(rows, pa.RecordBatch):
+        return pa.Table.from_batches([rows])
+    import pandas as pd
+
+    if isinstance(rows, list):
+        rows = pd.DataFrame.from_records(rows)
+    elif isinstance(rows, dict):
+        rows = pd.DataFrame(rows)
+    if not isinstance(rows, pd.DataFrame):
+        raise TypeError(
+            f"raw rows must be a DataFrame, an Arrow table or JSON records, got {type(rows).__name__}"
+        )
+    arrays = [_series_to_arrow(rows[c]) for c in rows.columns]
+    return pa.Table.from_arrays(arrays, names=[str(c) for c in rows.columns])
+
+
+def _series_to_arrow(series: Any) -> pa.Array:
+    try:
+        return pa.array(series, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # an object column mixing numbers and text
+        return pa.array([_as_text(v) for v in series], type=pa.string())
+
+
+def _as_text(v: Any) -> str | None:
+    import pandas as pd
+
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, float) and v == math.floor(v) and abs(v) < _MAX_EXACT_INT:
+        return str(int(v))
+    return str(v)
