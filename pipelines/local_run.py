@@ -13,7 +13,14 @@ from typing import Any
 
 from recpipe.config import gate_overrides
 from recpipe.pipeline import RunSummary, summarize
-from recpipe.pipeline.params import check_data_fits, check_data_source, resolve_config, synthetic_source_for
+from recpipe.pipeline.params import (
+    check_data_fits,
+    check_data_source,
+    resolve_config,
+    resolve_tracking_uri,
+    runs_folder,
+    synthetic_source_for,
+)
 
 DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 # Sized for < 10 minutes end to end on 2 cores (see the README's measured timings).
@@ -23,7 +30,7 @@ DEFAULT_PROCESSES = 2
 
 
 def run_local(
-    runs_dir: str | Path = "runs",
+    runs_dir: str | Path | None = None,
     config: str = DEFAULT_CONFIG,
     data_source: str | None = None,
     rows: int | None = None,
@@ -37,11 +44,13 @@ def run_local(
     overrides: dict[str, Any] | None = None,
     model_name: str = "",
     verbose: bool = False,
+    tracking_uri: str | None = None,
 ) -> RunSummary:
     """Run the whole pipeline locally and return its summary (also when a step failed).
 
     Args:
-        runs_dir: holds ``mlflow.db``, ``mlartifacts/`` and one folder per run (``<runs>/<time>/kfp``).
+        runs_dir: holds ``mlflow.db``, ``mlartifacts/`` and one folder per run (``<runs>/<time>/kfp``);
+            default ``RECPIPE_RUNS``, else ``runs``.
         config: recpipe config.
         data_source: any source ``ingest`` reads, checked against the config's columns first; default
             generated data of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, ``rows`` rows).
@@ -57,6 +66,8 @@ def run_local(
         overrides: dotted config overrides, e.g. ``{"train.max_steps": 50}``.
         model_name: registered model name (default: the config's).
         verbose: stream each step's full log (otherwise only kfp.local's task lines).
+        tracking_uri: the MLflow store, as in every command: ``tracking_uri`` > ``runs_dir`` > env
+            ``MLFLOW_TRACKING_URI`` > ``<runs>/mlflow.db``.
     """
     import warnings
 
@@ -79,10 +90,10 @@ def run_local(
         source = data_source
     else:
         source = synthetic_source_for(cfg, rows or DEFAULT_ROWS)
-    runs = Path(runs_dir).resolve()
+    runs = runs_folder(runs_dir).resolve()
     run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
-    uri = f"sqlite:///{runs / 'mlflow.db'}"
+    uri = resolve_tracking_uri(tracking_uri, None, default_dir=runs, runs=runs_dir)
     args: dict[str, Any] = {
         "config": str(Path(config).resolve()),
         "data_source": source,

@@ -24,6 +24,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         auto_promote=not a.no_promote,
         overrides=parse_overrides(a.set),
         verbose=a.verbose,
+        tracking_uri=a.tracking_uri,
     )
     print(summary.format())
     if summary.status != "FINISHED":
@@ -54,7 +55,17 @@ def cmd_submit(a: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run`` and ``pipeline compile|submit`` to ``recpipe``'s parser."""
     r = sub.add_parser("run", help="run the whole pipeline here (kfp.local, embedded MLflow, generated data)")
-    r.add_argument("--runs", default="runs", help="folder for runs and the MLflow store (runs/mlflow.db)")
+    r.add_argument(
+        "--runs",
+        default=None,
+        help="folder for runs and the MLflow store <runs>/mlflow.db (default: RECPIPE_RUNS, else ./runs)",
+    )
+    r.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow store instead of <runs>/mlflow.db "
+        "(--tracking-uri > --runs > MLFLOW_TRACKING_URI > RECPIPE_RUNS/mlflow.db > ./runs/mlflow.db)",
+    )
     r.add_argument("--config", default="configs/din_taobao_small.yaml")
     r.add_argument(
         "--data",
@@ -63,7 +74,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "kind, synthetic:taobao or synthetic:criteo)",
     )
     r.add_argument(
-        "--rows", type=int, default=None, help="rows of generated data (default 1,000,000; ignored with --data)"
+        "--rows",
+        type=int,
+        default=None,
+        help="rows of generated data (default 1,000,000; ignored with --data)",
     )
     r.add_argument("--workers", type=int, default=1)
     r.add_argument(

@@ -18,10 +18,12 @@ def _print(result: Any) -> None:
     print(json.dumps(result, indent=2, default=str))
 
 
-def _tracking_uri(value: str | None) -> str:
+def _tracking_uri(a: argparse.Namespace, must_exist: bool = False) -> str:
+    """The store of ``--tracking-uri`` / ``--runs`` (:func:`recpipe.pipeline.params.resolve_tracking_uri`);
+    ``must_exist``: a command that only reads the registry, which never creates an empty store."""
     from recpipe.pipeline import resolve_tracking_uri
 
-    return resolve_tracking_uri(value, None)
+    return resolve_tracking_uri(a.tracking_uri, None, runs=a.runs, must_exist=must_exist)
 
 
 def _run_log(a: argparse.Namespace) -> Any:
@@ -32,7 +34,7 @@ def _run_log(a: argparse.Namespace) -> Any:
         return NULL_LOG
     from recpipe.tracking import open_run_log
 
-    return open_run_log(a.run_id, _tracking_uri(a.tracking_uri))
+    return open_run_log(a.run_id, _tracking_uri(a, must_exist=True))
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -59,7 +61,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 def cmd_evaluate(a: argparse.Namespace) -> int:
     from recpipe.stages import evaluate
 
-    uri = _tracking_uri(a.tracking_uri) if a.champion_model else a.tracking_uri
+    uri = _tracking_uri(a, must_exist=True) if a.champion_model else a.tracking_uri
     r = evaluate.run(
         a.checkpoint,
         a.data,
@@ -101,7 +103,7 @@ def cmd_register(a: argparse.Namespace) -> int:
         a.exported,
         a.report,
         a.model,
-        _tracking_uri(a.tracking_uri),
+        _tracking_uri(a),
         data_digest=a.data_digest,
         log=_run_log(a),
     )
@@ -119,7 +121,7 @@ def cmd_promote(a: argparse.Namespace) -> int:
         r = promote.run(
             a.model,
             a.version,
-            _tracking_uri(a.tracking_uri),
+            _tracking_uri(a, must_exist=True),
             force=a.force,
             reason=a.reason,
             rollback=a.rollback,
@@ -137,12 +139,13 @@ def cmd_promote(a: argparse.Namespace) -> int:
 def cmd_models_list(a: argparse.Namespace) -> int:
     from recpipe.stages import promote
 
-    versions = promote.list_versions(a.name, _tracking_uri(a.tracking_uri))
+    uri = _tracking_uri(a, must_exist=True)
+    versions = promote.list_versions(a.name, uri)
     if a.json:
         _print(versions)
         return 0
     if not versions:
-        print(f"no registered versions of {a.name!r}")
+        print(f"no registered versions of {a.name!r} in {uri}")
         return 0
     print(f"{'version':>7}  {'aliases':<22} {'auc':>8} {'gauc':>8} {'logloss':>8}  gate  run")
     for v in versions:
@@ -160,9 +163,21 @@ def cmd_models_list(a: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------------------- parser
+STORE_HELP = (
+    "the store: --tracking-uri > --runs > MLFLOW_TRACKING_URI > RECPIPE_RUNS/mlflow.db > ./runs/mlflow.db"
+)
+
+
 def _tracking_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--tracking-uri", default=None, help="MLflow URI (default: MLFLOW_TRACKING_URI, else runs/mlflow.db)"
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI, e.g. http://mlflow:5000 (" + STORE_HELP + ")",
+    )
+    p.add_argument(
+        "--runs",
+        default=None,
+        help="the runs folder whose mlflow.db to use, as given to `recpipe run --runs` (default: RECPIPE_RUNS)",
     )
 
 

@@ -131,23 +131,76 @@ def write_config(cfg: RecpipeConfig, path: str | Path) -> Path:
     return path
 
 
-def resolve_tracking_uri(
-    mlflow_uri: str | None, cfg_uri: str | None, default_dir: str | Path = "runs", in_cluster: bool = False
-) -> str:
-    """``mlflow_uri`` > ``MLFLOW_TRACKING_URI`` > ``tracking.uri`` of the config > ``sqlite:///<default_dir>/mlflow.db``.
+ENV_RUNS = "RECPIPE_RUNS"
+ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 
-    ``in_cluster``: the steps run in pods, where the last fallback would vanish with the pod, so it is
-    refused.
+
+class StoreNotFound(FileNotFoundError):
+    """A command that reads the registry found no store where it looked (it creates none)."""
+
+
+def runs_folder(runs: str | Path | None = None) -> Path:
+    """The runs folder (run folders, ``mlflow.db``, ``mlartifacts/``): ``runs`` (``--runs``) >
+    ``RECPIPE_RUNS`` > ``./runs``.
+
+    Args:
+        runs (str | Path | None): the ``--runs`` option.
     """
     import os
 
-    from recpipe.tracking import tracking_uri
+    return Path(runs or os.environ.get(ENV_RUNS) or "runs")
+
+
+def resolve_tracking_uri(
+    mlflow_uri: str | None,
+    cfg_uri: str | None,
+    default_dir: str | Path | None = None,
+    in_cluster: bool = False,
+    runs: str | Path | None = None,
+    must_exist: bool = False,
+) -> str:
+    """The one MLflow store of every command: ``mlflow_uri`` (``--tracking-uri``) > ``runs`` (``--runs``:
+    ``sqlite:///<runs>/mlflow.db``) > ``MLFLOW_TRACKING_URI`` > ``tracking.uri`` of the config >
+    ``sqlite:///<default_dir, else RECPIPE_RUNS, else ./runs>/mlflow.db``.
+
+    Args:
+        mlflow_uri (str | None): the ``--tracking-uri`` option or pipeline parameter.
+        cfg_uri (str | None): ``tracking.uri`` of the config.
+        default_dir (str | Path | None): the runs folder of the last fallback (default :func:`runs_folder`).
+        in_cluster (bool): the steps run in pods, where the last fallback would vanish with the pod, so it
+            is refused.
+        runs (str | Path | None): the ``--runs`` option.
+        must_exist (bool): a command that reads the registry: a local store that does not exist is an
+            error naming where it looked (:class:`StoreNotFound`), never created empty.
+    """
+    import os
+
+    from recpipe.tracking.uri import DB_FILE, local_store_path
 
     if mlflow_uri and mlflow_uri.strip():
-        return mlflow_uri.strip()
-    if in_cluster and not os.environ.get("MLFLOW_TRACKING_URI") and not cfg_uri:
-        raise ParameterError(
-            "mlflow_uri",
-            "is empty and neither MLFLOW_TRACKING_URI nor tracking.uri is set (a pod has no local store)",
+        uri, why = mlflow_uri.strip(), "--tracking-uri"
+    elif runs:
+        uri, why = f"sqlite:///{Path(runs).resolve() / DB_FILE}", "--runs"
+    elif os.environ.get(ENV_TRACKING_URI) or cfg_uri:
+        uri = os.environ.get(ENV_TRACKING_URI) or str(cfg_uri)
+        why = ENV_TRACKING_URI if os.environ.get(ENV_TRACKING_URI) else "tracking.uri of the config"
+    else:
+        if in_cluster:
+            raise ParameterError(
+                "mlflow_uri",
+                "is empty and neither MLFLOW_TRACKING_URI nor tracking.uri is set (a pod has no local store)",
+            )
+        folder = runs_folder(default_dir)
+        uri = f"sqlite:///{folder.resolve() / DB_FILE}"
+        why = (
+            ENV_RUNS if not default_dir and os.environ.get(ENV_RUNS) else f"the default runs folder {folder}"
         )
-    return tracking_uri(cfg_uri, default_dir)
+    path = local_store_path(uri)
+    if must_exist and path is not None and not path.exists():
+        raise StoreNotFound(
+            f"no MLflow store at {path} (from {why}); point --runs / {ENV_RUNS} at the folder `recpipe run` "
+            f"used, or --tracking-uri / {ENV_TRACKING_URI} at the store"
+        )
+    if path is not None and uri.startswith("sqlite:"):
+        path.parent.mkdir(parents=True, exist_ok=True)  # sqlite creates the file of a store being written
+    return uri
