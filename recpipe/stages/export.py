@@ -60,7 +60,7 @@ def run(
         ParameterError: an unknown backend or no parity data.
         recpipe.export.ExportError: a backend failed to build or failed parity (nothing is left in ``out_dir``).
     """
-    from recpipe.export.backends import parse_backends
+    from recpipe.export.backends import BACKENDS, parse_backends
 
     try:
         names = parse_backends(backends)
@@ -68,12 +68,17 @@ def run(
         raise ParameterError("backends", str(err)) from None
     if not data_uri:
         raise ParameterError("data", "export needs held-out rows (--data) for the parity check")
+    # Backends this machine cannot build (trt without CUDA) are skipped before the checkpoint is loaded.
+    unusable = {n: reason for n in names if (reason := BACKENDS[n].unavailable_reason())}
     with failing(log, "export"):
         from recpipe.export import export_checkpoint
 
-        result = export_checkpoint(checkpoint, names, out_dir, data_uri)
         out = ExportStageResult(out_dir=str(out_dir))
-        for name, b in result.backends.items():
+        for name, reason in unusable.items():
+            out.backends[name] = {"status": "skipped", "folder": None, "reason": reason, "seconds": 0.0}
+        usable = [n for n in names if n not in unusable]
+        result = export_checkpoint(checkpoint, usable, out_dir, data_uri) if usable else None
+        for name, b in result.backends.items() if result else ():
             entry: dict[str, Any] = {
                 "status": b.status,
                 "folder": b.folder,
@@ -89,6 +94,7 @@ def run(
                     passed=bool(b.parity.passed),
                 )
             out.backends[name] = entry
+        out.backends = {n: out.backends[n] for n in names if n in out.backends}  # in the order asked
         log.set_tags({f"export.{n}.parity": parity_text(b) for n, b in out.backends.items()})
         log.log_metrics(
             {
