@@ -11,6 +11,8 @@ import pyarrow as pa
 from recpipe.data.sharding import Shard
 
 DEFAULT_BATCH_ROWS = 65536
+# Seconds a data step (generate, ingest) runs before its progress bar appears (on a terminal only).
+PROGRESS_DELAY_S = 2.0
 
 
 class DataError(ValueError):

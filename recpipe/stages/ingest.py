@@ -14,7 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
+import recpipe.data.types as types
 from recpipe.auc import binary_auc
 from recpipe.config import CsvOptions, SplitConfig
 from recpipe.data.sharding import Shard
@@ -190,7 +192,12 @@ def _ingest(
     offset = 0
     eval_labels, eval_oracle = [], []
     has_oracle = oracle_column is not None and schema.get_field_index(oracle_column) >= 0
+    # Shown on a terminal only, and only once ingestion has taken a few seconds.
+    bar = tqdm(
+        desc="ingest", unit="rows", unit_scale=True, disable=None, delay=types.PROGRESS_DELAY_S, leave=False
+    )
     for sb in src.iter_batches(Shard(0, 1)):
+        bar.update(sb.batch.num_rows)
         t = pa.Table.from_batches([sb.batch])
         idx = np.arange(offset, offset + t.num_rows)
         offset += t.num_rows
@@ -210,6 +217,7 @@ def _ingest(
         if has_oracle and ev.num_rows:
             eval_labels.append(np.asarray(pc.fill_null(ev.column(label), 0).cast(pa.int8())))
             eval_oracle.append(np.asarray(pc.fill_null(ev.column(oracle_column), 0.0)))
+    bar.close()
     train_w.close()
     eval_w.close()
     if train_w.rows == 0 or eval_w.rows == 0:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -260,3 +262,21 @@ def test_criteo_tsv_round_trip(criteo: tuple[GenerateReport, pa.Table], tmp_path
 
 def test_hex_strings() -> None:
     assert hex_strings(np.array([255, 0xDEADBEEF], dtype=np.uint32)).to_pylist() == ["000000ff", "deadbeef"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_generate_shows_progress_on_a_terminal_only(tmp_path, monkeypatch, terminal):
+    # Issue 17: `data generate` of millions of rows ran without a sign of life.
+    import recpipe.data.types as types
+
+    monkeypatch.setattr(types, "PROGRESS_DELAY_S", 0.0)
+    err = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    generate("criteo", 3000, tmp_path / "c", chunk_rows=1000)
+    shown = err.getvalue()
+    assert ("generate criteo" in shown and "/3.00k" in shown) if terminal else shown == ""

@@ -150,3 +150,20 @@ def test_ingest_and_fit_refuse_data_without_the_configs_columns_before_reading_r
     with pytest.raises(SchemaMismatch, match=r"missing columns \['user_id'"):
         fit.run(taobao, criteo.train_dir, tmp_path / "fg.json")
     assert not (tmp_path / "fg.json").exists()
+
+
+def test_ingest_shows_progress_on_a_terminal(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    import recpipe.data.types as types
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(types, "PROGRESS_DELAY_S", 0.0)
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    ingest.run("synthetic:criteo?rows=3000", tmp_path / "d", "label", SplitConfig(eval_fraction=0.2))
+    assert "ingest: " in err.getvalue() and "rows" in err.getvalue()

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
+import recpipe.data.types as types
 from recpipe.auc import binary_auc
 
 ROW_GROUP_ROWS = 65536
@@ -140,6 +142,16 @@ def write_chunks(
     probs = np.empty(rows, dtype=np.float32)
     files: list[str] = []
     schema: pa.Schema | None = None
+    # Shown on a terminal only, and only once generation has taken a few seconds.
+    bar = tqdm(
+        total=rows,
+        desc=f"generate {kind}",
+        unit="rows",
+        unit_scale=True,
+        disable=None,
+        delay=types.PROGRESS_DELAY_S,
+        leave=False,
+    )
     for chunk, offset in enumerate(range(0, rows, chunk_rows)):
         n = min(chunk_rows, rows - offset)
         table, chunk_labels, chunk_probs = make_chunk(chunk, n)
@@ -150,6 +162,8 @@ def write_chunks(
         pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
         files.append(str(path))
         del table
+        bar.update(n)
+    bar.close()
     positive_rate = float(labels.mean())
     oracle_auc = binary_auc(labels, probs)
     seconds = time.perf_counter() - start
