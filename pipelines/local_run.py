@@ -6,6 +6,7 @@ second run is gated against the champion the first one promoted. Kubernetes sett
 node selectors) are ignored by kfp.local; credentials come from the environment.
 """
 
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -144,9 +145,15 @@ class _quiet:
     """
 
     KEEP = ("Executing task", "finished with status", "Pipeline ")
+    # The train step's progress bar: kfp.local turns each of its frames into a line.
+    PROGRESS = re.compile(r"^\s*train:\s+\d+%\|")
+    # Without a terminal to redraw on, a frame at most this often (and the last one).
+    EVERY_S = 15.0
 
     def __init__(self, log: Path) -> None:
         self.log = log
+        self._mid_line = False  # the console's cursor sits on a progress frame
+        self._last_frame = 0.0
 
     def __enter__(self) -> None:
         import sys
@@ -159,10 +166,25 @@ class _quiet:
     def write(self, text: str) -> int:
         self._fh.write(text)
         for line in text.splitlines():
-            if any(k in line for k in self.KEEP):
+            if self.PROGRESS.match(line):
+                self._frame(line.strip())
+            elif any(k in line for k in self.KEEP):
+                if self._mid_line:
+                    self._stdout.write("\n")
+                    self._mid_line = False
                 self._stdout.write(line.strip() + "\n")
                 self._stdout.flush()
         return len(text)
+
+    def _frame(self, frame: str) -> None:
+        """Show training progress live: redrawn in place on a terminal, else a line now and then."""
+        if self._stdout.isatty():
+            self._stdout.write(frame + "\r")  # the next frame overwrites it
+            self._mid_line = True
+        elif time.monotonic() - self._last_frame >= self.EVERY_S or "100%|" in frame:
+            self._last_frame = time.monotonic()
+            self._stdout.write(frame + "\n")
+        self._stdout.flush()
 
     def flush(self) -> None:
         self._fh.flush()

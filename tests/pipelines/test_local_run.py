@@ -1,7 +1,9 @@
 """The whole pipeline under kfp.local, twice on one MLflow store: the first run passes its gate and
 becomes champion; the second is gated against that champion (re-evaluated) and rejected."""
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,37 @@ def test_run_says_when_no_generated_data_fits_the_config():
         ParameterError, match="no synthetic data has the config's columns .*give a data source"
     ):
         synthetic_source_for(cfg, 100)
+
+
+class _Console(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_run_shows_the_training_progress_live(tmp_path, monkeypatch, tty):
+    # Issue 17: `recpipe run` kept the training bar in pipeline.log; kfp.local turns each frame into a line.
+    from pipelines.local_run import _quiet
+
+    console = _Console(tty)
+    monkeypatch.setattr(sys, "stdout", console)
+    with _quiet(tmp_path / "pipeline.log"):
+        print("Executing task 'train'")
+        print("[recpipe.train] training 3 step(s) of 256 rows")
+        for i, pct in enumerate((0, 33, 66, 100)):
+            print(f"train: {pct:3d}%|###       | {i}/3 [00:0{i}<00:01, 1.00step/s]")
+        print("Task 'train' finished with status SUCCESS")
+    shown = console.getvalue()
+    assert "train: 100%|###       | 3/3" in shown and "[recpipe.train]" not in shown
+    if tty:  # every frame, redrawn in place, then the next task line below the last one
+        assert (
+            "| 1/3 [00:01<00:01, 1.00step/s]\r" in shown
+            and "3/3 [00:03<00:01, 1.00step/s]\rTask" not in shown
+        )
+    else:  # the first frame and the last, one line each
+        assert shown.count("train:") == 2 and "1/3" not in shown
+    assert "[recpipe.train] training 3 step(s)" in (tmp_path / "pipeline.log").read_text()
