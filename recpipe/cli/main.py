@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from recpipe import __version__
 from recpipe.cli.console import EPILOG, EXIT_ERROR, EXIT_USAGE, Session, error_line
 
 
@@ -80,32 +81,89 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = sub.add_parser("data", help="synthetic data").add_subparsers(dest="data_command", required=True)
     g = data.add_parser("generate", help="generate Taobao or Criteo-like data with a known click model")
-    g.add_argument("kind", choices=["taobao", "criteo"])
-    g.add_argument("--rows", type=int, required=True)
-    g.add_argument("--out", required=True)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("kind", choices=["taobao", "criteo"], help="which data: Taobao display ads or Criteo")
+    g.add_argument("--rows", type=int, required=True, help="rows to generate")
+    g.add_argument("--out", required=True, help="output folder (Parquet files and _meta.json)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.set_defaults(func=cmd_data_generate)
 
     i = sub.add_parser("ingest", help="source → Parquet train/eval splits")
-    i.add_argument("--config", required=True)
+    i.add_argument("--config", required=True, help="recpipe config YAML, e.g. configs/dlrm_criteo_small.yaml")
     i.add_argument(
-        "--source", required=True, help="odps://…, a Parquet/CSV path or URI, synthetic:taobao?rows=N"
+        "--source",
+        required=True,
+        help="odps://project/tables/t[/dt=…], a Parquet/CSV file, folder, glob or URI, synthetic:taobao?rows=N",
     )
-    i.add_argument("--out", required=True)
-    i.add_argument("--neg-sample-rate", type=float, default=None)
+    i.add_argument("--out", required=True, help="output folder: train/, eval/ and _meta.json")
+    i.add_argument(
+        "--neg-sample-rate",
+        type=float,
+        default=None,
+        help="keep this fraction of training negatives (default: the config's)",
+    )
     _set_arg(i)
     i.set_defaults(func=cmd_ingest)
 
     f = sub.add_parser("fit", help="fit the FeatureSpec on the training split and write fg.json")
-    f.add_argument("--config", required=True)
-    f.add_argument("--train", required=True)
+    f.add_argument("--config", required=True, help="recpipe config YAML, e.g. configs/dlrm_criteo_small.yaml")
+    f.add_argument("--train", required=True, help="training split written by ingest (Parquet or CSV)")
     f.add_argument("--out", required=True, help="path of fg.json")
     _set_arg(f)
     f.set_defaults(func=cmd_fit)
 
+    p.add_argument("--version", action="version", version=f"recpipe {__version__}")
     for register in _EXTRA:
         register(sub)
+    _add_examples(p)
     return p
+
+
+# One example per command, shown under its --help; the README walks the same folders (runs/demo).
+CFG = "configs/dlrm_criteo_small.yaml"
+EXAMPLES = {
+    "data generate": "recpipe data generate criteo --rows 20000 --out runs/demo/raw",
+    "ingest": f"recpipe ingest --config {CFG} --source runs/demo/raw --out runs/demo/data",
+    "fit": f"recpipe fit --config {CFG} --train runs/demo/data/train --out runs/demo/data/fg.json",
+    "train": f"recpipe train --config {CFG} --train runs/demo/data/train --eval runs/demo/data/eval "
+    "--fg runs/demo/data/fg.json --out runs/demo/train --set train.max_steps=30",
+    "evaluate": "recpipe evaluate --checkpoint runs/demo/train --data runs/demo/data/eval "
+    "--out runs/demo/report.json --min-auc 0.55",
+    "export": "recpipe export --checkpoint runs/demo/train --backends jit,onnx,rtp --data runs/demo/data/eval "
+    "--out runs/demo/export",
+    "register": "recpipe register --exported runs/demo/export --report runs/demo/report.json "
+    "--model criteo-dlrm --runs runs/demo",
+    "promote": "recpipe promote --model criteo-dlrm --version 1 --runs runs/demo",
+    "models list": "recpipe models list criteo-dlrm --runs runs/demo",
+    "run": "recpipe run --runs runs --config configs/dlrm_criteo_small.yaml --rows 20000",
+    "pipeline compile": "recpipe pipeline compile --out pipeline.yaml",
+    "pipeline submit": "recpipe pipeline submit --host http://localhost:8080 --param workers=2",
+    "config import-tzrec": "recpipe config import-tzrec multi_tower_din_taobao.config -o configs/din.yaml",
+}
+
+
+def commands(p: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every leaf command of ``p`` by its name (``"models list"``), for the examples and the tests.
+
+    Args:
+        p (argparse.ArgumentParser): a parser with sub-commands.
+        prefix (str): the names above ``p``.
+    """
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sp in action.choices.items():
+                found.update(commands(sp, f"{prefix}{name} ") or {f"{prefix}{name}": sp})
+    return found
+
+
+def _add_examples(p: argparse.ArgumentParser) -> None:
+    for name, sp in commands(p).items():
+        example = EXAMPLES.get(name)
+        lines = [f"example:\n  {example}"] if example else []
+        if sp.epilog:  # a command's own epilog (its example) comes first
+            lines.insert(0, sp.epilog)
+        sp.epilog = "\n\n".join([*lines, EPILOG])
+        sp.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 # Later layers (train, evaluate, export, registry, pipeline) add their sub-commands here.

@@ -66,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="MLflow store instead of <runs>/mlflow.db "
         "(--tracking-uri > --runs > MLFLOW_TRACKING_URI > RECPIPE_RUNS/mlflow.db > ./runs/mlflow.db)",
     )
-    r.add_argument("--config", default="configs/din_taobao_small.yaml")
+    r.add_argument(
+        "--config", default="configs/din_taobao_small.yaml", help="recpipe config YAML (default: %(default)s)"
+    )
     r.add_argument(
         "--data",
         default=None,
@@ -79,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="rows of generated data (default 1,000,000; ignored with --data)",
     )
-    r.add_argument("--workers", type=int, default=1)
+    r.add_argument("--workers", type=int, default=1, help="nodes a cluster run would have (here: processes)")
     r.add_argument(
         "--gpus-per-worker", type=int, default=None, help="torchrun processes per worker (CPU here)"
     )
@@ -96,12 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="pipeline_command", required=True
     )
     c = p.add_parser("compile", help="compile to KFP IR YAML")
-    c.add_argument("--out", default="pipeline.yaml")
+    c.add_argument("--out", default="pipeline.yaml", help="IR YAML to write (default: %(default)s)")
     c.set_defaults(func=cmd_compile)
     s = p.add_parser("submit", help="submit a run to a Kubeflow Pipelines endpoint (token from KFP_TOKEN)")
     s.add_argument("--host", required=True, help="KFP API endpoint, e.g. http://localhost:8080")
-    s.add_argument("--experiment", default="recpipe")
-    s.add_argument("--run-name", default=None)
+    s.add_argument("--experiment", default="recpipe", help="KFP experiment (default: %(default)s)")
+    s.add_argument("--run-name", default=None, help="KFP run name (default: generated)")
     s.add_argument("--namespace", default=None, help="Kubeflow profile namespace (multi-user installs)")
     s.add_argument(
         "--param", action="append", metavar="NAME=VALUE", help="pipeline parameter, e.g. workers=4"

@@ -53,6 +53,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         launcher="local",  # the command line trains on this machine; clusters go through the pipeline
         overrides=parse_overrides(a.set),
         log=_run_log(a),
+        resume=a.resume,
     )
     _print(r)
     return 0
@@ -184,18 +185,27 @@ def _tracking_arg(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the stage sub-commands to ``recpipe``'s parser."""
     t = sub.add_parser("train", help="train a model on this machine (CPU or GPUs) into a checkpoint folder")
-    t.add_argument("--config", required=True)
-    t.add_argument("--train", required=True, help="training Parquet dataset")
-    t.add_argument("--eval", required=True, help="eval Parquet dataset (validation during training)")
+    t.add_argument("--config", required=True, help="recpipe config YAML, e.g. configs/dlrm_criteo_small.yaml")
+    t.add_argument("--train", required=True, help="training split (Parquet or CSV) written by ingest")
+    t.add_argument("--eval", required=True, help="eval split (Parquet or CSV), validated on during training")
     t.add_argument("--out", required=True, help="output folder (checkpoints)")
     t.add_argument("--fg", default=None, help="fitted fg.json (default: built from the config)")
     t.add_argument(
         "--nproc-per-node", type=int, default=None, help="processes (default: workers x max(1, GPUs))"
     )
     t.add_argument("--workers", type=int, default=1, help="nodes to stand in for: processes = workers x GPUs")
-    t.add_argument("--gpus-per-worker", type=int, default=0)
+    t.add_argument(
+        "--gpus-per-worker", type=int, default=0, help="GPUs per node (0: CPU, one process per node)"
+    )
     t.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=100"
+    )
+    t.add_argument(
+        "--resume",
+        choices=["auto", "never", "must"],
+        default="auto",
+        help="auto: continue from a checkpoint in --out if there is one (default); never: start fresh; "
+        "must: fail unless there is one",
     )
     t.add_argument(
         "--verbose", action="store_true", help="show dependency warnings and failing ranks' whole output"
@@ -205,21 +215,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="evaluate a checkpoint and gate it (exit 3 when the gate fails)")
-    e.add_argument("--checkpoint", required=True)
+    e.add_argument(
+        "--checkpoint", required=True, help="training output folder (its latest checkpoint) or a ckpt-<step>"
+    )
     e.add_argument("--data", required=True, help="eval Parquet dataset")
     e.add_argument("--out", required=True, help="report JSON (candidate, champion, gate)")
     e.add_argument("--config", default=None, help="config for the gate (default: the checkpoint's)")
     e.add_argument("--champion-model", default=None, help="registered model whose @champion to re-evaluate")
-    e.add_argument("--min-auc", type=float, default=None)
-    e.add_argument("--max-auc-drop", type=float, default=None)
-    e.add_argument("--max-logloss-rise", type=float, default=None)
+    e.add_argument(
+        "--min-auc", type=float, default=None, help="gate: lowest AUC (default: eval.gate of the config)"
+    )
+    e.add_argument(
+        "--max-auc-drop",
+        type=float,
+        default=None,
+        help="gate: largest AUC drop vs the champion (default: the config's)",
+    )
+    e.add_argument(
+        "--max-logloss-rise",
+        type=float,
+        default=None,
+        help="gate: largest logloss rise vs the champion (default: the config's)",
+    )
     _tracking_arg(e)
     e.set_defaults(func=cmd_evaluate)
 
     x = sub.add_parser("export", help="export a checkpoint to serving backends, parity-checked")
-    x.add_argument("--checkpoint", required=True)
+    x.add_argument(
+        "--checkpoint", required=True, help="training output folder (its latest checkpoint) or a ckpt-<step>"
+    )
     x.add_argument("--backends", default="jit,aoti,onnx,rtp", help="comma-separated: jit,aoti,onnx,rtp,trt")
-    x.add_argument("--out", required=True)
+    x.add_argument("--out", required=True, help="export folder: one sub-folder per backend")
     x.add_argument("--data", required=True, help="held-out rows with labels for the parity check")
     x.add_argument("--run-id", default=None, help="MLflow run to record the parity on")
     _tracking_arg(x)
@@ -230,13 +256,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--report", required=True, help="report JSON written by `recpipe evaluate`")
     r.add_argument("--model", required=True, help="registered model name")
     r.add_argument("--run-id", default=None, help="MLflow run to attach to (default: a new run)")
-    r.add_argument("--data-digest", default=None)
+    r.add_argument("--data-digest", default=None, help="digest of the eval data, recorded as lineage")
     _tracking_arg(r)
     r.set_defaults(func=cmd_register)
 
     p = sub.add_parser("promote", help="move alias champion (or roll it back)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--version", type=int, default=None)
+    p.add_argument("--model", required=True, help="registered model name")
+    p.add_argument("--version", type=int, default=None, help="version to make champion")
     p.add_argument("--rollback", action="store_true", help="point champion at the previous champion")
     p.add_argument("--force", action="store_true", help="promote although the gate did not pass")
     p.add_argument("--reason", default=None, help="why (required with --force)")
@@ -247,7 +273,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="models_command", required=True
     )
     ml = m.add_parser("list", help="versions of a registered model with aliases, metrics and gate result")
-    ml.add_argument("name")
-    ml.add_argument("--json", action="store_true")
+    ml.add_argument("name", help="registered model name")
+    ml.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _tracking_arg(ml)
     ml.set_defaults(func=cmd_models_list)

@@ -27,6 +27,9 @@ from recpipe.launch import (
 )
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
+# How a local run treats checkpoints already in its output folder.
+RESUME_MODES = ("auto", "never", "must")
+
 
 @dataclass
 class TrainResult:
@@ -63,6 +66,7 @@ def run(
     namespace: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     log: RunLog = NULL_LOG,
+    resume: str = "auto",
 ) -> TrainResult:
     """Train ``config_path`` on ``train_dir`` (validating on ``eval_dir``) into the checkpoint folder
     ``out_dir``.
@@ -84,6 +88,8 @@ def run(
         overrides (Mapping | None): dotted config overrides (``{"train.max_steps": 100}``).
         log (RunLog): records the per-step metrics, ``train_result.json``, the curves, tags ``train.where``
             and ``train.world_size`` and metric ``train.seconds``.
+        resume (str): ``"auto"`` continues from the latest checkpoint in ``out_dir`` if there is one,
+            ``"never"`` starts fresh, ``"must"`` fails unless there is one to continue from (local only).
 
     Raises:
         ParameterError: an invalid parameter (the message names it).
@@ -97,6 +103,13 @@ def run(
         raise ParameterError("workers", f"must be >= 1, got {workers}")
     if int(gpus_per_worker) < 0:
         raise ParameterError("gpus_per_worker", f"must be >= 0, got {gpus_per_worker}")
+    if resume not in RESUME_MODES:
+        raise ParameterError("resume", f"must be one of {list(RESUME_MODES)}, got {resume!r}")
+    if resume == "must":
+        from recpipe.train.checkpoint import latest_checkpoint
+
+        if latest_checkpoint(Path(out_dir)) is None:
+            raise ParameterError("resume", f"is 'must' but {out_dir} holds no complete checkpoint")
     # One worker needs no job: it trains in this pod, which the pipeline gave the GPUs and placement.
     cluster = launcher == "pytorchjob" and int(workers) > 1
     t0 = time.perf_counter()
@@ -120,7 +133,9 @@ def run(
             if nproc_per_node is not None and int(nproc_per_node) < 1:
                 raise ParameterError("nproc_per_node", f"must be >= 1, got {nproc_per_node}")
             world = local_world(workers, gpus_per_worker, nproc_per_node)
-            _train_local(config_path, train_dir, eval_dir, out_dir, fg_json, world, overrides or {})
+            _train_local(
+                config_path, train_dir, eval_dir, out_dir, fg_json, world, overrides or {}, resume != "never"
+            )
             where = "local"
         seconds = round(time.perf_counter() - t0, 1)
         log_training(log, out_dir)
@@ -168,13 +183,14 @@ def _train_local(
     fg_json: str | None,
     nproc: int,
     overrides: Mapping[str, Any],
+    resume: bool = True,
 ) -> None:
     check_data(config_path, train_dir, eval_dir, fg_json, overrides)
     threads = max(1, (os.cpu_count() or 1) // nproc)
     try:
         launch_local(
             config_path, train_dir, eval_dir, out_dir, nproc, overrides,
-            spec_path=fg_json, threads_per_rank=threads, check=True,
+            resume=resume, spec_path=fg_json, threads_per_rank=threads, check=True,
         )  # fmt: skip
     except LaunchError as err:
         # The run's failure reason names the stage's error type, whichever launcher failed.

@@ -107,3 +107,27 @@ def test_data_without_the_configs_columns_fails_before_any_process_starts(data, 
     assert "missing columns ['pid', 'clk']" in message
     assert f"the data has {table.num_columns - 2} columns: ['user_id'" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_auto_never_and_must(data, tmp_path):
+    # Issue 17: any checkpoint in --out was resumed, with no way to start fresh.
+    from recpipe.config import ParameterError
+
+    out = tmp_path / "out"
+    with pytest.raises(
+        ParameterError, match="parameter resume: is 'must' but .* holds no complete checkpoint"
+    ):
+        train.run(str(CONFIG), data["train"], data["eval"], str(out), resume="must")
+    steps = {"train.max_steps": 2}
+    train.run(str(CONFIG), data["train"], data["eval"], str(out), overrides=steps)
+
+    def resumed_from(mode: str) -> str | None:
+        train.run(
+            str(CONFIG), data["train"], data["eval"], str(out), overrides={"train.max_steps": 3}, resume=mode
+        )
+        return json.loads((out / "train_result.json").read_text())["resumed_from"]
+
+    assert resumed_from("never") is None
+    assert resumed_from("must").endswith("ckpt-3")  # "never" wrote ckpt-3 from scratch
+    with pytest.raises(ParameterError, match="must be one of \\['auto', 'never', 'must'\\]"):
+        train.run(str(CONFIG), data["train"], data["eval"], str(out), resume="sometimes")
