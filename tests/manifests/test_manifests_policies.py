@@ -340,3 +340,30 @@ def test_overlays_change_sizes_not_names():
     base_mib, kind_mib = requested_mib(MANIFESTS / "base"), requested_mib(MANIFESTS / "overlays" / "kind")
     assert all(kind_mib[k] <= v for k, v in base_mib.items()), (base_mib, kind_mib)
     assert sum(kind_mib.values()) < sum(base_mib.values()) / 2
+
+
+def test_scoring_server_serves_the_champion_of_the_configs_model_with_mlflows_own_server():
+    """MLflow's scoring server (not a home-made one) for ``models:/<registered model>@champion``: the
+    production config's model in the base and the gpu overlay, the small config's on kind (make local-run)."""
+    from recpipe.config import load_config
+
+    for directory, config in (("base", "din_taobao.yaml"), ("overlays/gpu", "din_taobao.yaml"),
+                              ("overlays/kind", "din_taobao_small.yaml")):  # fmt: skip
+        resources = _all(MANIFESTS / directory)
+        (dep,) = [r for r in _by_kind(resources, "Deployment") if r["metadata"]["name"] == "recpipe-scoring"]
+        assert dep["metadata"]["namespace"] == PIPELINE_NAMESPACE  # its pods may reach MLflow
+        (c,) = dep["spec"]["template"]["spec"]["containers"]
+        assert c["image"] == IMAGE and c["command"] == ["mlflow", "models", "serve"]
+        args = dict(zip(c["args"][::2], c["args"][1::2]))
+        model = load_config(f"configs/{config}").registered_model_name
+        assert args["--model-uri"] == f"models:/{model}@champion" and args["--env-manager"] == "local"
+        env = {e["name"]: e for e in c["env"]}
+        assert env["MLFLOW_TRACKING_URI"]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
+        assert env["MLFLOW_TRACKING_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": "recpipe-mlflow",
+            "key": "token",
+        }
+        (svc,) = [r for r in _by_kind(resources, "Service") if r["metadata"]["name"] == "recpipe-scoring"]
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= labels.items()
+        assert [p["port"] for p in svc["spec"]["ports"]] == [8080]
