@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
@@ -153,7 +154,8 @@ def cmd_models_list(a: argparse.Namespace) -> int:
         m = v["metrics"]
 
         def num(key: str, m: dict[str, Any] = m) -> str:
-            return f"{m[key]:.4f}" if m.get(key) is not None else "-"
+            # "-" for a metric that is missing or nan (GAUC without a user column)
+            return f"{m[key]:.4f}" if m.get(key) is not None and math.isfinite(m[key]) else "-"
 
         gate = {True: "pass", False: "FAIL", None: "-"}[v["gate_passed"]]
         aliases = ",".join(v["aliases"]) or "-"
