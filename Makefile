@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml requirements/lock.txt
 
 # The whole pipeline on the embedded default: kfp.local runs every step as a subprocess, training uses
 # torchrun CPU ranks (gloo), MLflow is $(RUNS)/mlflow.db; 1M generated Taobao rows, ~2-5 minutes on 2 cores.
+# Exit 3 (the gate rejected the model: a normal outcome of a second run) is not a failure of make.
 run: $(STAMP)
-	$(VENV)/bin/recpipe run --runs $(RUNS)
+	$(VENV)/bin/recpipe run --runs $(RUNS) || test $$? -eq 3
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
