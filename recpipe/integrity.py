@@ -154,7 +154,11 @@ def check_signature(payload: Mapping[str, Any], key: bytes | None, where: str) -
 
 # -------------------------------------------------------------------------------------------- verify
 def verify_folder(
-    folder: str | Path, payload: Mapping[str, Any], manifest_name: str, key: bytes | None
+    folder: str | Path,
+    payload: Mapping[str, Any],
+    manifest_name: str,
+    key: bytes | None,
+    unchecked: Iterable[str] = (),
 ) -> None:
     """Check ``folder`` against its manifest ``payload`` (with ``files``) before anything is read from it.
 
@@ -163,6 +167,8 @@ def verify_folder(
         payload (Mapping): the parsed manifest (``files``: relative path → ``{"sha256", "bytes"}``).
         manifest_name (str): the manifest's file name in ``folder`` (the one file it does not list).
         key (bytes | None): the signing key; when set, the signature is required.
+        unchecked (Iterable[str]): relative paths neither listed nor checked: files a store writes after
+            the seal and that are read as plain data only (MLflow's ``registered_model_meta``).
 
     Raises:
         IntegrityError: a bad signature, a file listed outside the folder, a missing or modified file,
@@ -174,7 +180,7 @@ def verify_folder(
     files = payload.get("files")
     if not isinstance(files, Mapping):
         raise IntegrityError(f"{where} has no 'files' table")
-    unlisted = sorted(set(folder_files(root, exclude={manifest_name})) - set(files))
+    unlisted = sorted(set(folder_files(root, exclude={manifest_name, *unchecked})) - set(files))
     if unlisted:
         raise IntegrityError(
             f"{root}: {unlisted[0]!r} is not listed in {manifest_name} ({len(unlisted)} unlisted file(s)); "

@@ -73,7 +73,7 @@ def run(
     from recpipe import tracking
     from recpipe.stages.evaluate import read_report
     from recpipe.stages.export import parity_text
-    from recpipe.tracking.pyfunc import ARTIFACT, RawRowsModel
+    from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH
 
     if log.run_id is None:  # the model is logged to a run: a run of its own
         run_id = tracking.start_or_resume_run(tracking_uri, experiment, run_name=f"register-{model_name}")
@@ -84,12 +84,13 @@ def run(
         cand, gate = report["candidate"], report["gate"]
         backend = serving_backend(exported_dir)
         exports = _export_results(Path(exported_dir))
-        model_uri = tracking.log_pyfunc_model(
+        model_uri = tracking.log_pyfunc_model(  # models from code: no pickle; sealed by a manifest
             run_id,
-            RawRowsModel(neg_sample_rate=float(cand.get("neg_sample_rate") or 1.0)),
+            CODE_PATH,
             {ARTIFACT: str(Path(exported_dir) / backend)},
             MODEL_ARTIFACT,
             pip_requirements=_pins(),
+            model_config={"neg_sample_rate": float(cand.get("neg_sample_rate") or 1.0)},
             uri=tracking_uri,
         )
         manifests = Path(exported_dir) / "export.json"

@@ -1,28 +1,69 @@
-"""Logging and loading MLflow pyfunc models; the wrapper class itself belongs to the model code."""
+"""Logging and loading MLflow pyfunc models; the wrapper class itself belongs to the model code.
+
+A model is logged as MLflow "models from code" (the model class comes from a Python file, no
+cloudpickle) and sealed with ``recpipe_manifest.json``: every file of the logged model with its sha256,
+signed when a signing key is configured (:mod:`recpipe.integrity`). Loading downloads the model, checks
+that manifest and that the model is code-based, and only then lets MLflow run a byte of it.
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import mlflow
+import mlflow.artifacts
 import mlflow.pyfunc
+import yaml
 
+from recpipe.integrity import (
+    IntegrityError,
+    read_json,
+    record_files,
+    sign,
+    signing_key,
+    verify_folder,
+    write_json_atomic,
+)
 from recpipe.tracking.runs import _uri_for
 from recpipe.tracking.uri import client, fluent_uri
+
+MODEL_MANIFEST = "recpipe_manifest.json"
+# Written into the model by the registry at each registration (YAML, read safely by MLflow): not sealed.
+REGISTRY_META = "registered_model_meta"
+
+
+class RegisteredModelError(IntegrityError):
+    """A logged or registered model cannot be trusted: no or bad manifest, a modified file, or pickle."""
 
 
 def log_pyfunc_model(
     run_id: str,
-    python_model: Any,
+    python_model: str | Path,
     artifacts: Mapping[str, str],
     artifact_path: str,
     pip_requirements: list[str] | None = None,
     *,
+    model_config: Mapping[str, Any] | None = None,
     uri: str | None = None,
 ) -> str:
-    """Log ``python_model`` (an ``mlflow.pyfunc.PythonModel``) with its ``artifacts`` as a logged
-    model of ``run_id``; returns its model URI (``models:/<model_id>``) for ``register_version``.
+    """Log the model built by the code file ``python_model`` with its ``artifacts`` as a logged
+    model of ``run_id``, sealed by ``recpipe_manifest.json``; returns its model URI
+    (``models:/<model_id>``) for ``register_version``.
+
+    Args:
+        run_id (str): the run the model belongs to.
+        python_model (str | Path): a Python file that calls ``mlflow.models.set_model(...)`` (models from
+            code: the class is imported by the file, never pickled).
+        artifacts (Mapping[str, str]): name → local path copied into the model.
+        artifact_path (str): the model's name in the run.
+        pip_requirements (list[str] | None): exact pins of a serving image.
+        model_config (Mapping | None): settings the model reads in ``load_context`` (``context.model_config``).
+        uri (str | None): the tracking URI (default: the one the run was started with).
 
     ``pip_requirements=None`` lets MLflow infer them (a few seconds); pass the exact pins for a
     serving image (torch, torchrec, recpipe).
@@ -30,6 +71,12 @@ def log_pyfunc_model(
     The pyfunc API only logs to the active run, so the run is made active for the call and then
     left RUNNING as it was (MLflow sets its end time, which ``end_run`` overwrites later).
     """
+    code = Path(python_model) if isinstance(python_model, str | Path) else None
+    if code is None or not code.is_file():
+        raise ValueError(
+            f"python_model must be the path of a models-from-code file (got {python_model!r}): "
+            "recpipe never logs a pickled model"
+        )
     run_uri = _uri_for(run_id, uri)
     status = client(run_uri).get_run(run_id).info.status
     with fluent_uri(run_uri):
@@ -42,17 +89,72 @@ def log_pyfunc_model(
         try:
             info = mlflow.pyfunc.log_model(
                 name=artifact_path,
-                python_model=python_model,
+                python_model=str(code),
                 artifacts=dict(artifacts),
                 pip_requirements=pip_requirements,
+                model_config=dict(model_config) if model_config else None,
             )
         finally:
             if started:
                 mlflow.end_run(status=status)
+        _seal(run_uri, info.model_id, info.model_uri)
     return info.model_uri
 
 
+def _seal(uri: str, model_id: str, model_uri: str) -> None:
+    """Add ``recpipe_manifest.json`` (every file of the logged model as stored) to the logged model."""
+    with tempfile.TemporaryDirectory(prefix="recpipe-seal-") as tmp, fluent_uri(uri):
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=f"{tmp}/model"))
+        payload = {
+            "format_version": "1.0",
+            "kind": "registered_model",
+            "files": record_files(local, exclude={MODEL_MANIFEST, REGISTRY_META}),
+        }
+        manifest = write_json_atomic(Path(tmp) / MODEL_MANIFEST, sign(payload, signing_key()))
+        client(uri).log_model_artifact(model_id, str(manifest))
+
+
+def verify_model_dir(local: str | Path, model_uri: str, key: bytes | None = None) -> None:
+    """Check a downloaded model against its ``recpipe_manifest.json`` and that it is code-based.
+
+    Args:
+        local (str | Path): the downloaded model folder.
+        model_uri (str): its URI (for the message).
+        key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
+
+    Raises:
+        RegisteredModelError: naming the model and what is wrong.
+    """
+    local = Path(local)
+    try:
+        payload = read_json(local / MODEL_MANIFEST, "a model logged by recpipe")
+        key = key if key is not None else signing_key()
+        verify_folder(local, payload, MODEL_MANIFEST, key, unchecked={REGISTRY_META})
+        flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["python_function"]
+    except (IntegrityError, OSError, KeyError, TypeError, yaml.YAMLError) as err:
+        raise RegisteredModelError(f"refusing to load {model_uri}: {err}") from None
+    if "model_code_path" not in flavor:
+        raise RegisteredModelError(
+            f"refusing to load {model_uri}: it is a pickled pyfunc; recpipe loads only models from code"
+        )
+
+
 def load_pyfunc_model(uri: str, model_uri: str) -> Any:
-    """Load a pyfunc model, e.g. ``models:/<name>@champion``, from the registry at ``uri``."""
-    with fluent_uri(uri):
-        return mlflow.pyfunc.load_model(model_uri)
+    """Load a pyfunc model, e.g. ``models:/<name>@champion``, from the registry at ``uri``, after
+    :func:`verify_model_dir` of a local copy (the copy is what is loaded, and lives as long as the model).
+
+    Raises:
+        RegisteredModelError: the model is not sealed by recpipe, a file was modified or added, the
+            signature is missing or wrong (with a signing key configured), or it is pickled.
+    """
+    tmp = tempfile.mkdtemp(prefix="recpipe-model-")
+    try:
+        with fluent_uri(uri):
+            local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=tmp)
+        verify_model_dir(local, model_uri)
+        model = mlflow.pyfunc.load_model(local)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    weakref.finalize(model, shutil.rmtree, tmp, True)
+    return model

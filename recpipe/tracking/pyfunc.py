@@ -12,12 +12,15 @@ Example::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
 import numpy as np
 
 ARTIFACT = "exported_model"
+# The models-from-code file MLflow runs to build a RawRowsModel (no pickle in a registered version).
+CODE_PATH = Path(__file__).with_name("served_model.py")
 
 
 class RawRowsModel(mlflow.pyfunc.PythonModel):
@@ -25,7 +28,8 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
 
     Args:
         neg_sample_rate (float): the negative sampling rate of the training data; probabilities are mapped
-            back to the original click distribution (``p / (p + (1 - p) / rate)``).
+            back to the original click distribution (``p / (p + (1 - p) / rate)``). A logged model's
+            ``model_config["neg_sample_rate"]`` replaces it at load.
     """
 
     def __init__(self, neg_sample_rate: float = 1.0) -> None:
@@ -35,6 +39,9 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
     def load_context(self, context: Any) -> None:
         from recpipe.export import load_backend
 
+        config = getattr(context, "model_config", None) or {}
+        if "neg_sample_rate" in config:
+            self.neg_sample_rate = float(config["neg_sample_rate"])
         self._scorer = load_backend(context.artifacts[ARTIFACT])  # verifies every file's sha256
 
     # No type hints on predict: MLflow 3 reads them as an input schema and would validate rows against it.

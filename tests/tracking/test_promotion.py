@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import threading
 import time
+from pathlib import Path
 
 import mlflow
 import mlflow.pyfunc
@@ -37,14 +38,8 @@ from recpipe.tracking import (
 GATE = GateConfig(min_auc=0.6, max_auc_drop=0.005, max_logloss_rise=0.01)
 
 
-class LinearScorer(mlflow.pyfunc.PythonModel):
-    """The smallest real pyfunc: a dot product with weights loaded from a .npy artifact."""
-
-    def load_context(self, context):
-        self.w = np.load(context.artifacts["weights"])
-
-    def predict(self, context, model_input, params=None):
-        return np.asarray(model_input, dtype=np.float64) @ self.w
+# The smallest real pyfunc (a dot product with weights from a .npy artifact), logged from its code file.
+LINEAR_MODEL = Path(__file__).with_name("linear_model.py")
 
 
 def _register(uri, name, run_id, tmp_path, version_seed, auc, logloss, champion):
@@ -52,7 +47,7 @@ def _register(uri, name, run_id, tmp_path, version_seed, auc, logloss, champion)
     np.save(tmp_path / f"w{version_seed}.npy", w)
     model_uri = log_pyfunc_model(
         run_id,
-        LinearScorer(),
+        LINEAR_MODEL,
         {"weights": str(tmp_path / f"w{version_seed}.npy")},
         f"model-{version_seed}",
         pip_requirements=[f"mlflow=={mlflow.__version__}", "numpy"],
