@@ -2,14 +2,13 @@
 
 Every backend is built into a staging folder, loaded back through :func:`load_backend` (sha256
 checked, as a server would), and scored on the parity rows against the eager model. Only when every
-requested backend passes are the folders moved into ``out_dir`` (``os.replace``); on any failure the
-staging folder is removed and nothing of this export is left in place.
+requested backend passes does the staging folder become a new version of ``out_dir`` and the pointer
+``export.json`` switch to it, last and at once (:mod:`recpipe.export.layout`); on any failure or crash
+the previous export stays in charge and the staging folder is removed (at the latest by the next run).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import time
 import uuid
@@ -25,6 +24,7 @@ from torch import nn
 from recpipe.config import CsvOptions, RecpipeConfig
 from recpipe.export.backends import BACKENDS, parse_backends
 from recpipe.export.builders import ExportContext
+from recpipe.export.layout import POINTER, STAGING_PREFIX, clean_stale, new_version, publish, version_folder
 from recpipe.export.loaders import load_backend
 from recpipe.export.manifest import ExportError, Manifest, ParityReport, record_files
 from recpipe.export.parity import build_parity_set, compare, score_batches
@@ -33,7 +33,7 @@ from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, SparseLookup, fg_to_k
 from recpipe.features.fg import FGOutput
 from recpipe.features.spec import FeatureSpec
 
-RESULT_NAME = "export.json"
+RESULT_NAME = POINTER
 PARITY_READ_ROWS = 4096
 
 
@@ -128,17 +128,6 @@ def _check_lookup(model: nn.Module, ctx_split: SplitModel, keys: list[str], exam
             )
 
 
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move ``src`` to ``dst``; an existing ``dst`` is swapped out first, then removed."""
-    old = None
-    if dst.exists():
-        old = dst.with_name(f".{dst.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(dst, old)
-    os.replace(src, dst)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def export(
     model: nn.Module,
     spec: FeatureSpec,
@@ -156,7 +145,8 @@ def export(
         spec (FeatureSpec): its FeatureSpec (checked against the model's tables).
         cfg (RecpipeConfig): its config (``export.max_abs_logit_diff``; digests go to the manifests).
         backends (list[str]): names in :data:`~recpipe.export.backends.BACKENDS` (or ``"jit,rtp"``).
-        out_dir (str | Path): parent folder; ``<backend>/`` folders are replaced atomically.
+        out_dir (str | Path): the export folder; the whole export replaces the previous one at once
+            (``out_dir/<backend>`` names the current one, see :func:`recpipe.export.layout.backend_folder`).
         parity_data: held-out raw rows (pyarrow Table, pandas DataFrame or data URI) with labels.
         max_shard_bytes (int): largest safetensors shard for the split backends.
 
@@ -205,21 +195,20 @@ def export(
     }
 
     out.mkdir(parents=True, exist_ok=True)
-    staging = out / f".staging-{uuid.uuid4().hex[:12]}"
+    clean_stale(out)  # what an interrupted export left behind
+    staging = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
     result = ExportResult(out_dir=str(out))
     try:
         for name in names:
             result.backends[name] = _export_one(
                 ctx, name, staging / name, model_info, eager_logits, tolerance
             )
+        version = new_version()
         for name in names:
-            _replace_dir(staging / name, out / name)
-            result.backends[name].folder = str(out / name)
+            result.backends[name].folder = str(version_folder(out, version) / name)
+        publish(out, staging, version, result.to_dict())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    tmp = out / f".{RESULT_NAME}.tmp"
-    tmp.write_text(json.dumps(result.to_dict(), indent=1))
-    os.replace(tmp, out / RESULT_NAME)
     return result
 
 

@@ -51,14 +51,17 @@ def served_folder(path: str | Path) -> Path:
     Raises:
         FileNotFoundError: no servable backend folder there.
     """
+    from recpipe.export.layout import backend_folder
+
     root = Path(path)
-    if (root / "manifest.json").is_file():
-        return root
+    if (backend_folder(root) / "manifest.json").is_file():  # one backend's folder (``out/rtp`` included)
+        return backend_folder(root)
     found = []
     for name in SERVING_PREFERENCE:
-        if (root / name / "manifest.json").is_file():
-            if read_manifest(root / name, verify=False).status == "ok":
-                return root / name
+        folder = backend_folder(root / name)  # through the export's pointer to its current version
+        if (folder / "manifest.json").is_file():
+            if read_manifest(folder, verify=False).status == "ok":
+                return folder
             found.append(name)
     raise FileNotFoundError(
         f"{root} holds no servable export (looked for {list(SERVING_PREFERENCE)}, not ok: {found}); "

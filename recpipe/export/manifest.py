@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import recpipe
+from recpipe.export.layout import backend_folder
 from recpipe.integrity import IntegrityError, sign, signing_key, verify_folder, write_json_atomic
 from recpipe.integrity import record_files as _record_files
 from recpipe.integrity import sha256_file as sha256_file  # loaders and tests hash files through this module
@@ -136,7 +137,8 @@ def read_manifest(folder: str | Path, verify: bool = True, key: bytes | None = N
     is configured), that every file is listed, and every file's sha256.
 
     Args:
-        folder (str | Path): the backend folder.
+        folder (str | Path): the backend folder (``out/<backend>``: the current export's, see
+            :func:`recpipe.export.layout.backend_folder`).
         verify (bool): check the folder (``False``: only read the manifest, e.g. for its status).
         key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
 
@@ -144,7 +146,7 @@ def read_manifest(folder: str | Path, verify: bool = True, key: bytes | None = N
         ArtifactError: no manifest, a newer major format version, a missing, unlisted or modified file
             (the message names it), or a missing or invalid signature.
     """
-    folder = Path(folder)
+    folder = backend_folder(folder)
     path = folder / MANIFEST_NAME
     if not path.is_file():
         raise ArtifactError(f"{folder} is not an exported model folder: {MANIFEST_NAME} is missing")

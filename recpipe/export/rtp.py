@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from recpipe.export.layout import backend_folder
 from recpipe.export.manifest import Manifest, read_manifest
 from recpipe.export.remap import ZchRemap
 from recpipe.export.scorer import Scorer
@@ -60,7 +61,9 @@ class RtpModel(Scorer):
     """
 
     def __init__(self, folder: str | Path, manifest: Manifest | None = None) -> None:
-        manifest = manifest or read_manifest(folder, verify=True)
+        if manifest is None:  # called directly: ``export/rtp`` names the current export's folder
+            folder = backend_folder(folder)
+            manifest = read_manifest(folder, verify=True)
         super().__init__(folder, manifest)
         self.lookup = SparseLookup.load(self.folder)
         if self.lookup.keys != self.keys:

@@ -71,6 +71,7 @@ def run(
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
     """
     from recpipe import tracking
+    from recpipe.export.layout import backend_folder
     from recpipe.stages.evaluate import read_report
     from recpipe.stages.export import parity_text
     from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH
@@ -87,7 +88,7 @@ def run(
         model_uri = tracking.log_pyfunc_model(  # models from code: no pickle; sealed by a manifest
             run_id,
             CODE_PATH,
-            {ARTIFACT: str(Path(exported_dir) / backend)},
+            {ARTIFACT: str(backend_folder(Path(exported_dir) / backend))},
             MODEL_ARTIFACT,
             pip_requirements=_pins(),
             model_config={"neg_sample_rate": float(cand.get("neg_sample_rate") or 1.0)},

@@ -33,6 +33,7 @@ from recpipe.config import RecpipeConfig, parse_config
 from recpipe.data.synthetic import generate
 from recpipe.export import ArtifactError, load_backend
 from recpipe.export.api import export
+from recpipe.export.layout import backend_folder
 from recpipe.export.manifest import MANIFEST_NAME, sha256_file
 from recpipe.export.remap import ZCH_FILE, ZCH_METADATA, ZchRemap
 from recpipe.export.split import split_model
@@ -382,7 +383,7 @@ def test_a_trained_zch_checkpoint_exports_through_the_export_stage(tmp_path):
     for backend in ("jit", "rtp"):
         b = out.backends[backend]
         assert b["status"] == "ok" and b["max_abs_logit_diff"] <= TOL, b
-    doc = json.loads((tmp_path / "export" / "rtp" / SPARSE_META).read_text())
+    doc = json.loads((backend_folder(tmp_path / "export" / "rtp") / SPARSE_META).read_text())
     assert [t["zch"] for t in doc["tables"] if t["name"] == "adgroup_id"] == [
         {"rows": 64, "keys": 63, "miss_ranges": 1}
     ]
