@@ -164,7 +164,9 @@ class _quiet:
         sys.stdout = self  # type: ignore[assignment]
 
     def write(self, text: str) -> int:
-        self._fh.write(text)
+        from recpipe.redact import redact
+
+        self._fh.write(redact(text))  # a step may print its data source, credentials included
         for line in text.splitlines():
             if self.PROGRESS.match(line):
                 self._frame(line.strip())

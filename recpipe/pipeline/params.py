@@ -23,7 +23,9 @@ def check_data_source(source: str) -> None:
     try:
         check_source(source)
     except Exception as err:  # noqa: BLE001 - any failure to reach the source is a bad parameter
-        raise ParameterError("data_source", f"{source!r} is not readable: {err}") from None
+        from recpipe.redact import redact
+
+        raise ParameterError("data_source", redact(f"{source!r} is not readable: {err}")) from None
 
 
 def check_data_fits(cfg: RecpipeConfig, source: str) -> None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recpipe.redact import redact
+
 
 @dataclass
 class RunSummary:
@@ -41,7 +43,7 @@ class RunSummary:
         mins, secs = divmod(int(round(self.seconds)), 60)
         lines = [f"recpipe run: {self.status} in {mins}m{secs:02d}s  (MLflow run {self.run_id})"]
         if self.data_source:
-            lines.append(f"  data          {self.data_source}")
+            lines.append(f"  data          {redact(self.data_source)}")
         if self.auc is not None:
             ratio = f"  = {self.auc / self.oracle_auc:.1%} of oracle" if self.oracle_auc else ""
             lines.append(f"  AUC           {f(self.auc)} vs oracle {f(self.oracle_auc)}{ratio}")
@@ -65,7 +67,7 @@ class RunSummary:
         if self.outcome:
             lines.append(f"  outcome       {self.outcome}")
         if self.failure_reason:
-            reason = self.failure_reason.strip().splitlines()
+            reason = redact(self.failure_reason).strip().splitlines()
             if len(reason) > 6:  # a traceback: its first line and the error at its end
                 reason = [
                     *reason[:1],

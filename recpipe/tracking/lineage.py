@@ -151,7 +151,9 @@ def log_dataset_input(
         raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
     if rows < 0:
         raise ValueError(f"rows must be non-negative, got {rows}")
-    path = str(path)
+    from recpipe.redact import redact
+
+    path = redact(str(path))  # the dataset's source is shown in the MLflow UI
     source = _source(path)
     ds_name = name or Path(path.rstrip("/")).name or context
     meta = MetaDataset(

@@ -16,6 +16,7 @@ from typing import Any
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 
+from recpipe.redact import redact
 from recpipe.tracking.uri import client, get_or_create_experiment
 
 # MLflow limits (mlflow.utils.validation); servers reject what the client would let through.
@@ -112,7 +113,8 @@ def start_or_resume_run(
 def log_params(run_id: str, params: Mapping[str, Any], *, uri: str | None = None) -> dict[str, str]:
     """Log a flat mapping (e.g. ``flatten(cfg.to_dict())``) as params, 100 per call.
 
-    Values are stringified (lists and dicts as JSON) and truncated to MLflow's 6000 characters.
+    Values are stringified (lists and dicts as JSON), credentials in URIs redacted
+    (:func:`recpipe.redact.redact`) and truncated to MLflow's 6000 characters.
     Params are immutable: re-logging an equal value (a resumed stage) is skipped; a different value
     raises ``ValueError`` naming the keys.
 
@@ -120,7 +122,7 @@ def log_params(run_id: str, params: Mapping[str, Any], *, uri: str | None = None
         dict[str, str]: the params as stored.
     """
     c = client(_uri_for(run_id, uri))
-    wanted = {clean_key(k): truncate(_to_str(v), MAX_PARAM_VALUE) for k, v in params.items()}
+    wanted = {clean_key(k): truncate(redact(_to_str(v)), MAX_PARAM_VALUE) for k, v in params.items()}
     existing = c.get_run(run_id).data.params
     conflicts = sorted(k for k, v in wanted.items() if k in existing and existing[k] != v)
     if conflicts:
@@ -146,10 +148,13 @@ def log_metrics(
 
 
 def set_tags(run_id: str, tags: Mapping[str, Any], *, uri: str | None = None) -> None:
-    """Set run tags (values stringified, truncated to 8000 characters), 100 per call."""
+    """Set run tags (values stringified, URI credentials redacted, truncated to 8000 characters), 100
+    per call."""
     c = client(_uri_for(run_id, uri))
     items = [
-        RunTag(clean_key(k), truncate(_to_str(v), MAX_TAG_VALUE)) for k, v in tags.items() if v is not None
+        RunTag(clean_key(k), truncate(redact(_to_str(v)), MAX_TAG_VALUE))
+        for k, v in tags.items()
+        if v is not None
     ]
     for batch in _chunks(items, PARAMS_TAGS_PER_BATCH):
         c.log_batch(run_id, tags=batch)

@@ -92,3 +92,16 @@ def test_resume_in_another_process(sqlite_uri):
     assert s["metrics"] == {"train_loss": 0.5, "eval_auc": 0.71}
     with pytest.raises(ValueError, match="belongs to experiment"):
         start_or_resume_run(sqlite_uri, "another-experiment", run_id=run_id)
+
+
+def test_mlflow_params_and_tags_are_redacted(sqlite_uri):
+    URI_WITH_SECRET = "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/data/part-0.parquet"
+    from recpipe.tracking import log_params, run_summary, set_tags, start_or_resume_run
+
+    run_id = start_or_resume_run(sqlite_uri, "redact", tags={"data_source": URI_WITH_SECRET})
+    log_params(run_id, {"pipeline.data_source": URI_WITH_SECRET})
+    set_tags(run_id, {"failure_reason": f"OSError: {URI_WITH_SECRET}"})
+    info = run_summary(run_id, uri=sqlite_uri)
+    stored = [*info["tags"].values(), *info.get("params", {}).values()]
+    assert not any("wJalrXUtnFEMI" in str(v) for v in stored)
+    assert info["tags"]["data_source"] == "s3://***@bucket/data/part-0.parquet"
