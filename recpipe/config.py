@@ -28,6 +28,7 @@ from pydantic import (
 from recpipe.export.backends import DEFAULT_BACKENDS
 from recpipe.export.backends import check_names as check_backend_names
 from recpipe.models.registry import config_class, model_names
+from recpipe.strict_yaml import DuplicateKeyError, load_yaml
 
 
 class ConfigError(ValueError):
@@ -432,7 +433,9 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text(), str(path))  # a key given twice is an error, not "last wins"
+    except DuplicateKeyError as err:
+        raise ConfigError(str(err)) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
     for key, value in (overrides or {}).items():
