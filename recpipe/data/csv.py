@@ -129,6 +129,9 @@ class CsvSource:
             if "Empty CSV file" in str(e):
                 return None
             raise self._error(i, e, rec, types) from e
+        except OSError as e:  # a truncated or corrupt .gz/.bz2 in its first block
+            stream.close()
+            raise DataError(f"{self._files.name(i)}: cannot read: {e}") from e
 
     def _error(
         self, i: int, e: Exception, rec: _RowRecorder, types: dict[str, pa.DataType] | None, row0: int = 0
@@ -223,6 +226,8 @@ class CsvSource:
                             n += batch.num_rows
                     except pa.ArrowInvalid as e:
                         raise self._error(i, e, rec, None) from e
+                    except OSError as e:  # a truncated .gz/.bz2: pyarrow names no file
+                        raise DataError(f"{self._files.name(i)}: cannot read: {e}") from e
                 rows.append(n)
             self._rows = rows
         return self._rows
@@ -284,6 +289,8 @@ class CsvSource:
                     return
                 except pa.ArrowInvalid as e:
                     raise self._error(piece.file_index, e, rec, types, row) from e
+                except OSError as e:  # a truncated .gz/.bz2: pyarrow names no file
+                    raise DataError(f"{self._files.name(piece.file_index)}: cannot read: {e}") from e
                 lo, hi = max(row, piece.start), min(row + batch.num_rows, piece.stop)
                 if lo < hi:
                     yield batch.slice(lo - row, hi - lo)

@@ -89,6 +89,13 @@ def _list_folder(fs: pafs.FileSystem, folder: str) -> list[str]:
         if i.type == pafs.FileType.File and not _hidden(i.path[len(folder) :].lstrip("/"))
     ]
     by_format = {f: [p for p in files if format_of_name(p) == f] for f in ("parquet", "csv")}
+    if by_format["parquet"] and by_format["csv"]:
+        # Reading one format would silently drop the other's rows; reading both would mix two schemas.
+        raise DataError(
+            f"{folder} holds both Parquet ({len(by_format['parquet'])} files, e.g. "
+            f"{by_format['parquet'][0]}) and CSV files ({len(by_format['csv'])}, e.g. {by_format['csv'][0]}); "
+            "keep one format per folder, or name the files with a glob (folder/*.parquet)"
+        )
     # Prefer files with a data suffix; a folder of suffix-less files (part-00000, day_0) is taken whole.
     chosen = by_format["parquet"] or by_format["csv"] or files
     return sorted(chosen)

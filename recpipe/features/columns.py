@@ -81,7 +81,8 @@ def map_ids(
     if m.kind == "mod":
         if pa.types.is_integer(arr.type):
             raw = as_numpy(pc.fill_null(arr, 0) if arr.null_count else arr).astype(np.int64, copy=False)
-            neg = present & (raw < 0)
+            # The same range as text ids and history items (at most 18 digits): 1e18 and up is refused.
+            neg = present & ((raw < 0) | (raw >= 10**18))
             if neg.any():
                 bad = BadRows(np.flatnonzero(neg), column, UINT_EXPECTED, arr)
             ids = bucket_ids(raw, m, zch)

@@ -57,7 +57,7 @@ def map_id(v: object, m: IdMapping, column: str, zch: bool = False) -> int | Non
             if not _UINT.match(v):
                 raise RowError(column, "id")
             v = int(v)
-        if v < 0:
+        if v < 0 or v >= 10**18:  # the range of text ids and history items
             raise RowError(column, "id")
         return zch_key_py(v) if zch else v % m.size
     if m.kind == "hash":

@@ -41,9 +41,11 @@ def test_suffixless_files_are_sniffed(tmp_path: Path, parquet_dir: Path) -> None
 
 def test_folder_prefers_parquet_over_other_files(tmp_path: Path, parquet_dir: Path) -> None:
     shutil.copy(parquet_dir / "part-00000.parquet", tmp_path / "a.parquet")
-    (tmp_path / "notes.csv").write_text("x\n1\n")
+    (tmp_path / "notes.md").write_text("x\n1\n")  # issue 16: a CSV file next to Parquet is an error now
     source = open_source(str(tmp_path))
     assert isinstance(source, ParquetSource) and source.num_rows() == 300
+    (tmp_path / "notes.csv").write_text("x\n1\n")
+    assert open_source(str(tmp_path / "*.parquet")).num_rows() == 300  # a glob chooses the format
 
 
 def test_sources_satisfy_the_protocol(parquet_dir: Path, csv_dir: Path) -> None:
