@@ -169,6 +169,7 @@ def training_pipeline(
             register(
                 exported=exported.outputs["exported"],
                 report=gate.outputs["report"],
+                eval_data=data.outputs["eval_data"],
                 run_id=run_id,
                 tracking_uri=uri,
                 model_name=run.outputs["model_name"],

@@ -221,10 +221,10 @@ from recpipe.cli import tzrec_cli as _tzrec_cli  # noqa: E402
 _EXTRA += [_tzrec_cli.register]
 
 
-# predict: batch scoring with an exported model.
-from recpipe.cli import predict_cli as _predict_cli  # noqa: E402
+# predict and serve: batch scoring with an export, MLflow's scoring server for a registered version.
+from recpipe.cli import serving_cli as _serving_cli  # noqa: E402
 
-_EXTRA += [_predict_cli.register]
+_EXTRA += [_serving_cli.register]
 
 
 if __name__ == "__main__":

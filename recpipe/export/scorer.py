@@ -79,10 +79,12 @@ class Scorer:
         """
         return self.to_output(self.predict_raw(rows), output)
 
-    def to_output(self, logits: np.ndarray, output: str = "probability") -> np.ndarray:
+    def to_output(
+        self, logits: np.ndarray, output: str = "probability", neg_sample_rate: float | None = None
+    ) -> np.ndarray:
         """Logits → what ``output`` asks for: ``"logit"`` as they are, ``"probability"`` through the sigmoid
         and back to the un-sampled click rate (``p / (p + (1 - p) / rate)`` for a negative sampling
-        rate < 1 recorded at export)."""
+        rate < 1: ``neg_sample_rate``, default the one recorded at export)."""
         from recpipe.eval.metrics import recalibrate, sigmoid
 
         if output not in OUTPUTS:
@@ -90,7 +92,7 @@ class Scorer:
         if output == "logit":
             return np.asarray(logits, dtype=np.float64)
         p = sigmoid(np.asarray(logits, dtype=np.float64))
-        rate = float((self.manifest.model or {}).get("neg_sample_rate", 1.0))
+        rate = neg_sample_rate or float((self.manifest.model or {}).get("neg_sample_rate", 1.0))
         return recalibrate(p, rate) if rate < 1.0 else p
 
     def predict_raw(self, rows: Any) -> np.ndarray:

@@ -55,6 +55,7 @@ def run(
     data_digest: str | None = None,
     experiment: str = "recpipe",
     log: RunLog = NULL_LOG,
+    example_data: str | None = None,
 ) -> RegisterResult:
     """Register the export in ``exported_dir`` as a new version of ``model_name`` with alias ``challenger``.
 
@@ -66,15 +67,18 @@ def run(
         data_digest (str | None): digest of the eval data (default: the report's, if any).
         experiment (str): experiment of a new run (when ``log`` records nothing).
         log (RunLog): the pipeline's run, which logs the model (default: a new run in ``experiment``).
+        example_data (str | None): rows whose first two (feature columns only) become the version's
+            ``input_example``; the signature (every feature column, optional) comes from ``fg.json``.
 
     Version tags: ``auc``, ``gauc``, ``logloss``, ``gate_passed``, ``gate_reasons`` (JSON list),
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
     """
     from recpipe import tracking
     from recpipe.export.layout import backend_folder
+    from recpipe.features.spec import FeatureSpec
     from recpipe.stages.evaluate import read_report
     from recpipe.stages.export import parity_text
-    from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH
+    from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH, model_signature
 
     if log.run_id is None:  # the model is logged to a run: a run of its own
         run_id = tracking.start_or_resume_run(tracking_uri, experiment, run_name=f"register-{model_name}")
@@ -85,13 +89,17 @@ def run(
         cand, gate = report["candidate"], report["gate"]
         backend = serving_backend(exported_dir)
         exports = _export_results(Path(exported_dir))
+        served = backend_folder(Path(exported_dir) / backend)
+        spec = FeatureSpec.load(served / "fg.json")
         model_uri = tracking.log_pyfunc_model(  # models from code: no pickle; sealed by a manifest
             run_id,
             CODE_PATH,
-            {ARTIFACT: str(backend_folder(Path(exported_dir) / backend))},
+            {ARTIFACT: str(served)},
             MODEL_ARTIFACT,
             pip_requirements=_pins(),
             model_config={"neg_sample_rate": float(cand.get("neg_sample_rate") or 1.0)},
+            signature=model_signature(spec),
+            input_example=_example(example_data, spec),
             uri=tracking_uri,
         )
         manifests = Path(exported_dir) / "export.json"
@@ -121,6 +129,19 @@ def run(
         )
         aliases = tracking.get_version(tracking_uri, model_name, version)["aliases"]
     return RegisterResult(model_name, version, model_uri, backend, aliases, run_id)
+
+
+def _example(data: str | None, spec: Any) -> Any:
+    """The first two rows of ``data``, feature columns only, as the pandas DataFrame a client sends."""
+    if not data:
+        return None
+    from recpipe.data.sharding import Shard
+    from recpipe.data.sources import open_source
+    from recpipe.features.raw import column_kinds
+
+    batch = next(iter(open_source(data).iter_batches(Shard(0, 1), batch_rows=2))).batch
+    columns = [c for c in column_kinds(spec, with_labels=False) if c in batch.schema.names]
+    return batch.select(columns).slice(0, 2).to_pandas()
 
 
 def _export_results(root: Path) -> dict[str, dict[str, Any]]:

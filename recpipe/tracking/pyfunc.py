@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
-import numpy as np
 
 ARTIFACT = "exported_model"
 # The models-from-code file MLflow runs to build a RawRowsModel (no pickle in a registered version).
@@ -44,35 +43,44 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
             self.neg_sample_rate = float(config["neg_sample_rate"])
         self._scorer = load_backend(context.artifacts[ARTIFACT])  # verifies every file's sha256
 
-    # No type hints on predict: MLflow 3 reads them as an input schema and would validate rows against it.
+    # No type hints on predict: MLflow 3 reads them as an input schema and would validate rows against it
+    # (the model's signature, derived from the FeatureSpec, declares the columns instead).
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
-        from recpipe.eval.metrics import recalibrate, sigmoid
+        """Click probabilities of raw rows (the raw-value contract), or logits with
+        ``params={"output": "logit"}``. A bad row is an MlflowException with BAD_REQUEST (HTTP 400 from
+        the scoring server) naming its row and column."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.protos.databricks_pb2 import BAD_REQUEST, INVALID_PARAMETER_VALUE
+
+        from recpipe.data.types import DataError
 
         if self._scorer is None:
             self.load_context(context)
-        logits = self._scorer.predict_raw(restore_id_columns(model_input, self._scorer.spec))
-        p = sigmoid(np.asarray(logits, dtype=np.float64))
-        return recalibrate(p, self.neg_sample_rate) if self.neg_sample_rate < 1.0 else p
+        output = (params or {}).get("output") or "probability"
+        if output not in ("probability", "logit"):
+            raise MlflowException(
+                f"params.output must be 'probability' or 'logit', got {output!r}", INVALID_PARAMETER_VALUE
+            )
+        try:
+            logits = self._scorer.predict_raw(model_input)
+        except DataError as err:
+            raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
+        return self._scorer.to_output(logits, output, self.neg_sample_rate)
 
 
-def restore_id_columns(df: Any, spec: Any) -> Any:
-    """pandas turns an integer column with missing values into float64 (``123`` → ``123.0``, null →
-    ``NaN``); FG maps ids from integers or strings, and ``"123.0"`` would hash differently from ``123``.
-    Such id columns are turned back into nullable integers; every other column is left as it is."""
-    import pandas as pd
+def model_signature(spec: Any) -> Any:
+    """The registered model's MLflow signature, from the FeatureSpec: every feature column, each optional
+    (an absent one is a missing value); ids and raw values of any type (``123``, ``"123"`` and ``123.0``
+    are one id), histories as text; the parameter ``output`` (``probability`` or ``logit``)."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
 
-    if not isinstance(df, pd.DataFrame):
-        return df
-    id_columns = {
-        f.column
-        for f in spec.sparse
-        if f.sequence is None and f.boundaries is None and f.mapping.kind in ("mod", "hash", "vocab")
-    }
-    fixed = {}
-    for col in id_columns & set(df.columns):
-        values = df[col]
-        if pd.api.types.is_float_dtype(values.dtype):
-            finite = values.dropna()
-            if bool((finite == np.floor(finite)).all()):
-                fixed[col] = values.astype("Int64")
-    return df.assign(**fixed) if fixed else df
+    from recpipe.features.raw import column_kinds
+
+    columns = [
+        ColSpec("string" if kind == "sequence" else AnyType(), name, required=False)
+        for name, kind in column_kinds(spec, with_labels=False).items()
+    ]
+    return ModelSignature(
+        inputs=Schema(columns), params=ParamSchema([ParamSpec("output", "string", "probability")])
+    )

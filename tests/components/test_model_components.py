@@ -109,8 +109,8 @@ def test_export_register_and_champion_reevaluation(flow, tmp_path):
     assert exported.metadata["onnx"] == "ok" and exported.metadata["onnx_max_abs_logit_diff"] < 1e-4
     _, _, _, _, rep = _evaluate(flow, tmp_path)
     version, outcome = register.python_func(
-        exported=exported, report=rep, run_id=flow["run_id"], tracking_uri=flow["uri"], model_name="tiny-din",
-        data_digest="d" * 64,
+        exported=exported, report=rep, eval_data=flow["eval"], run_id=flow["run_id"], tracking_uri=flow["uri"],
+        model_name="tiny-din", data_digest="d" * 64,
     )  # fmt: skip
     assert version == 1 and outcome == "registered: tiny-din v1 (rtp) as challenger"
     v = tracking.get_version(flow["uri"], "tiny-din", 1)
@@ -122,6 +122,13 @@ def test_export_register_and_champion_reevaluation(flow, tmp_path):
     assert v["tags"]["serving_backend"] == "rtp" and v["tags"]["parity.onnx"].startswith("parity ok")
     # The registered pyfunc scores raw rows (FG inside): pandas turns nullable int ids into floats, too.
     model = tracking.load_pyfunc_model(flow["uri"], "models:/tiny-din@challenger")
+    # Its signature is the FeatureSpec's columns, every one optional; a two-row input example is stored.
+    inputs = {c.name: c for c in model.metadata.get_input_schema().inputs}
+    assert set(inputs) == {"user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level",
+                           "pvalue_level", "shopping_level", "occupation", "new_user_class_level", "adgroup_id",
+                           "cate_id", "campaign_id", "customer", "brand", "pid", "price", "click_50_seq"}  # fmt: skip
+    assert not any(c.required for c in inputs.values()) and inputs["click_50_seq"].type.name == "string"
+    assert model.metadata.saved_input_example_info["type"] == "dataframe"
     rows = pq.read_table(flow["eval"].path).slice(0, 64).to_pandas()
     p = np.asarray(model.predict(rows))
     assert p.shape == (64,) and ((p > 0) & (p < 1)).all()

@@ -1,0 +1,179 @@
+"""Serving: HTTP latency through MLflow's own scoring server and batch-scoring throughput of ``recpipe predict``.
+
+Setup: the embedded pipeline (``recpipe run``, ``configs/din_taobao_small.yaml``, generated Taobao rows)
+trains, exports, registers and promotes a MultiTowerDIN into a fresh sqlite store; then
+
+- ``recpipe serve`` (``mlflow models serve -m models:/<model>@champion --env-manager local``) runs on
+  127.0.0.1 (a real process, one worker) and a bounded request loop sends one-row requests (``dataframe_records``, the
+  way clients build them) and 256-row requests, then stops;
+- ``recpipe predict`` streams the eval split through the export (rtp, FG inside) into Parquet, against the
+  eager model's rows/s on the same rows (FG + the checkpoint's model, the same batch size).
+
+Last line: ``serving: p50_ms_1row=… p99_ms_1row=… rows_per_s_batch256=… predict_rows_per_s=…
+predict_vs_eager=…``; JSON in ``benchmarks/results/serving.json``.
+
+Run: ``.venv/bin/python benchmarks/serving.py`` (about 5 minutes on 2 cores, most of it the pipeline run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "serving.json"
+CONFIG = ROOT / "configs" / "din_taobao_small.yaml"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, records: list[dict]) -> float:
+    body = json.dumps({"dataframe_records": records}).encode()
+    req = urllib.request.Request(f"{url}/invocations", body, {"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=60) as r:
+        r.read()
+    return time.perf_counter() - t0
+
+
+def _serve(uri: str, model: str, work: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    recpipe = Path(sys.executable).with_name("recpipe")  # `recpipe serve` execs `mlflow models serve`
+    log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
+    server = subprocess.Popen(
+        [str(recpipe), "serve", "--model", f"models:/{model}@champion", "--tracking-uri", uri,
+         "--port", str(port), "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=work,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/ping", timeout=2)
+            return server, url
+        except OSError:
+            if server.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the scoring server did not start; see {work / 'server.log'}") from None
+            time.sleep(0.5)
+
+
+def _eager_rows_per_s(checkpoint: Path, data: Path, batch_rows: int) -> float:
+    """FG + the checkpoint's eager model over ``data`` in batches of ``batch_rows``."""
+    import torch
+
+    from recpipe.batch import to_batch
+    from recpipe.data.sharding import Shard
+    from recpipe.data.sources import open_source
+    from recpipe.features.fg import FeatureGenerator
+    from recpipe.train.checkpoint import load_model_for_inference, resolve_checkpoint
+
+    model, spec, _ = load_model_for_inference(resolve_checkpoint(checkpoint))
+    model.eval()
+    fg = FeatureGenerator(spec, with_labels=False)
+    rows = 0
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for sb in open_source(str(data)).iter_batches(Shard(0, 1), batch_rows=batch_rows):
+            b = to_batch(fg(sb.batch), spec.sparse_keys())
+            model(b.dense, b.sparse)
+            rows += sb.num_rows
+    return rows / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=300_000, help="generated rows for the pipeline run")
+    ap.add_argument("--one-row-requests", type=int, default=300)
+    ap.add_argument("--batch-requests", type=int, default=40)
+    ap.add_argument("--batch-rows", type=int, default=8192, help="rows per batch for predict and eager")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    a = ap.parse_args()
+    load_before = os.getloadavg()
+
+    from recpipe.config import load_config
+    from recpipe.stages import predict
+
+    with tempfile.TemporaryDirectory(prefix="recpipe-serving-") as tmp:
+        work = Path(tmp)
+        runs = work / "runs"
+        subprocess.run(
+            [str(Path(sys.executable).with_name("recpipe")), "run", "--runs", str(runs), "--config", str(CONFIG),
+             "--rows", str(a.rows), "--backends", "rtp", "--min-auc", "0.5"],
+            check=True, cwd=ROOT,
+        )  # fmt: skip
+        uri = f"sqlite:///{runs / 'mlflow.db'}"
+        model = load_config(CONFIG).registered_model_name
+        (kfp,) = [p for p in runs.glob("*/kfp") if p.is_dir()]
+        (eval_dir,) = [p for p in kfp.glob("*/ingest/eval_data") if p.is_dir()]
+        (export_dir,) = [p for p in kfp.glob("*/export/exported") if p.is_dir()]
+        (checkpoint,) = [p for p in kfp.glob("*/train/checkpoint") if p.is_dir()]
+        rows = pq.read_table(eval_dir)
+        features = rows.drop_columns(
+            [c for c in ("clk", "true_prob", "time_stamp") if c in rows.column_names]
+        )
+        records = json.loads(json.dumps(features.slice(0, 2000).to_pylist()))
+
+        server, url = _serve(uri, model, work)
+        try:
+            for r in records[:20]:  # warm-up
+                _post(url, [r])
+            one = [_post(url, [records[i % len(records)]]) for i in range(a.one_row_requests)]
+            batch = [
+                _post(url, records[(i * 256) % 1744 : (i * 256) % 1744 + 256])
+                for i in range(a.batch_requests)
+            ]
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+        out = work / "scores.parquet"
+        result = predict.run(str(export_dir), str(eval_dir), str(out), batch_rows=a.batch_rows)
+        eager = _eager_rows_per_s(checkpoint, eval_dir, a.batch_rows)
+
+    one_ms = np.asarray(one) * 1e3
+    stats = {
+        "p50_ms_1row": round(float(np.percentile(one_ms, 50)), 2),
+        "p99_ms_1row": round(float(np.percentile(one_ms, 99)), 2),
+        "mean_ms_1row": round(float(statistics.mean(one_ms)), 2),
+        "rows_per_s_batch256": round(256 / statistics.median(batch), 1),
+        "predict_rows_per_s": round(result.rows_per_second, 1),
+        "eager_rows_per_s": round(eager, 1),
+        "predict_vs_eager": round(result.rows_per_second / eager, 3),
+        "predict_rows": result.rows_read,
+        "one_row_requests": a.one_row_requests,
+        "batch_requests": a.batch_requests,
+        "environment": {
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+            "pyarrow": pa.__version__,
+        },
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(stats, indent=2) + "\n")
+    print(json.dumps(stats))
+    keys = ("p50_ms_1row", "p99_ms_1row", "rows_per_s_batch256", "predict_rows_per_s", "predict_vs_eager")
+    print("serving: " + " ".join(f"{k}={stats[k]}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()

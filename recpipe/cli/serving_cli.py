@@ -1,0 +1,105 @@
+"""``recpipe predict`` (batch scoring of any source with an export) and ``recpipe serve`` (MLflow's own scoring
+server for a registered version, with recpipe's store)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def cmd_predict(a: argparse.Namespace) -> int:
+    from recpipe.stages import predict
+
+    r = predict.run(
+        a.model, a.data, a.out, keep=a.keep, on_bad_row=a.on_bad_row, output=a.output,
+        batch_rows=a.batch_rows, progress=sys.stderr.isatty() or a.progress,
+    )  # fmt: skip
+    print(
+        f"wrote {r.out}: rows_read={r.rows_read} rows_scored={r.rows_scored} rows_skipped={r.rows_skipped}"
+        f" ({r.rows_per_second:,.0f} rows/s, model {r.model})"
+    )
+    if r.skipped_by_column:
+        print(f"skipped by column: {dict(sorted(r.skipped_by_column.items()))}")
+    return 0
+
+
+def _tracking_arg(p: argparse.ArgumentParser) -> None:
+    from recpipe.cli.stages_cli import _tracking_arg as add
+
+    add(p)
+
+
+def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
+    """``mlflow models serve`` for ``model`` in this environment (``--env-manager local``: the packages
+    the model was logged with are this environment's pins)."""
+    mlflow = Path(sys.executable).with_name("mlflow")
+    return [str(mlflow), "models", "serve", "-m", model, "--env-manager", "local",
+            "--host", host, "-p", str(port), "--workers", str(workers)]  # fmt: skip
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    from recpipe.cli.stages_cli import _tracking_uri
+
+    uri = _tracking_uri(a, must_exist=True)
+    # MLflow starts its server (uvicorn) by name: this environment's scripts must come first on PATH.
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    cmd = serve_command(a.model, a.host, a.port, a.workers)
+    print(
+        f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations", file=sys.stderr, flush=True
+    )
+    os.execve(cmd[0], cmd, env)  # the server replaces this process: signals reach it directly
+    return 0  # not reached
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="score a file, folder or table with an exported model, streamed, into Parquet",
+        description=(
+            "Rows are read in batches (bounded memory), put through the export's fg.json exactly as at "
+            "training, and scored; the output keeps the input's order: row, the --keep columns, then "
+            "probability (or logit)."
+        ),
+        epilog="example: recpipe predict --model runs/x/export --data runs/x/data/eval --out scores.parquet "
+        "--keep user_id --keep adgroup_id",
+    )
+    p.add_argument("--model", required=True, help="export folder (or one backend's folder, e.g. export/rtp)")
+    p.add_argument("--data", required=True, help="Parquet/CSV file, folder or URI, or odps://… table")
+    p.add_argument("--out", required=True, help="output Parquet file")
+    p.add_argument(
+        "--keep", action="append", default=[], metavar="COLUMN", help="input column copied to the output"
+    )
+    p.add_argument(
+        "--on-bad-row",
+        choices=["error", "skip"],
+        default="error",
+        help="stop at a bad row, or skip and count it",
+    )
+    p.add_argument("--output", choices=["probability", "logit"], default="probability", help="what to write")
+    p.add_argument("--batch-rows", type=int, default=65_536, help="rows read and scored at a time")
+    p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
+    p.set_defaults(func=cmd_predict)
+
+    v = sub.add_parser(
+        "serve",
+        help="serve a registered version with MLflow's scoring server (POST /invocations)",
+        description=(
+            "Runs `mlflow models serve -m MODEL --env-manager local` on this machine with the store recpipe's "
+            "other commands use. Requests: JSON {'dataframe_records': [...]} or {'dataframe_split': {...}} of raw "
+            "feature rows (nulls and absent columns are missing values); answers click probabilities, or "
+            "logits with 'params': {'output': 'logit'}; a bad row is HTTP 400 naming its row and column."
+        ),
+        epilog="example: recpipe serve --model models:/taobao-multi_tower_din-small@champion --runs runs --port 5001",
+    )
+    v.add_argument("--model", required=True, help="models:/NAME@alias or models:/NAME/VERSION")
+    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    v.add_argument("--port", type=int, default=5001, help="port to listen on")
+    v.add_argument("--workers", type=int, default=1, help="server worker processes")
+    _tracking_arg(v)
+    v.set_defaults(func=cmd_serve)
