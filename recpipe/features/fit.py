@@ -41,6 +41,35 @@ def _needs(cfg: RecpipeConfig) -> tuple[dict[str, str], dict[str, int], dict[str
     return vocab, quant, zscore
 
 
+class StaleSpecError(ValueError):
+    """An fg.json was fitted from another feature definition than the config's."""
+
+
+def config_digest(cfg: RecpipeConfig) -> str:
+    """sha256 of what the config says about features (the unfitted FeatureSpec it builds): a change of
+    a feature, its mapping or size, the label or the groups changes it; training settings do not."""
+    return build_feature_spec(cfg).digest()
+
+
+def check_spec_matches(spec: FeatureSpec, cfg: RecpipeConfig, where: str) -> None:
+    """Refuse a FeatureSpec fitted from another feature definition than ``cfg``'s.
+
+    Args:
+        spec (FeatureSpec): the loaded fg.json.
+        cfg (RecpipeConfig): the config training runs with.
+        where (str): the fg.json's path (named in the error).
+
+    Raises:
+        StaleSpecError: ``spec.config_digest`` is set and differs from ``cfg``'s.
+    """
+    want = config_digest(cfg)
+    if spec.config_digest is not None and spec.config_digest != want:
+        raise StaleSpecError(
+            f"{where} was fitted from another feature definition than this config's (config digest "
+            f"{spec.config_digest[:12]}, this config {want[:12]}): refit it (recpipe fit) or pass the right --fg"
+        )
+
+
 def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
     """The FeatureSpec for ``cfg`` with fitted vocabularies, boundaries and statistics.
 
@@ -48,7 +77,7 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
         cfg (RecpipeConfig): the config.
         source (Source | None): the training split; may be None when nothing needs fitting.
     """
-    spec = build_feature_spec(cfg)
+    spec = dataclasses.replace(build_feature_spec(cfg), config_digest=config_digest(cfg))
     vocab_keys, quant_keys, z_keys = _needs(cfg)
     if not (vocab_keys or quant_keys or z_keys):
         return spec

@@ -197,6 +197,9 @@ class FeatureSpec:
     weight: str | None = None
     group_column: str | None = None
     version: int = FG_FORMAT_VERSION
+    # Digest of the config's feature definition it was fitted from (recpipe.features.fit.config_digest):
+    # training refuses an fg.json whose features the config has since changed. None: written before.
+    config_digest: str | None = None
 
     # ------------------------------------------------------------------ queries
     def sparse_keys(self) -> list[str]:
@@ -283,6 +286,7 @@ class FeatureSpec:
                 weight=d.get("weight"),
                 group_column=d.get("group_column"),
                 version=version,
+                config_digest=d.get("config_digest"),
             )
         except (KeyError, TypeError) as err:
             raise FeatureSpecError(f"malformed FeatureSpec: {err}") from None

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from recpipe.auc import binary_auc
 from recpipe.batch import Batch
 from recpipe.config import RecpipeConfig
+from recpipe.data.types import DataError
 from recpipe.features.spec import FeatureSpec
 from recpipe.models import TrainModel, build_model
 from recpipe.train.checkpoint import (
@@ -304,6 +305,10 @@ class _Trainer:
         )
         reader = self._reader(train_uri, position)
         epoch_rows = reader.plan.num_rows
+        if epoch_rows == 0:  # else a header-only file "trains" 0 steps and leaves an untrained ckpt-0
+            raise DataError(
+                f"{train_uri}: no training rows (empty files, or a header only); nothing to train on"
+            )
         if meta is not None and meta.epoch_rows != epoch_rows:
             raise ValueError(
                 f"{train_uri} has {epoch_rows} rows but {resumed_from} was trained on {meta.epoch_rows}"

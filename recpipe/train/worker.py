@@ -15,7 +15,7 @@ from pathlib import Path
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from recpipe.config import RecpipeConfig, load_config, parse_overrides
-from recpipe.features.fit import fit_feature_spec
+from recpipe.features.fit import check_spec_matches, fit_feature_spec
 from recpipe.features.spec import FeatureSpec
 
 
@@ -23,10 +23,14 @@ def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_ur
     """The FeatureSpec: ``spec_path``, else ``fg.json`` in the output folder or beside the training data,
     else fitted from the training data (deterministic, so every rank fits the same one)."""
     if spec_path:
-        return FeatureSpec.load(spec_path)
+        spec = FeatureSpec.load(spec_path)
+        check_spec_matches(spec, cfg, spec_path)  # fitted from another feature definition: refused
+        return spec
     for candidate in (out_dir / "fg.json", Path(train_uri) / "fg.json", Path(train_uri).parent / "fg.json"):
         if candidate.is_file():
-            return FeatureSpec.load(candidate)
+            spec = FeatureSpec.load(candidate)
+            check_spec_matches(spec, cfg, str(candidate))
+            return spec
     from recpipe.data.sources import open_source
 
     return fit_feature_spec(cfg, open_source(train_uri, csv=cfg.csv_options()))
