@@ -32,6 +32,23 @@ TOLERATION_OPERATORS = ("Exists", "Equal")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 WORKSPACE_VOLUME = "workspace"
 SHM_VOLUME = "dshm"
+TMP_VOLUME = "tmp"
+# The pods carry the object-store and MLflow secrets: the same hardening as the hand-written manifests
+# (tests/manifests/manifest_tools.check_pod_policy holds both to it). The root filesystem is read-only, so
+# /tmp is an emptyDir and HOME points there (caches of torch, triton and pip).
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,  # the images' user (images/*/Dockerfile)
+    "runAsGroup": 10001,
+    "fsGroup": 10001,  # the workspace volume is writable by it
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_KEY = re.compile(
@@ -49,14 +66,16 @@ class JobResources:
     Args:
         gpus (int): accelerators per pod (0 trains on CPU with gloo).
         accelerator (str): the extended resource name of an accelerator, e.g. ``nvidia.com/gpu``.
-        cpu (str | None): CPU request, e.g. ``"8"``; memory (str | None) e.g. ``"64Gi"``.
+        cpu (str): CPU request and limit, e.g. ``"8"``; memory (str) the same, e.g. ``"64Gi"`` (the
+            in-memory ``/dev/shm`` counts against it).
         shm_size (str): size of the in-memory ``/dev/shm`` (NCCL and DataLoader workers need more than 64Mi).
     """
 
     gpus: int = 0
     accelerator: str = "nvidia.com/gpu"
-    cpu: str | None = None
-    memory: str | None = None
+    # Every pod has limits (the cluster policy of manifests/): a runaway worker cannot starve its node.
+    cpu: str = "4"
+    memory: str = "32Gi"
     shm_size: str = "16Gi"
 
 
@@ -110,7 +129,7 @@ def _container(
         # Extended resources (GPUs) must have requests == limits; setting the limit sets both.
         limits[resources.accelerator] = resources.gpus
     if resources.cpu:
-        requests["cpu"] = resources.cpu
+        requests["cpu"] = limits["cpu"] = resources.cpu
     if resources.memory:
         requests["memory"] = limits["memory"] = resources.memory
     env_list: list[dict[str, Any]] = [{"name": k, "value": str(v)} for k, v in env.items()]
@@ -121,7 +140,7 @@ def _container(
         }
         for s in secret_env
     ]
-    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}, {"name": TMP_VOLUME, "mountPath": "/tmp"}]
     if workspace_mount:
         mounts.append({"name": WORKSPACE_VOLUME, "mountPath": workspace_mount})
     container: dict[str, Any] = {
@@ -131,6 +150,7 @@ def _container(
         "command": list(command),
         "env": env_list,
         "volumeMounts": mounts,
+        "securityContext": CONTAINER_SECURITY,
     }
     if limits or requests:
         container["resources"] = {k: v for k, v in (("limits", limits), ("requests", requests)) if v}
@@ -215,7 +235,7 @@ def build_pytorchjob(
         "app.kubernetes.io/name": "recpipe",
         "app.kubernetes.io/component": "train",
     }
-    pod_env = {"NCCL_DEBUG": "WARN", "PYTHONUNBUFFERED": "1", **(env or {})}
+    pod_env = {"NCCL_DEBUG": "WARN", "PYTHONUNBUFFERED": "1", "HOME": "/tmp", **(env or {})}
     container = _container(
         image,
         command,
@@ -226,11 +246,17 @@ def build_pytorchjob(
         workspace_mount if workspace_pvc else None,
     )
     volumes: list[dict[str, Any]] = [
-        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": resources.shm_size}}
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": resources.shm_size}},
+        {"name": TMP_VOLUME, "emptyDir": {}},
     ]
     if workspace_pvc:
         volumes.append({"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": workspace_pvc}})
-    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": volumes,
+        "securityContext": dict(POD_SECURITY),
+        "automountServiceAccountToken": False,  # training never calls the Kubernetes API
+    }
     if placement.node_selector:
         pod_spec["nodeSelector"] = dict(placement.node_selector)
     if tolerations:

@@ -101,10 +101,13 @@ def test_single_pod_cpu_job_and_elastic_policy_are_valid(validator):
     m = _job(workers=1, resources=JobResources(gpus=0), placement=None, workspace_pvc=None)
     assert not list(validator.iter_errors(m))
     assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Master"]
-    assert (
-        m["spec"]["nprocPerNode"] == "1"
-        and "resources" not in m["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    )
+    # Issue 16: a CPU pod has CPU and memory requests and limits too (the default JobResources).
+    assert m["spec"]["nprocPerNode"] == "1" and m["spec"]["pytorchReplicaSpecs"]["Master"]["template"][
+        "spec"
+    ]["containers"][0]["resources"] == {
+        "limits": {"cpu": "4", "memory": "32Gi"},
+        "requests": {"cpu": "4", "memory": "32Gi"},
+    }
     e = _job(elastic_min_workers=2)
     assert not list(validator.iter_errors(e))
     assert e["spec"]["elasticPolicy"] == {

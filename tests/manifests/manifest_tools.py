@@ -68,6 +68,27 @@ def containers(pod: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     yield from pod.get("containers") or []
 
 
+def check_pod_policy(where: str, pod: Mapping[str, Any]) -> None:
+    """The policy every pod we run follows, hand-written or built (PyTorchJob replicas): no service-account
+    token, requests and limits for CPU and memory, non-root, no privilege escalation, no capabilities."""
+    pod_sc = pod.get("securityContext") or {}
+    assert pod.get("automountServiceAccountToken") is False, (
+        f"{where}: no API access needed, so no service-account token"
+    )
+    for c in containers(pod):
+        what = f"{where} container {c['name']}"
+        res = c.get("resources") or {}
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(res.get(kind) or {}), f"{what}: {kind} cpu and memory"
+        sc = c.get("securityContext") or {}
+        assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, f"{what}: runAsNonRoot"
+        uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
+        assert uid is None or uid > 0, f"{what}: runAsUser {uid}"
+        assert sc.get("allowPrivilegeEscalation") is False, f"{what}: allowPrivilegeEscalation"
+        assert sc.get("capabilities", {}).get("drop") == ["ALL"], f"{what}: drop all capabilities"
+        assert not sc.get("privileged"), what
+
+
 def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     assert not selector.get("matchExpressions"), "the evaluator knows matchLabels only"
     return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())

@@ -12,6 +12,7 @@ import pytest
 from manifest_tools import (
     MANIFESTS,
     PIPELINE_NAMESPACE,
+    check_pod_policy,
     containers,
     ingress_allowed,
     kubectl,
@@ -108,22 +109,7 @@ def test_every_secret_reference_has_a_template():
 def test_every_container_has_requests_limits_and_runs_as_non_root(directory):
     pods = [(where, pod) for r in _all(directory) for where, pod in pod_specs(r)]
     for where, pod in pods:
-        pod_sc = pod.get("securityContext") or {}
-        assert pod.get("automountServiceAccountToken") is False, (
-            f"{where}: no API access needed, so no service-account token"
-        )
-        for c in containers(pod):
-            what = f"{where} container {c['name']}"
-            res = c.get("resources") or {}
-            for kind in ("requests", "limits"):
-                assert {"cpu", "memory"} <= set(res.get(kind) or {}), f"{what}: {kind} cpu and memory"
-            sc = c.get("securityContext") or {}
-            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, f"{what}: runAsNonRoot"
-            uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
-            assert uid is None or uid > 0, f"{what}: runAsUser {uid}"
-            assert sc.get("allowPrivilegeEscalation") is False, f"{what}: allowPrivilegeEscalation"
-            assert sc.get("capabilities", {}).get("drop") == ["ALL"], f"{what}: drop all capabilities"
-            assert not sc.get("privileged"), what
+        check_pod_policy(where, pod)  # the PyTorchJob pods recpipe builds: test_pytorchjob_pods.py
 
 
 @pytest.mark.parametrize("directory", APPLIED, ids=IDS)
