@@ -353,3 +353,11 @@ def test_scoring_server_serves_the_champion_of_the_configs_model_with_mlflows_ow
         labels = dep["spec"]["template"]["metadata"]["labels"]
         assert svc["spec"]["selector"].items() <= labels.items()
         assert [p["port"] for p in svc["spec"]["ports"]] == [8080]
+
+
+def test_the_mlflow_ingress_serves_tls_only():
+    (ingress,) = _by_kind(_all(MANIFESTS / "base"), "Ingress")
+    hosts = {rule["host"] for rule in ingress["spec"]["rules"]}
+    (tls,) = ingress["spec"]["tls"]
+    assert set(tls["hosts"]) == hosts and tls["secretName"] == "mlflow-tls"
+    assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/force-ssl-redirect"] == "true"
