@@ -37,6 +37,7 @@ _NOISE = (
     re.compile(r"^(WARNING|INFO|DEBUG):[\w.]+:"),  # logging.basicConfig's format
     re.compile(r"^[WIE]\d{4} \d\d:\d\d:\d\d"),  # torch's glog-style records
     re.compile(r"^Downloading artifacts"),  # MLflow's artifact bars
+    re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING) "),  # MLflow's log records
 )
 _RANK_PREFIX = re.compile(r"\[rank\d+\]:")
 _TRACEBACK = re.compile(r"^(\[rank\d+\]: )?Traceback \(most recent call last\):")
@@ -78,6 +79,8 @@ class _Filter:
             self._line(line[: m.start()] + "\r")
             line = line[m.start() :]
         frame = line.endswith("\r")
+        if frame and not line.strip():
+            return  # the "\r" a bar starts each frame with: nothing to show
         if not frame:
             self.log.write(line)
         if self.verbose or self._shown(line.rstrip("\r\n")):

@@ -43,6 +43,8 @@ def test_filter_keeps_noise_and_tracebacks_in_the_log_and_frames_on_the_console(
     f.write("/x/planners.py:552: FutureWarning: HeuristicalStorageReservation is known to cause issues\n")
     f.write("  else HeuristicalStorageReservation(\n")
     f.write("WARNING:torchrec.distributed.planner:There is a known issue\n")
+    f.write("2026/11/30 18:17:46 INFO mlflow.store.db.utils: Creating initial MLflow database tables...\n")
+    f.write("\rDownloading artifacts:  50%|#####     | 1/2\rDownloading artifacts: 100%|##########| 2/2\n")
     f.write(
         "\rtrain:   0%|  | 0/2\rtrain:  50%|  | 1/2[rank0]:W1130 17:43:51 torch/fx/_symbolic_trace.py:56] x\n"
     )
@@ -51,10 +53,11 @@ def test_filter_keeps_noise_and_tracebacks_in_the_log_and_frames_on_the_console(
     f.flush()
     shown = console.getvalue()
     assert shown == (
-        "[recpipe.train] training 2 step(s)\n\rtrain:   0%|  | 0/2\rtrain:  50%|  | 1/2\r\rtrain: 100%|  | 2/2\n"
+        "[recpipe.train] training 2 step(s)\ntrain:   0%|  | 0/2\rtrain:  50%|  | 1/2\rtrain: 100%|  | 2/2\n"
     )
     kept = log.getvalue()
     assert "FutureWarning" in kept and "WARNING:torchrec" in kept and "DataError: bad" in kept
+    assert "INFO mlflow.store" in kept and "Downloading artifacts: 100%" in kept
     assert "0/2" not in kept and "train: 100%|  | 2/2\n" in kept  # the bar's last frame only
 
 
