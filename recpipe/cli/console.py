@@ -187,6 +187,14 @@ class Session:
         self.log.close()
 
 
+def job_succeeded() -> None:
+    """A job whose output the console filtered ended well: show what follows again (a rank may print a
+    traceback it recovers from, which would otherwise hide the command's result)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, _Filter):
+            stream.failing = False
+
+
 def error_line(report: str) -> str:
     """The exception line of the last traceback in ``report`` (a training job's failure), without its
     module path: ``part-00000.parquet, row 3, column 'clk': expected a label of 0 or 1, got 2``; else the

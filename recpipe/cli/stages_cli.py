@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-from recpipe.cli.console import EXIT_GATE
+from recpipe.cli.console import EXIT_GATE, job_succeeded
 from recpipe.config import parse_overrides
 
 
@@ -56,6 +56,7 @@ def cmd_train(a: argparse.Namespace) -> int:
         log=_run_log(a),
         resume=a.resume,
     )
+    job_succeeded()
     _print(r)
     return 0
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from recpipe.cli import main as cli
-from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, Session, _Filter, error_line
+from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, Session, _Filter, error_line, job_succeeded
 from recpipe.data.synthetic import generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +59,15 @@ def test_filter_keeps_noise_and_tracebacks_in_the_log_and_frames_on_the_console(
     assert "FutureWarning" in kept and "WARNING:torchrec" in kept and "DataError: bad" in kept
     assert "INFO mlflow.store" in kept and "Downloading artifacts: 100%" in kept
     assert "0/2" not in kept and "train: 100%|  | 2/2\n" in kept  # the bar's last frame only
+
+
+def test_after_a_job_that_succeeded_the_console_shows_output_again(tmp_path, capsys):
+    with Session("train", directory=tmp_path):
+        print("Traceback (most recent call last):\nValueError: retried")
+        print("hidden")
+        job_succeeded()
+        print('{"checkpoint_dir": "out"}')
+    assert capsys.readouterr().out == '{"checkpoint_dir": "out"}\n'
 
 
 def test_session_keeps_warnings_in_the_log_and_shows_one_line_per_failure(tmp_path, capsys):
