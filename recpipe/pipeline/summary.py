@@ -9,6 +9,8 @@ from typing import Any
 
 from recpipe.redact import redact
 
+ROW_COUNTS = ("rows_read", "rows_used", "rows_skipped", "truncated_histories")
+
 
 @dataclass
 class RunSummary:
@@ -33,6 +35,8 @@ class RunSummary:
     registered_version: int | None = None
     versions: list[dict[str, Any]] = field(default_factory=list)
     run_dir: str | None = None
+    # Per pass ("train"): rows_read, rows_used, rows_skipped, truncated_histories (MLflow metrics).
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def format(self) -> str:
         """The summary ``recpipe run`` prints."""
@@ -44,6 +48,11 @@ class RunSummary:
         lines = [f"recpipe run: {self.status} in {mins}m{secs:02d}s  (MLflow run {self.run_id})"]
         if self.data_source:
             lines.append(f"  data          {redact(self.data_source)}")
+        for name, r in self.rows.items():
+            lines.append(
+                f"  rows {name:<8} read {r.get('rows_read', 0):,}, used {r.get('rows_used', 0):,}, "
+                f"skipped {r.get('rows_skipped', 0):,}, truncated histories {r.get('truncated_histories', 0):,}"
+            )
         if self.auc is not None:
             ratio = f"  = {self.auc / self.oracle_auc:.1%} of oracle" if self.oracle_auc else ""
             lines.append(f"  AUC           {f(self.auc)} vs oracle {f(self.oracle_auc)}{ratio}")
@@ -131,6 +140,10 @@ def summarize(
     s.model_name = tags.get("registered_model")
     s.auc, s.gauc, s.logloss = metrics.get("eval.auc"), metrics.get("eval.gauc"), metrics.get("eval.logloss")
     s.oracle_auc = metrics.get("eval.oracle_auc", metrics.get("data.oracle_auc"))
+    for name in ("train",):
+        counts = {k: int(metrics[f"{name}.{k}"]) for k in ROW_COUNTS if f"{name}.{k}" in metrics}
+        if counts:
+            s.rows[name] = counts
     if "gate.passed" in tags:
         s.gate_passed = tags["gate.passed"] == "true"
         s.gate_reasons = [r for r in tags.get("gate.reasons", "").split("\n") if r]

@@ -225,6 +225,8 @@ def log_training(log: RunLog, out_dir: str | Path) -> None:
     if result_file.is_file():
         result = json.loads(result_file.read_text())
         final = {k: result[k] for k in ("steps", "rows_trained", "seconds", "rows_per_second", "final_loss")}
+        rows = result.get("rows") or {}  # rows read = used + skipped (on_bad_row: skip), truncated histories
+        final.update({k: v for k, v in rows.items() if isinstance(v, int)})
         log.log_metrics({f"train.{k}": v for k, v in final.items()})
         log.log_artifact(result_file, "train")
     if history:

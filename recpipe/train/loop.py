@@ -27,6 +27,7 @@ from recpipe.auc import binary_auc
 from recpipe.batch import Batch
 from recpipe.config import RecpipeConfig
 from recpipe.data.types import DataError
+from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.models import TrainModel, build_model
 from recpipe.train.checkpoint import (
@@ -75,6 +76,9 @@ class TrainResult:
         checkpoint (str | None): the last checkpoint written.
         world_size (int): ranks.
         resumed_from (str | None): the checkpoint this run started from.
+        rows (dict): what the data passes of this run did, over all ranks: ``rows_read`` =
+            ``rows_used`` + ``rows_skipped`` (bad rows under ``on_bad_row: skip``), ``truncated_histories``,
+            ``skipped_by_column``.
     """
 
     steps: int
@@ -89,6 +93,7 @@ class TrainResult:
     checkpoint: str | None
     world_size: int
     resumed_from: str | None = None
+    rows: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -326,6 +331,7 @@ class _Trainer:
         )
 
         meter = _Meter(env, total, step)
+        data_stats = FGStats()  # this rank's rows read / used / skipped over every pass of this run
         last_ckpt, last_ckpt_step = resumed_from, (meta.step if meta else -1)
         evaluating = bool(eval_uri and tc.eval_every_steps)
         while epoch < tc.epochs and step < total:
@@ -360,6 +366,7 @@ class _Trainer:
                     )
                     last_ckpt, last_ckpt_step = self._save(ckpt_meta), step
             steps.close()  # stops the data workers (max_steps can end a pass early)
+            data_stats.add(reader.stats)
             if position >= epoch_rows:
                 epoch, position = epoch + 1, 0
                 if epoch < tc.epochs and step < total:
@@ -382,13 +389,40 @@ class _Trainer:
             checkpoint=str(last_ckpt) if last_ckpt else None,
             world_size=env.world_size,
             resumed_from=str(resumed_from) if resumed_from else None,
+            rows=rows_report(data_stats, env),
         )
         if env.is_main:
             (self.out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=1, default=float))
+        rows = result.rows or {}
         self.log(
-            f"done: {step} steps, {meter.rows} rows in {seconds:.1f}s ({result.rows_per_second:,.0f} rows/s)"
+            f"done: {step} steps, {meter.rows} rows in {seconds:.1f}s ({result.rows_per_second:,.0f} rows/s); "
+            f"data: read {rows.get('rows_read')}, used {rows.get('rows_used')}, skipped {rows.get('rows_skipped')}"
+            f" (on_bad_row={self.cfg.data.on_bad_row}), truncated histories {rows.get('truncated_histories')}"
         )
         return result
+
+
+def rows_report(stats: FGStats, env: DistEnv) -> dict[str, Any]:
+    """``stats`` summed over the ranks (a collective on the CPU group when there is more than one).
+
+    Args:
+        stats (FGStats): this rank's counts.
+        env (DistEnv): the process group's description.
+    """
+    parts = [stats]
+    if env.world_size > 1:
+        parts = [FGStats() for _ in range(env.world_size)]
+        dist.all_gather_object(parts, stats, group=env.cpu_group)
+    total = FGStats()
+    for part in parts:
+        total.add(part)
+    return {
+        "rows_read": total.rows_read,
+        "rows_used": total.rows_emitted,
+        "rows_skipped": total.rows_skipped,
+        "truncated_histories": total.truncated_histories,
+        "skipped_by_column": dict(sorted(total.skipped_by_column.items())),
+    }
 
 
 class _Meter:

@@ -50,3 +50,57 @@ def test_zero_training_rows_is_an_error(taobao, tmp_path):
     with pytest.raises(DataError, match=r"empty: no training rows"):
         train(cfg, build_feature_spec(cfg), str(empty), None, tmp_path / "out")
     assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+class _Recorder:
+    """A RunLog that keeps what it is given (the MLflow one is tested in tests/tracking)."""
+
+    run_id = "recorded"
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, float] = {}
+
+    def log_metrics(self, metrics, step: int = 0) -> None:
+        self.metrics.update(metrics)
+
+    def log_artifact(self, path, folder=None) -> None:
+        pass
+
+
+def test_skipped_rows_are_reported_in_the_log_line_the_result_and_the_metrics(taobao, tmp_path, capsys):
+    import json
+
+    import pyarrow as pa
+
+    from recpipe.pipeline.summary import RunSummary
+    from recpipe.stages.train import log_training
+
+    first = sorted(Path(taobao["train"]).glob("*.parquet"))[0]
+    table = pq.read_table(first)
+    user = table.column("user_id").to_pylist()
+    for row in (3, 50, 700):
+        user[row] = -1  # a negative id: a bad row
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("user_id"), "user_id", pa.array(user)),
+        data / "p.parquet",
+    )
+    cfg = load_config(taobao["config"], {"data.batch_size": 256, "data.on_bad_row": "skip"})
+    out = tmp_path / "out"
+    result = train(cfg, build_feature_spec(cfg), str(data), None, out)
+
+    want = {"rows_read": table.num_rows, "rows_used": table.num_rows - 3, "rows_skipped": 3}
+    assert {k: result.rows[k] for k in want} == want and result.rows["skipped_by_column"] == {"user_id": 3}
+    saved = json.loads((out / "train_result.json").read_text())["rows"]
+    assert saved["rows_skipped"] == 3 and saved["rows_read"] == saved["rows_used"] + saved["rows_skipped"]
+    printed = capsys.readouterr()
+    line = f"data: read {table.num_rows}, used {table.num_rows - 3}, skipped 3 (on_bad_row=skip)"
+    assert line in printed.out + printed.err
+    log = _Recorder()
+    log_training(log, out)
+    assert (log.metrics["train.rows_read"], log.metrics["train.rows_skipped"]) == (table.num_rows, 3)
+    summary = RunSummary("r", "FINISHED", "sqlite:///x.db", rows={"train": {k: saved[k] for k in want}})
+    assert (
+        f"rows train    read {table.num_rows:,}, used {table.num_rows - 3:,}, skipped 3" in summary.format()
+    )
