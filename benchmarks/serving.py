@@ -6,8 +6,10 @@ trains, exports, registers and promotes a MultiTowerDIN into a fresh sqlite stor
 - ``recpipe serve`` (``mlflow models serve -m models:/<model>@champion --env-manager local``) runs on
   127.0.0.1 (a real process, one worker) and a bounded request loop sends one-row requests (``dataframe_records``, the
   way clients build them) and 256-row requests, then stops;
-- ``recpipe predict`` streams the eval split through the export (rtp, FG inside) into Parquet, against the
-  eager model's rows/s on the same rows (FG + the checkpoint's model, the same batch size).
+- the registered pyfunc scores one-row DataFrames in this process (what the server adds is the rest);
+- ``recpipe predict`` streams the eval rows (repeated to ``--predict-rows``, 4 files) through the export (rtp,
+  FG inside) into Parquet, against the eager model's rows/s on the same rows (FG + the checkpoint's model, the
+  same batch size); both once the model is loaded.
 
 Last line: ``serving: p50_ms_1row=… p99_ms_1row=… rows_per_s_batch256=… predict_rows_per_s=…
 predict_vs_eager=…``; JSON in ``benchmarks/results/serving.json``.
@@ -104,6 +106,7 @@ def main() -> None:
     ap.add_argument("--one-row-requests", type=int, default=300)
     ap.add_argument("--batch-requests", type=int, default=40)
     ap.add_argument("--batch-rows", type=int, default=8192, help="rows per batch for predict and eager")
+    ap.add_argument("--predict-rows", type=int, default=400_000, help="rows scored by predict and eager")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args()
     load_before = os.getloadavg()
@@ -130,6 +133,28 @@ def main() -> None:
             [c for c in ("clk", "true_prob", "time_stamp") if c in rows.column_names]
         )
         records = json.loads(json.dumps(features.slice(0, 2000).to_pylist()))
+        # Batch scoring in its steady state: the eval rows repeated to --predict-rows, in 4 files.
+        big = work / "predict-source"
+        big.mkdir()
+        tiled = pa.concat_tables([rows] * max(1, -(-a.predict_rows // rows.num_rows))).slice(
+            0, a.predict_rows
+        )
+        step = -(-tiled.num_rows // 4)
+        for i in range(4):
+            pq.write_table(tiled.slice(i * step, step), big / f"part-{i}.parquet")
+
+        # In this process, the registered pyfunc on one-row DataFrames: what the server adds is the rest.
+        from recpipe import tracking
+
+        pyfunc = tracking.load_pyfunc_model(uri, f"models:/{model}@champion")
+        frames = [features.slice(i, 1).to_pandas() for i in range(50)]
+        for f in frames[:10]:
+            pyfunc.predict(f)
+        inproc = []
+        for i in range(a.one_row_requests):
+            t0 = time.perf_counter()
+            pyfunc.predict(frames[i % len(frames)])
+            inproc.append(time.perf_counter() - t0)
 
         server, url = _serve(uri, model, work)
         try:
@@ -145,14 +170,16 @@ def main() -> None:
             server.wait(timeout=30)
 
         out = work / "scores.parquet"
-        result = predict.run(str(export_dir), str(eval_dir), str(out), batch_rows=a.batch_rows)
-        eager = _eager_rows_per_s(checkpoint, eval_dir, a.batch_rows)
+        result = predict.run(str(export_dir), str(big), str(out), batch_rows=a.batch_rows)
+        eager = _eager_rows_per_s(checkpoint, big, a.batch_rows)
 
     one_ms = np.asarray(one) * 1e3
     stats = {
         "p50_ms_1row": round(float(np.percentile(one_ms, 50)), 2),
         "p99_ms_1row": round(float(np.percentile(one_ms, 99)), 2),
         "mean_ms_1row": round(float(statistics.mean(one_ms)), 2),
+        "inprocess_p50_ms_1row": round(float(np.percentile(np.asarray(inproc) * 1e3, 50)), 2),
+        "predict_load_seconds": result.load_seconds,
         "rows_per_s_batch256": round(256 / statistics.median(batch), 1),
         "predict_rows_per_s": round(result.rows_per_second, 1),
         "eager_rows_per_s": round(eager, 1),

@@ -9,6 +9,9 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given
+from raw_contract_check import SETTINGS, probabilities_agree
+from raw_rows import criteo_rows, taobao_rows
 
 from recpipe.export import load_backend
 from recpipe.export.api import export
@@ -111,3 +114,14 @@ def test_aoti_package_with_a_planted_shared_object_is_refused(aoti_export, tmp_p
     with pytest.raises(ArtifactError, match=r"sha256 of 'model.pt2' is"):
         load_backend(folder)
     assert not payload.marker.exists()
+
+
+@SETTINGS
+@given(data=criteo_rows() | taobao_rows())
+def test_aoti_scores_raw_rows_by_the_contract(aoti_export, data):
+    """The raw-value contract's property test (tests/export/test_raw_contract_backends.py) on AOTI."""
+    trained, result = aoti_export
+    rows, types = data
+    if set(types) - set(trained.spec.input_columns()):  # the other schema's rows
+        return
+    probabilities_agree(trained, result.out_dir, rows, types, backends=("aoti",), pyfunc=False)

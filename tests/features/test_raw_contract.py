@@ -9,8 +9,6 @@ negative I2, empty categoricals, ids as text or numbers) and Taobao (ids, a buck
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from raw_rows import criteo_rows, json_records, taobao_rows, typed
 
 from recpipe.config import load_config
 from recpipe.data.sharding import Shard
@@ -34,71 +32,6 @@ CRITEO_CFG = load_config(ROOT / "configs" / "dlrm_criteo_small.yaml")
 TAOBAO_CFG = load_config(ROOT / "configs" / "din_taobao_small.yaml")
 CRITEO, TAOBAO = build_feature_spec(CRITEO_CFG), build_feature_spec(TAOBAO_CFG)
 CSV = {id(CRITEO): CRITEO_CFG.csv_options(), id(TAOBAO): TAOBAO_CFG.csv_options()}
-
-# How a column is typed in the files a producer writes: ints with nulls, floats with NaN, or text.
-INT, FLOAT, TEXT = pa.int64(), pa.float64(), pa.string()
-
-
-def _missing(t: pa.DataType) -> st.SearchStrategy:
-    return st.sampled_from([None, float("nan")] if t == FLOAT else [None, ""] if t == TEXT else [None])
-
-
-def _count(t: pa.DataType, lo: int, hi: int) -> st.SearchStrategy:
-    n = st.integers(lo, hi)
-    value = n.map(float) if t == FLOAT else n.map(str) if t == TEXT else n
-    return st.one_of(_missing(t), value)
-
-
-def _category(t: pa.DataType, hexadecimal: bool = True) -> st.SearchStrategy:
-    """Criteo's categoricals are hashed 8-digit hex text (some all digits); Taobao's ids are numbers
-    (``num_buckets``: text must be decimal)."""
-    if t == TEXT:
-        text = st.integers(0, 10**6).map(str)
-        if hexadecimal:
-            text = st.one_of(st.text("0123456789abcdef", min_size=8, max_size=8), text)
-        return st.one_of(_missing(t), text)
-    return st.one_of(_missing(t), st.integers(0, 10**6).map(float if t == FLOAT else int))
-
-
-def _history() -> st.SearchStrategy:
-    item = st.tuples(st.integers(0, 10**6), st.integers(0, 5000), st.integers(0, 10**5)).map(
-        lambda t: "\x03".join(map(str, t))
-    )
-    return st.one_of(st.sampled_from([None, ""]), st.lists(item, min_size=1, max_size=120).map("|".join))
-
-
-@st.composite
-def criteo_rows(draw: st.DrawFn) -> tuple[list[dict], dict[str, pa.DataType]]:
-    types = {f"I{i}": draw(st.sampled_from([INT, FLOAT, TEXT])) for i in range(1, 14)}
-    types |= {f"C{i}": draw(st.sampled_from([TEXT, INT])) for i in range(1, 27)}
-    n = draw(st.integers(1, 6))
-    rows = []
-    for _ in range(n):
-        row = {c: draw(_count(t, -2, 5000) if c.startswith("I") else _category(t)) for c, t in types.items()}
-        rows.append(row)
-    return rows, types
-
-
-@st.composite
-def taobao_rows(draw: st.DrawFn) -> tuple[list[dict], dict[str, pa.DataType]]:
-    ids = [c for c in TAOBAO.input_columns() if c not in ("clk", "price", "click_50_seq")]
-    types = {c: draw(st.sampled_from([INT, TEXT])) for c in ids}
-    types["price"] = draw(st.sampled_from([FLOAT, TEXT]))
-    types["click_50_seq"] = TEXT
-    n = draw(st.integers(1, 6))
-    rows = []
-    for _ in range(n):
-        row = {
-            c: draw(_category(t, False) if c != "price" else _count(t, 0, 10**5)) for c, t in types.items()
-        }
-        row["click_50_seq"] = draw(_history())
-        rows.append(row)
-    return rows, types
-
-
-def _typed(rows: list[dict], types: dict[str, pa.DataType]) -> pa.Table:
-    """What a producer's typed file holds (a float NaN stays NaN, an empty text stays "")."""
-    return pa.Table.from_pylist(rows, schema=pa.schema([(c, t) for c, t in types.items()]))
 
 
 def _fg(spec, table: pa.Table) -> FGOutput:
@@ -120,22 +53,16 @@ def _same(a: FGOutput, b: FGOutput, what: str) -> None:
 
 
 def _check_every_representation(spec, rows: list[dict], types: dict, tmp: Path) -> None:
-    want = _fg(spec, _typed(rows, types))
-    pq.write_table(_typed(rows, types), tmp / "rows.parquet")
+    want = _fg(spec, typed(rows, types))
+    pq.write_table(typed(rows, types), tmp / "rows.parquet")
     _same(want, _fg(spec, _read(tmp / "rows.parquet", spec)), "the Parquet reader")
-    pacsv.write_csv(_typed(rows, types), tmp / "rows.csv")
+    pacsv.write_csv(typed(rows, types), tmp / "rows.csv")
     _same(want, _fg(spec, _read(tmp / "rows.csv", spec)), "the CSV reader")
     _same(want, _fg(spec, to_arrow(pd.DataFrame.from_records(rows))), "a DataFrame")
     for i, row in enumerate(rows):
         one = _fg(spec, to_arrow(pd.DataFrame([row])))
         _same(want.slice(i, i + 1), one, f"the one-row DataFrame of row {i}")
-    # JSON has no NaN: a client sends null.
-    records = json.loads(json.dumps([{k: None if _nan(v) else v for k, v in r.items()} for r in rows]))
-    _same(want, _fg(spec, to_arrow(records)), "JSON records")
-
-
-def _nan(v: object) -> bool:
-    return isinstance(v, float) and math.isnan(v)
+    _same(want, _fg(spec, to_arrow(json_records(rows))), "JSON records")
 
 
 SETTINGS = settings(
