@@ -45,6 +45,8 @@ class EvalReport:
             per equal-count bin.
         neg_sample_rate (float): the negative sampling rate predictions were re-calibrated with.
         model (dict[str, Any]): what was evaluated: name, version, run id, checkpoint, ...
+        data_rows (dict[str, int]): the pass over the data: ``rows_read`` = ``rows_used`` + ``rows_skipped``
+            (bad rows under ``on_bad_row: skip``), ``truncated_histories`` (empty when not counted).
 
     Example::
 
@@ -69,6 +71,7 @@ class EvalReport:
     calibration_curve: dict[str, list[float]] = field(default_factory=dict)
     neg_sample_rate: float = 1.0
     model: dict[str, Any] = field(default_factory=dict)
+    data_rows: dict[str, int] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         """The scalar metrics, for MLflow ``log_metrics`` (``oracle_auc`` only when known)."""

@@ -140,7 +140,7 @@ def summarize(
     s.model_name = tags.get("registered_model")
     s.auc, s.gauc, s.logloss = metrics.get("eval.auc"), metrics.get("eval.gauc"), metrics.get("eval.logloss")
     s.oracle_auc = metrics.get("eval.oracle_auc", metrics.get("data.oracle_auc"))
-    for name in ("train",):
+    for name in ("train", "eval"):
         counts = {k: int(metrics[f"{name}.{k}"]) for k in ROW_COUNTS if f"{name}.{k}" in metrics}
         if counts:
             s.rows[name] = counts

@@ -48,6 +48,7 @@ class EvaluateResult:
     roc_fpr: list[float] = field(default_factory=list)
     roc_tpr: list[float] = field(default_factory=list)
     roc_thresholds: list[float] = field(default_factory=list)
+    data_rows: dict[str, int] = field(default_factory=dict)  # rows read / used / skipped / truncated
 
     def kfp_metrics(self) -> dict[str, float]:
         """The finite scalar metrics (KFP ``Metrics`` JSON has no NaN)."""
@@ -60,6 +61,12 @@ class EvaluateResult:
         lines = [f"auc {self.auc:.4f}  {gauc}  logloss {self.logloss:.4f}  rows {self.rows}"]
         if self.oracle_auc is not None:
             lines[0] += f"  (oracle auc {self.oracle_auc:.4f})"
+        if self.data_rows:
+            r = self.data_rows
+            lines.append(
+                f"data: read {r.get('rows_read')}, used {r.get('rows_used')}, skipped {r.get('rows_skipped')}, "
+                f"truncated histories {r.get('truncated_histories')}"
+            )
         lines.append(f"champion: {self.champion_source}")
         lines.append(f"gate: {'PASSED' if self.gate_passed else 'FAILED'}")
         lines += [f"  {r}" for r in self.gate_reasons]
@@ -209,6 +216,7 @@ def run(
         roc_fpr=_finite(candidate.roc.get("fpr", [])),
         roc_tpr=_finite(candidate.roc.get("tpr", [])),
         roc_thresholds=_finite(candidate.roc.get("thresholds", [])),
+        data_rows=dict(getattr(candidate, "data_rows", None) or {}),
     )
 
 
@@ -234,6 +242,7 @@ def _log(log: RunLog, candidate: Any, champion: ChampionEval | None, decision: A
     from recpipe.eval.plots import calibration_curve_png, roc_curve_png
 
     log.log_metrics({f"eval.{k}": v for k, v in candidate.metrics().items()})
+    log.log_metrics({f"eval.{k}": v for k, v in (getattr(candidate, "data_rows", None) or {}).items()})
     if champion is not None:
         log.log_metrics({f"champion.{k}": v for k, v in _metrics_dict(champion.report).items()
                          if isinstance(v, int | float)})  # fmt: skip

@@ -15,6 +15,7 @@ from recpipe.batch import Batch
 from recpipe.config import CsvOptions
 from recpipe.eval.metrics import MetricAccumulator, gather_across_ranks
 from recpipe.eval.report import EvalReport, build_report
+from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
 from recpipe.train.data import StepBatches
@@ -37,6 +38,7 @@ def predict_dataset(
     on_bad_row: Literal["error", "skip"] = "error",
     csv: CsvOptions | None = None,
     device: torch.device | None = None,
+    stats: FGStats | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Labels, logits and GAUC groups of this rank's rows of ``uri``.
 
@@ -55,6 +57,7 @@ def predict_dataset(
         rank (int), world_size (int): this process's share.
         on_bad_row (str), csv (CsvOptions | None): FG and CSV options.
         device (torch.device | None): where batches go (default: the model's device, else CPU).
+        stats (FGStats | None): receives this rank's rows read / used / skipped / truncated.
 
     Returns:
         tuple: ``labels (N,) float32``, ``logits (N,) float32``, ``groups (N,) int64`` or None.
@@ -83,6 +86,8 @@ def predict_dataset(
                 groups.append(sb.batch.groups[:n].numpy())
     finally:
         model.train(was_training)
+    if stats is not None:
+        stats.add(reader.stats)
     cat = np.concatenate
     return (
         cat(labels) if labels else np.zeros(0, np.float32),
@@ -152,6 +157,7 @@ def evaluate_checkpoint(
     ckpt = resolve_checkpoint(ckpt_dir)
     model, spec, cfg = load_model_for_inference(ckpt)
     policy = on_bad_row or cfg.data.on_bad_row
+    fg_stats = FGStats()
     labels, logits, groups = predict_dataset(
         model,
         spec,
@@ -159,6 +165,7 @@ def evaluate_checkpoint(
         global_batch_size or cfg.data.batch_size,
         on_bad_row=policy,
         csv=cfg.csv_options(),
+        stats=fg_stats,
     )
     oracle = None
     if oracle_column and policy == "error":  # rows in file order, none dropped
@@ -171,4 +178,11 @@ def evaluate_checkpoint(
     acc = MetricAccumulator(from_logits=True, neg_sample_rate=cfg.data.neg_sample_rate)
     acc.update(labels=labels, preds=logits, groups=groups, oracle=oracle)
     info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
-    return build_report(acc, threshold=threshold, model_info=info)
+    report = build_report(acc, threshold=threshold, model_info=info)
+    report.data_rows = {
+        "rows_read": fg_stats.rows_read,
+        "rows_used": fg_stats.rows_emitted,
+        "rows_skipped": fg_stats.rows_skipped,
+        "truncated_histories": fg_stats.truncated_histories,
+    }
+    return report

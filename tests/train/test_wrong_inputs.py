@@ -100,6 +100,11 @@ def test_skipped_rows_are_reported_in_the_log_line_the_result_and_the_metrics(ta
     log = _Recorder()
     log_training(log, out)
     assert (log.metrics["train.rows_read"], log.metrics["train.rows_skipped"]) == (table.num_rows, 3)
+    # The evaluation pass over the same rows counts the same way (report JSON field and describe line).
+    from recpipe.train.evaluate import evaluate_checkpoint
+
+    report = evaluate_checkpoint(out, str(data), on_bad_row="skip")
+    assert {k: report.data_rows[k] for k in want} == want and report.rows == table.num_rows - 3
     summary = RunSummary("r", "FINISHED", "sqlite:///x.db", rows={"train": {k: saved[k] for k in want}})
     assert (
         f"rows train    read {table.num_rows:,}, used {table.num_rows - 3:,}, skipped 3" in summary.format()
