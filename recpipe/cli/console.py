@@ -205,9 +205,13 @@ def error_line(report: str) -> str:
     """
     lines = report.splitlines()
     frames = [i for i, line in enumerate(lines) if line.lstrip().startswith('File "')]
-    for line in lines[frames[-1] + 1 :] if frames else []:
-        if line and not line[0].isspace() and not set(line) <= {"^", "~"}:
-            m = _EXCEPTION_LINE.match(line)
-            return (m.group("msg") or m.group("type")) if m else line
+    if frames:
+        # The exception line is the first one after the last frame indented less than the frames
+        # (column 0 in a Python traceback, 2 in torchrun's root-cause block).
+        indent = len(lines[frames[-1]]) - len(lines[frames[-1]].lstrip())
+        for line in lines[frames[-1] + 1 :]:
+            if line.strip() and len(line) - len(line.lstrip()) < indent:
+                m = _EXCEPTION_LINE.match(line.strip())
+                return (m.group("msg") or m.group("type")) if m else line.strip()
     rest = [line for line in lines if line.strip()]
     return rest[-1].strip() if rest else report.strip()

@@ -34,6 +34,20 @@ recpipe.features.fg.BadRowError: part-00000.parquet, row 3, column 'clk': expect
 def test_error_line_is_the_exception_of_the_last_traceback_without_its_module():
     assert error_line(REPORT) == "part-00000.parquet, row 3, column 'clk': expected a label of 0 or 1, got 2"
     assert error_line("killed\nexit code -9") == "exit code -9"
+    torchrun = """torchrun (2 processes) exit code 1: [1]:
+  time      : 2026-11-30_17:43:51
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 963)
+  traceback : Traceback (most recent call last):
+    File "/work/main/recpipe/train/loop.py", line 124, in train
+      return _Trainer(cfg, spec, env, Path(out_dir)).run(train_uri, eval_uri, resume)
+             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  recpipe.data.types.DataError: part-00001.parquet, row 7, column 'price': expected a finite number, got 'abc'
+  (raised in recpipe data worker thread 0)"""
+    assert (
+        error_line(torchrun)
+        == "part-00001.parquet, row 7, column 'price': expected a finite number, got 'abc'"
+    )
 
 
 def test_filter_keeps_noise_and_tracebacks_in_the_log_and_frames_on_the_console():
