@@ -29,6 +29,7 @@ EXIT_CODES = {
 }
 EPILOG = "exit codes: " + ", ".join(f"{code} {what}" for code, what in EXIT_CODES.items())
 ENV_LOG_DIR = "RECPIPE_LOG_DIR"
+KEEP_LOGS = 200  # command logs kept in the log folder, the newest
 
 # Output of dependencies and of failing ranks that only the log file keeps (unless --verbose).
 _NOISE = (
@@ -45,6 +46,13 @@ _EXCEPTION_LINE = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(Error|Exception|Mismatch|Failed|Interrupt|Exit))(: ?(?P<msg>.*))?$"
 )
 _TORCHRUN_FAILURE = re.compile(r"^(torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError")
+
+
+def _prune(folder: Path, keep: int) -> None:
+    """Remove all but the ``keep`` newest command logs in ``folder`` (every command writes one)."""
+    logs = sorted(folder.glob("*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in logs[keep:]:
+        old.unlink(missing_ok=True)
 
 
 def log_dir() -> Path:
@@ -146,6 +154,7 @@ class Session:
         folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = folder / f"{command.replace(' ', '-')}-{stamp}-{os.getpid()}.log"
+        _prune(folder, KEEP_LOGS - 1)
 
     def __enter__(self) -> Session:
         self.log = open(self.log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in __exit__

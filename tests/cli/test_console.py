@@ -84,6 +84,21 @@ def test_after_a_job_that_succeeded_the_console_shows_output_again(tmp_path, cap
     assert capsys.readouterr().out == '{"checkpoint_dir": "out"}\n'
 
 
+def test_the_log_folder_keeps_the_newest_logs_only(tmp_path, monkeypatch):
+    import recpipe.cli.console as console
+
+    monkeypatch.setattr(console, "KEEP_LOGS", 3)
+    for i in range(5):
+        old = tmp_path / f"train-{i}.log"
+        old.write_text("x")
+        os.utime(old, (1000 + i, 1000 + i))
+    with Session("fit", directory=tmp_path) as s:
+        pass
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == sorted(
+        ["train-3.log", "train-4.log", s.log_path.name]
+    )
+
+
 def test_session_keeps_warnings_in_the_log_and_shows_one_line_per_failure(tmp_path, capsys):
     import warnings
 
