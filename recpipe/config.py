@@ -379,12 +379,18 @@ class RecpipeConfig(_Strict):
 
     def csv_options(self) -> CsvOptions:
         """``data.csv`` with every id and history column of the features read as text (the raw-value
-        contract: ``123``, ``"123"`` and ``123.0`` are one id, but ``"00000000"`` is not ``0``)."""
+        contract: ``123``, ``"123"`` and ``123.0`` are one id, but ``"00000000"`` is not ``0``); under
+        ``on_bad_row: skip`` the raw, label and weight columns too, so a bad number anywhere is a skipped row."""
         text = [
             f.column or f.name
             for f in self.features
             if isinstance(f, IdFeatureConfig | SequenceFeatureConfig)
         ]
+        if self.data.on_bad_row == "skip":
+            # Arrow's typed CSV parser fails the whole pass on a bad number in any block after the one types
+            # were inferred from; read as text, FG checks every row and skips (and counts) the bad ones.
+            text += [f.column or f.name for f in self.features if isinstance(f, RawFeatureConfig)]
+            text += [c for c in (self.data.label, self.data.weight) if c]
         csv = self.data.csv
         return csv.model_copy(update={"text_columns": list(dict.fromkeys([*csv.text_columns, *text]))})
 
