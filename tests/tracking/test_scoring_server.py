@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from raw_rows import json_records, taobao_rows, typed
 
 from recpipe.config import load_config
 from recpipe.export import load_backend
@@ -146,3 +148,14 @@ def test_a_bad_request_is_a_400_naming_row_and_column_and_the_server_keeps_servi
     assert "row 2, column 'cms_segid'" in body.get("message", "") and "not-an-id" in body["message"]
     status, _ = _post(served["url"], {"dataframe_records": records[:2]})
     assert status == 200 and served["server"].poll() is None
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=taobao_rows())
+def test_generated_rows_score_the_same_through_the_server(served, data):
+    """The raw-value contract's property test, its fourth representation: JSON records through the server."""
+    rows, types = data
+    want = load_backend(served["export"] / "rtp").predict(typed(rows, types))
+    status, body = _post(served["url"], {"dataframe_records": json_records(rows)})
+    assert status == 200, body
+    np.testing.assert_allclose(_predictions(body), want, rtol=0, atol=1e-6)
