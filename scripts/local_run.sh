@@ -90,7 +90,8 @@ create_secrets() {
   fi
   if ! k -n mlflow get secret mlflow-minio >/dev/null 2>&1; then
     k -n mlflow create secret generic mlflow-minio --from-literal=root-user=mlflow \
-      --from-literal=root-password="$(random_hex 24)"
+      --from-literal=root-password="$(random_hex 24)" --from-literal=mlflow-user=mlflow-server \
+      --from-literal=mlflow-password="$(random_hex 24)"
   fi
   if ! k -n mlflow get secret mlflow-server >/dev/null 2>&1; then
     k -n mlflow create secret generic mlflow-server --from-literal=admin-password="$(random_hex 16)" \

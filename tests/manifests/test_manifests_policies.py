@@ -361,3 +361,32 @@ def test_the_mlflow_ingress_serves_tls_only():
     (tls,) = ingress["spec"]["tls"]
     assert set(tls["hosts"]) == hosts and tls["secretName"] == "mlflow-tls"
     assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/force-ssl-redirect"] == "true"
+
+
+def test_mlflow_reaches_minio_with_its_own_bucket_scoped_user():
+    resources = _all(MANIFESTS / "base")
+    keys_of = {
+        name(r): {
+            (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+            for _, pod in pod_specs(r)
+            for c in containers(pod)
+            for e in c.get("env") or []
+            if "secretKeyRef" in e.get("valueFrom", {})
+        }
+        for r in resources
+        if list(pod_specs(r))
+    }
+    root = {("mlflow-minio", "root-user"), ("mlflow-minio", "root-password")}
+    (server,) = [n for n in keys_of if n.endswith("/mlflow-server")]
+    assert not keys_of[server] & root, "the MLflow server must not hold MinIO's root credentials"
+    assert {("mlflow-minio", "mlflow-user"), ("mlflow-minio", "mlflow-password")} <= keys_of[server]
+    (minio,) = [r for r in resources if r["kind"] == "StatefulSet" and name(r).endswith("mlflow-minio")]
+    (pod,) = [p for _, p in pod_specs(minio)]
+    (provision,) = [c for c in pod["containers"] if c["name"] == "mlflow-user"]
+    script = provision["args"][0]
+    resources_in_policy = set(re.findall(r"arn:aws:s3:::[^\"]+", script))
+    assert resources_in_policy == {"arn:aws:s3:::mlflow-artifacts", "arn:aws:s3:::mlflow-artifacts/*"}
+    assert 'mc admin policy attach local mlflow-artifacts --user "$MLFLOW_USER"' in script
+    # Only pods in namespace mlflow read root credentials: MinIO itself.
+    holders = {n for n, keys in keys_of.items() if keys & root}
+    assert holders == {name(minio)}, holders
