@@ -100,4 +100,6 @@ def test_predict_cli_streams_in_bounded_memory(dlrm_export, tmp_path):
     assert f"rows_read={big.num_rows} rows_scored={big.num_rows} rows_skipped=0" in line
     assert pq.read_metadata(tmp_path / "b.parquet").num_rows == big.num_rows
     extra_rows_mb = (big.nbytes - small.nbytes) / 2**20
+    print(f"peak RSS {peak_small:.0f} MB for {small.num_rows} rows, {peak_big:.0f} MB for {big.num_rows} rows "
+          f"({extra_rows_mb:.0f} MB more rows in Arrow)")  # fmt: skip
     assert peak_big - peak_small < 0.25 * extra_rows_mb, (peak_small, peak_big, extra_rows_mb)
