@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from recpipe.cli.stages_cli import _tracking_arg, _tracking_uri
+
 
 def cmd_predict(a: argparse.Namespace) -> int:
     from recpipe.stages import predict
@@ -25,12 +27,6 @@ def cmd_predict(a: argparse.Namespace) -> int:
     return 0
 
 
-def _tracking_arg(p: argparse.ArgumentParser) -> None:
-    from recpipe.cli.stages_cli import _tracking_arg as add
-
-    add(p)
-
-
 def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
     """``mlflow models serve`` for ``model`` in this environment (``--env-manager local``: the packages
     the model was logged with are this environment's pins)."""
@@ -40,8 +36,6 @@ def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
-    from recpipe.cli.stages_cli import _tracking_uri
-
     uri = _tracking_uri(a, must_exist=True)
     # MLflow starts its server (uvicorn) by name: this environment's scripts must come first on PATH.
     env = {
