@@ -28,6 +28,7 @@ from pydantic import (
 from recpipe.export.backends import DEFAULT_BACKENDS
 from recpipe.export.backends import check_names as check_backend_names
 from recpipe.models.registry import config_class, model_names
+from recpipe.placeholders import check_declared
 from recpipe.strict_yaml import DuplicateKeyError, load_yaml
 
 
@@ -86,6 +87,13 @@ class DataConfig(_Strict):
     # Columns training never reads: the true click probability of synthetic data, the GAUC group key.
     oracle_column: str | None = "true_prob"
     group_column: str | None = None
+    # Values of TorchEasyRec-style {NAME} placeholders in train/eval; null: from the environment.
+    params: dict[str, str | None] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _declared_params(self) -> DataConfig:  # a typo fails at load time, not when a run reaches data
+        check_declared((self.train, self.eval), self.params)
+        return self
 
 
 # ------------------------------------------------------------------------------------------- features

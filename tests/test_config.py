@@ -39,11 +39,13 @@ def test_din_taobao_reproduces_the_seed():
     )
     assert [s.name for s in seq.sub_features] == ["adgroup_id", "cate_id", "brand"]
     tables = {t.name: t for t in spec.tables()}
-    assert tables["adgroup_id"].feature_names == ["adgroup_id", "click_50_seq__adgroup_id"]
-    assert tables["adgroup_id"].sequence and not tables["user_id"].sequence
-    # The seed's embedding memory: 3,142,478 id rows (+ the 101 price buckets) x 16 x 4 bytes.
+    # As in TorchEasyRec, the history's sub-features have their own tables (no embedding_name shares one).
+    assert tables["adgroup_id"].feature_names == ["adgroup_id"]
+    assert tables["click_50_seq__adgroup_id"].feature_names == ["click_50_seq__adgroup_id"]
+    assert tables["click_50_seq__adgroup_id"].sequence and not tables["user_id"].sequence
+    # 3,142,478 id rows, 1,321,271 more for the three history tables (+ the 101 price buckets).
     rows = sum(t.num_embeddings for t in spec.tables())
-    assert rows - tables["price"].num_embeddings == 3_142_478
+    assert rows - tables["price"].num_embeddings == 3_142_478 + 1_321_271
     m = cfg.model
     assert m.towers[0].mlp.hidden_units == [512, 256, 128]
     assert m.din_towers[0].attn_mlp.hidden_units == [256, 64]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from recpipe.export.api import ExportResult, export
 from recpipe.export.backends import parse_backends
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES
+from recpipe.placeholders import resolve
 
 
 def export_checkpoint(
@@ -23,7 +25,7 @@ def export_checkpoint(
         backends (list[str] | str): e.g. ``["jit", "aoti", "onnx", "rtp", "trt"]`` or ``"jit,rtp"``.
         out_dir (str | Path): where ``<backend>/`` folders go.
         data_uri (str | None): held-out rows (Parquet/CSV/ODPS URI) with labels, for parity; default: the
-            checkpoint config's ``data.eval``.
+            checkpoint config's ``data.eval`` (its ``{NAME}`` placeholders resolved: :mod:`recpipe.placeholders`).
 
     Example::
 
@@ -33,7 +35,8 @@ def export_checkpoint(
 
     names = parse_backends(backends)  # before the (slow) checkpoint load
     model, spec, cfg = load_model_for_inference(ckpt_dir)
-    data_uri = data_uri or cfg.data.eval
+    if not data_uri and cfg.data.eval:  # the entry point: the environment is read here
+        data_uri = resolve(cfg.data.eval, cfg.data.params, os.environ)
     if not data_uri:
         raise ValueError(
             "export needs held-out rows for parity: pass a data URI (the config has no data.eval)"

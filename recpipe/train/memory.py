@@ -53,7 +53,7 @@ class EmbeddingMemoryReport:
     Example::
 
         r = embedding_memory_report(spec, "adagrad")
-        r.total_rows, r.weight_bytes / 2**20      # 3142579, 191.8 for configs/din_taobao.yaml
+        r.total_rows, r.weight_bytes / 2**20      # 4463850, 272.5 for configs/din_taobao.yaml
         print(r.format())
     """
 

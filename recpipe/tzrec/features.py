@@ -182,6 +182,10 @@ def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Memb
         _column(sub.expression, sub.feature_name, sub_path, found)
         sub_out: dict[str, Any] = {"name": sub.feature_name}
         sub_out.update(_id_fields(sub, sub_path, found))
+        # TorchEasyRec resets a sequence feature's empty default_value to "0" (tzrec/features/feature.py,
+        # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
+        # "782577\x037511\x03" is id 0, not a bad row.
+        sub_out.setdefault("default_value", "0")
         key = f"{name}__{sub.feature_name}"
         table = sub.embedding_name or f"{key}_emb"
         tables.setdefault(table, []).append(_Member(sub_out, key, True, sub_path))

@@ -8,8 +8,10 @@ that lists them all by line; otherwise the result is validated with :func:`recpi
 
 What maps to what (TorchEasyRec → recpipe):
 
-- ``train_input_path`` / ``eval_input_path`` → ``data.train`` / ``data.eval`` (``odps://`` URIs are
-  checked as recpipe ODPS sources); ``data_config``: ``batch_size``, ``num_workers`` (TorchEasyRec's
+- ``train_input_path`` / ``eval_input_path`` (optional: a model config imports without them) →
+  ``data.train`` / ``data.eval`` (``odps://`` URIs are checked as recpipe ODPS sources); each ``{NAME}``
+  placeholder (``{PROJECT}``) is kept and listed in ``data.params``, resolved at run time; ``data.split``
+  becomes a hashed 10% (TorchEasyRec names no time column); ``data_config``: ``batch_size``, ``num_workers`` (TorchEasyRec's
   defaults 1024 and 8 when unset), ``label_fields`` (exactly one) → ``label``,
   ``sample_weight_fields`` (at most one) → ``weight``, ``CsvDataset``'s ``delimiter``/``with_header``/
   ``input_fields`` → ``data.csv``; ``dataset_type`` and ``fg_mode`` are checked (recpipe runs its own
@@ -42,6 +44,7 @@ from google.protobuf import text_format
 
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.data.odps import parse_odps_uri
+from recpipe.placeholders import PLACEHOLDER, placeholders
 from recpipe.tzrec.features import map_features
 from recpipe.tzrec.problems import Findings, Problem, TzrecImportError, parse_error_problem
 from recpipe.tzrec.render import render_yaml
@@ -49,7 +52,6 @@ from recpipe.tzrec.scan import scan
 from recpipe.tzrec.schema import descriptor, new_config
 
 FROM_DEFAULTS: dict[str, str] = {
-    "data.split": "train and eval are separate inputs in TorchEasyRec; the split applies to ingest only",
     "data.on_bad_row, data.neg_sample_rate, data.oracle_column, data.group_column": "recpipe-only",
     "train.grad_clip_norm, eval_every_steps, keep_last_checkpoints, nproc_per_node, seed, sharding": (
         "recpipe-only (or not imported)"
@@ -190,10 +192,19 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
     odps = dataset in ("OdpsDataset", "OdpsDatasetV1")
     if dataset == "KafkaDataset":
         found.problem(f"{p}.dataset_type", "KafkaDataset (streaming input) is not supported")
+    params: dict[str, None] = {}
     for key, src in (("train", "train_input_path"), ("eval", "eval_input_path")):
         uri = getattr(msg, src)
         if _check_input(uri, odps, dataset, src, found):
             out[key] = uri
+            # TorchEasyRec fills {PROJECT} with str.format at run time (tzrec/benchmark/benchmark.py);
+            # recpipe keeps the path and resolves each name when a run reads it (recpipe.placeholders).
+            params.update(dict.fromkeys(placeholders(uri)))
+    if params:
+        out["params"] = params
+    # TorchEasyRec reads train and eval from two inputs and names no time column; when recpipe ingests
+    # one source it splits it, by a hashed fraction rather than by recpipe's default "time_stamp".
+    out["split"] = {"time_column": None, "eval_fraction": 0.1}
     if dataset == "CsvDataset":
         out["csv"] = _csv(dc, found)
 
@@ -229,7 +240,7 @@ def _check_input(uri: str, odps: bool, dataset: str, path: str, found: Findings)
         return False
     if odps:
         try:
-            parse_odps_uri(uri)
+            parse_odps_uri(PLACEHOLDER.sub("x", uri))  # the form is checked; the names resolve at run time
         except ValueError as err:
             found.problem(path, str(err))
             return False

@@ -75,8 +75,10 @@ ENUMS: dict[str, list[tuple[str, int]]] = {
 MESSAGES: dict[str, list[FieldSpec]] = {
     # pipeline.proto
     "EasyRecConfig": [
-        _f("train_input_path", 1, "string", _REQ),
-        _f("eval_input_path", 2, "string", _REQ),
+        # Required in TorchEasyRec's proto, but a model config imports without them: the pipeline's data
+        # source gives the input (a path given is kept, as data.train / data.eval).
+        _f("train_input_path", 1, "string"),
+        _f("eval_input_path", 2, "string"),
         _f("model_dir", 3, "string", _REQ),
         _f("train_config", 4, "TrainConfig"),
         _f("eval_config", 5, "EvalConfig"),

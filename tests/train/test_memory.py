@@ -6,7 +6,7 @@ from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
 from recpipe.train.memory import MIB, all_to_all_volume, embedding_memory_report, optimizer_state_bytes
 
-TAOBAO_ROWS = 3_142_579  # 15 id tables + 101 price buckets, shared sequence tables counted once
+TAOBAO_ROWS = 4_463_850  # 15 id tables + 101 price buckets + 3 history tables (TorchEasyRec's own tables)
 
 
 @pytest.fixture(scope="module")
@@ -14,16 +14,16 @@ def din_spec():
     return build_feature_spec(load_config("configs/din_taobao.yaml"))
 
 
-def test_full_din_taobao_is_192_mib_weights_plus_192_mib_adagrad(din_spec):
+def test_full_din_taobao_is_272_mib_weights_plus_272_mib_adagrad(din_spec):
     r = embedding_memory_report(din_spec, "adagrad")
     assert r.total_rows == TAOBAO_ROWS
-    assert r.weight_bytes == TAOBAO_ROWS * 16 * 4 == 201_125_056
+    assert r.weight_bytes == TAOBAO_ROWS * 16 * 4 == 285_686_400
     assert r.optimizer_bytes == r.weight_bytes
-    assert round(r.weight_bytes / MIB, 1) == 191.8
-    assert round(r.total_bytes / MIB) == 384
-    assert len(r.tables) == 16  # click_50_seq's sub-features share adgroup_id, cate_id, brand
+    assert round(r.weight_bytes / MIB, 1) == 272.5
+    assert round(r.total_bytes / MIB) == 545
+    assert len(r.tables) == 19  # click_50_seq's sub-features have their own tables
     text = r.format()
-    assert "user_id" in text and "383.6 MiB" in text
+    assert "user_id" in text and "544.9 MiB" in text
     assert text.index("user_id") < text.index("adgroup_id")  # largest first
 
 
