@@ -43,7 +43,9 @@ def test_trt_is_skipped_with_reason(exported):
     assert r.status == "skipped"
     assert r.reason.startswith("requires a CUDA GPU with TensorRT (")
     manifest = read_manifest(r.folder)
-    assert manifest.status == "skipped" and manifest.reason == r.reason and list(manifest.files) == ["fg.json"]
+    assert (
+        manifest.status == "skipped" and manifest.reason == r.reason and list(manifest.files) == ["fg.json"]
+    )
     with pytest.raises(ValueError, match="skipped at export"):
         load_backend(r.folder)
 
