@@ -278,6 +278,7 @@ class TrainConfig(_Strict):
     nproc_per_node: int = Field(1, ge=1)
     seed: int = 0
     log_every_steps: int = Field(50, ge=1)
+    allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
     # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
     sharding: dict[str, Literal["table_wise", "row_wise", "column_wise", "data_parallel"]] = Field(
         default_factory=dict

@@ -23,7 +23,10 @@ from recpipe.data.types import Source
 SYNTHETIC = "synthetic:"
 ODPS = "odps://"
 # Options of each synthetic kind besides rows and seed: keyword arguments of recpipe.data.synthetic.generate.
-SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab",)}
+SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab", "hashed")}
+# Column layouts a kind can generate, as URI query suffixes: criteo's Kaggle one and TorchEasyRec's
+# (hashed=1: int_k / cat_k, what its example configs read). synthetic_source_for tries each.
+SYNTHETIC_LAYOUTS = {"taobao": ("",), "criteo": ("", "&hashed=1")}
 
 
 class SyntheticSource(NamedTuple):
@@ -46,7 +49,8 @@ def parse_synthetic(uri: str) -> SyntheticSource:
     """``synthetic:taobao?rows=100000&seed=1`` → ``SyntheticSource("taobao", 100000, 1, {})``.
 
     Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
-    ``max_vocab`` (vocabulary cap); anything else is an error naming the allowed keys.
+    ``max_vocab`` (vocabulary cap) and ``hashed`` (1: TorchEasyRec's ``int_k``/``cat_k`` columns); anything
+    else is an error naming the allowed keys.
 
     Raises:
         ValueError: an unknown kind or option, a value that is not an integer, fewer than 10 rows.

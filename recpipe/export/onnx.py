@@ -41,6 +41,21 @@ def _segment_ids(repeats: Any, output_size: Any = None) -> Any:
     return op.Slice(seg, op.Constant(value_ints=[0]), total)
 
 
+def _rename_clashes(graph: Any, names: set[str]) -> None:
+    """Rename intermediate values whose exporter-made names (``cat_1``: the second ``torch.cat``) equal an
+    input name: a feature named ``cat_1`` (TorchEasyRec's Criteo columns) would otherwise define the name
+    twice, which onnxruntime refuses to load."""
+    taken = {v.name for node in graph for v in node.outputs} | names
+    for node in graph:
+        for value in node.outputs:
+            if value.name in names and value not in graph.outputs:
+                i = 0
+                while f"{value.name}__{i}" in taken:
+                    i += 1
+                value.name = f"{value.name}__{i}"
+                taken.add(value.name)
+
+
 def write_onnx(
     folder: str | Path, dense_program: torch.export.ExportedProgram, input_names: list[str]
 ) -> list[str]:
@@ -56,6 +71,7 @@ def write_onnx(
         external_data=False,
         verbose=False,
     )
+    _rename_clashes(onnx_program.model.graph, set(input_names) | {"logits"})
     onnx_program.save(str(path))
     return [DENSE_ONNX]
 

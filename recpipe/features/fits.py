@@ -139,9 +139,9 @@ def source_schema(uri: str, csv: CsvOptions | None = None) -> pa.Schema:
     if uri.startswith(SYNTHETIC):
         from recpipe.data.synthetic import generate
 
-        kind = parse_synthetic(uri).kind
+        syn = parse_synthetic(uri)
         with tempfile.TemporaryDirectory(prefix="recpipe-schema-") as tmp:
-            generate(kind, 10, tmp)
+            generate(syn.kind, 10, tmp, **syn.options)  # options may change the columns (criteo's hashed)
             return open_source(tmp).schema()
     return open_source(uri, csv=csv).schema()
 

@@ -56,17 +56,18 @@ def synthetic_source_for(cfg: RecpipeConfig, rows: int) -> str:
     Raises:
         ParameterError: no synthetic kind has the config's columns (give a data source).
     """
-    from recpipe.data.sources import SYNTHETIC_OPTIONS
+    from recpipe.data.sources import SYNTHETIC_LAYOUTS
     from recpipe.features.build import build_feature_spec
     from recpipe.features.fits import schema_problems, source_schema
 
     spec = build_feature_spec(cfg)
     misses = {}
-    for kind in SYNTHETIC_OPTIONS:
-        problems = schema_problems(spec, source_schema(f"synthetic:{kind}?rows=10"))
-        if not problems:
-            return f"synthetic:{kind}?rows={int(rows)}"
-        misses[kind] = problems[0]
+    for kind, layouts in SYNTHETIC_LAYOUTS.items():
+        for layout in layouts:
+            problems = schema_problems(spec, source_schema(f"synthetic:{kind}?rows=10{layout}"))
+            if not problems:
+                return f"synthetic:{kind}?rows={int(rows)}{layout}"
+            misses.setdefault(kind, problems[0])
     tried = "; ".join(f"{kind}: {problem}" for kind, problem in misses.items())
     raise ParameterError(
         "data_source", f"no synthetic data has the config's columns ({tried}); give a data source"

@@ -95,6 +95,8 @@ def run(
         ParameterError: an invalid parameter (the message names it).
         SchemaMismatch: the data lacks columns the config reads (all listed; checked before any process
             starts).
+        OversizeError: the embedding tables and optimizer state exceed the devices' memory (checked
+            before any process starts; ``train.allow_oversize`` skips it).
         TrainingFailed: training ended without a checkpoint.
     """
     if launcher not in LAUNCHERS:
@@ -150,18 +152,22 @@ def check_data(
     eval_dir: str | None,
     fg_json: str | None,
     overrides: Mapping[str, Any],
+    nproc: int | None = None,
 ) -> None:
-    """Check both splits against the config's columns in this process, in a second, rather than in
-    the ranks after the model is built.
+    """Check both splits against the config's columns, and the tables against this machine's memory
+    for ``nproc`` ranks, in this process, in a second, rather than in the ranks after the model is built.
 
     Args:
         config_path (str): the config YAML.
         train_dir (str), eval_dir (str | None): the data.
         fg_json (str | None): the fitted FeatureSpec (default: built from the config).
         overrides (Mapping): dotted config overrides.
+        nproc (int | None): ranks to start here (None: no memory check).
 
     Raises:
         SchemaMismatch: a split lacks columns the config reads.
+        OversizeError: the tables and optimizer state exceed the ranks' devices (unless
+            ``train.allow_oversize``).
     """
     from recpipe.config import load_config
     from recpipe.features.build import build_feature_spec
@@ -170,6 +176,16 @@ def check_data(
 
     cfg = load_config(config_path, dict(overrides))
     spec = FeatureSpec.load(fg_json) if fg_json else build_feature_spec(cfg)
+    if nproc is not None and not cfg.train.allow_oversize:
+        import torch
+
+        from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # the ranks' rule (train.dist)
+        check_fits(
+            embedding_memory_report(spec, cfg.train.sparse_optimizer.type),
+            planned_device_memory(device, nproc),
+        )
     for uri in (train_dir, eval_dir):
         if uri:
             check_source(spec, uri, cfg.csv_options())
@@ -185,7 +201,7 @@ def _train_local(
     overrides: Mapping[str, Any],
     resume: bool = True,
 ) -> None:
-    check_data(config_path, train_dir, eval_dir, fg_json, overrides)
+    check_data(config_path, train_dir, eval_dir, fg_json, overrides, nproc)
     threads = max(1, (os.cpu_count() or 1) // nproc)
     try:
         launch_local(

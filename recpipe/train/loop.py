@@ -41,7 +41,7 @@ from recpipe.train.checkpoint import (
 from recpipe.train.data import StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
 from recpipe.train.evaluate import evaluate_distributed
-from recpipe.train.memory import embedding_memory_report
+from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
 from recpipe.train.optim import (
     apply_sparse_optimizer,
     check_sparse_optimizer,
@@ -144,6 +144,8 @@ class _Trainer:
             out_dir.mkdir(parents=True, exist_ok=True)
         memory = embedding_memory_report(spec, cfg.train.sparse_optimizer.type)
         self.log(memory.summary())
+        if not cfg.train.allow_oversize:  # before build_model allocates the tables
+            check_fits(memory, planned_device_memory(env.device.type, env.world_size, env.local_world_size))
         check_sparse_optimizer(cfg.train.sparse_optimizer, env.device.type)  # before building big tables
 
         torch.manual_seed(cfg.train.seed)  # the same initial model on every rank

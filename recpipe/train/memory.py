@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ FLOAT_BYTES = 4
 # sorted id keys, their rows, and DistanceLFU's counts and last-access steps.
 ZCH_BYTES_PER_ROW = 4 * 8
 MIB = 1 << 20
+GIB = 1 << 30
 
 
 def optimizer_state_bytes(optimizer: str, rows: int, dim: int) -> int:
@@ -150,6 +152,79 @@ def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemor
         for t in spec.tables()
     ]
     return EmbeddingMemoryReport(optimizer=optimizer, tables=tables)
+
+
+class OversizeError(ValueError):
+    """The embedding tables and their optimizer state do not fit the memory of the planned devices."""
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Memory the planned devices hold for embedding tables.
+
+    Args:
+        per_device_bytes (int): one GPU's HBM, or one host's RAM on CPU.
+        devices (int): GPUs in the world, or hosts on CPU (the ranks of a host share its RAM).
+        what (str): where the numbers come from, for messages.
+    """
+
+    per_device_bytes: int
+    devices: int
+    what: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.per_device_bytes * self.devices
+
+
+def host_ram_bytes() -> int:
+    """This machine's physical RAM."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def planned_device_memory(device: str, world_size: int, local_world_size: int | None = None) -> DeviceMemory:
+    """The memory of the devices the sharding planner places tables on: HBM per GPU as its topology
+    takes it (this machine's GPU when there is one, else torchrec's default ``HBM_CAP``), host RAM on CPU.
+
+    Args:
+        device (str): ``"cuda"`` or ``"cpu"``.
+        world_size (int): ranks.
+        local_world_size (int | None): ranks per host (default: all on this one).
+    """
+    if device == "cuda":
+        import torch
+        from torchrec.distributed.planner.constants import HBM_CAP
+
+        if torch.cuda.is_available():
+            hbm, what = torch.cuda.get_device_properties(0).total_memory, torch.cuda.get_device_name(0)
+        else:
+            hbm, what = HBM_CAP, "the sharding planner's default HBM"
+        return DeviceMemory(hbm, world_size, f"{world_size} GPU(s) × {hbm / GIB:.1f} GiB HBM ({what})")
+    hosts = -(-world_size // (local_world_size or world_size))
+    ram = host_ram_bytes()
+    return DeviceMemory(ram, hosts, f"{hosts} host(s) × {ram / GIB:.1f} GiB RAM")
+
+
+def check_fits(report: EmbeddingMemoryReport, available: DeviceMemory) -> None:
+    """Refuse tables (plus optimizer state and zch buffers) larger than the planned devices' memory,
+    before any of it is allocated.
+
+    Args:
+        report (EmbeddingMemoryReport): what the tables need.
+        available (DeviceMemory): what the devices hold (:func:`planned_device_memory`).
+
+    Raises:
+        OversizeError: the per-table sizes, the total and what is available, and the ways out.
+    """
+    if report.total_bytes <= available.total_bytes:
+        return
+    raise OversizeError(
+        f"the embedding tables need {report.total_bytes / GIB:.1f} GiB but the planned devices hold "
+        f"{available.total_bytes / GIB:.1f} GiB ({available.what}); nothing was allocated.\n"
+        f"{report.format()}\n"
+        "Lower num_buckets / hash_bucket_size, use more devices, or --set train.allow_oversize=true "
+        "to try anyway."
+    )
 
 
 @dataclass(frozen=True)

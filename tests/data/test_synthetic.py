@@ -218,7 +218,7 @@ def test_dense_taobao_catalogue() -> None:
     assert taobao_gen.build_catalogue(0, 1_000_000).user_id.size == 1_000_000 // 12
     with pytest.raises(ValueError, match=r"ads must be in \[1, 846812\]"):
         taobao_gen.build_catalogue(0, 1000, ads=0)
-    with pytest.raises(ValueError, match="max_vocab is an option of synthetic criteo data"):
+    with pytest.raises(ValueError, match="max_vocab and hashed are options of synthetic criteo data"):
         generate("taobao", 10, Path("unused"), max_vocab=5)
 
 
@@ -280,3 +280,25 @@ def test_generate_shows_progress_on_a_terminal_only(tmp_path, monkeypatch, termi
     generate("criteo", 3000, tmp_path / "c", chunk_rows=1000)
     shown = err.getvalue()
     assert ("generate criteo" in shown and "/3.00k" in shown) if terminal else shown == ""
+
+
+def test_criteo_hashed_is_torcheasyrecs_layout_of_the_same_rows(tmp_path: Path) -> None:
+    """TorchEasyRec's Criteo examples read ``criteo_terabyte_*_hashed_v1``: ``int_0..int_12`` and integer
+    ids ``cat_0..cat_25`` (its dlrm_criteo.config maps them with ``num_buckets``)."""
+    kaggle = pq.read_table(generate("criteo", 500, tmp_path / "k", seed=4).files)
+    hashed = pq.read_table(generate("criteo", 500, tmp_path / "h", seed=4, hashed=1).files)
+    expected = ["label"] + [f"int_{i}" for i in range(13)] + [f"cat_{i}" for i in range(26)] + ["true_prob"]
+    assert hashed.schema.names == expected
+    assert all(hashed.schema.field(f"cat_{i}").type == pa.int64() for i in range(26))
+    assert hashed["label"].equals(kaggle["label"]) and hashed["int_1"].equals(kaggle["I2"])
+    # cat_k is the index of C(k+1)'s value in its vocabulary: one id per value, nulls where it is null.
+    for k in (0, 5, 18):
+        c, h = kaggle[f"C{k + 1}"].to_pylist(), hashed[f"cat_{k}"].to_pylist()
+        assert [x is None for x in c] == [x is None for x in h]
+        pairs = {(a, b) for a, b in zip(c, h) if a is not None}
+        assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs}) > 1
+        assert all(0 <= b < CARDINALITIES[k] for _, b in pairs)
+    with pytest.raises(ValueError, match="hashed must be 0 or 1"):
+        generate("criteo", 10, tmp_path / "x", hashed=2)
+    with pytest.raises(ValueError, match="max_vocab and hashed are options of synthetic criteo"):
+        generate("taobao", 10, tmp_path / "x", hashed=1)

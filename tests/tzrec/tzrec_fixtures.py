@@ -68,3 +68,60 @@ model_config {{
 }}
 """
     )
+
+
+# TorchRec's / TorchEasyRec's Criteo Terabyte vocabulary sizes (ids already contiguous in the hashed tables).
+TERABYTE_BUCKETS = (
+    *(40_000_000, 39_060, 17_295, 7_424, 20_265, 3, 7_122, 1_543, 63, 40_000_000, 3_067_956, 405_282, 10),
+    *(2_209, 11_938, 155, 4, 976, 14, 40_000_000, 40_000_000, 40_000_000, 590_152, 12_973, 108, 36),
+)
+
+
+def tzrec_dlrm(max_buckets: int | None = None) -> str:
+    """A DLRM/Criteo config written the way TorchEasyRec's ``examples/dlrm_criteo.config`` is: ``{PROJECT}``
+    ODPS paths, ``odps_data_quota_name: ""``, ``eval_config { num_steps }``, ``int_k`` raw features with a
+    ``log(x+3)`` FG expression, ``cat_k`` id features with ``num_buckets`` (capped at ``max_buckets``),
+    groups ``dense`` and ``sparse``, ``arch_with_sparse: true``."""
+    raw = "".join(
+        f'feature_configs {{ raw_feature {{ feature_name: "int_{i}" expression: "user:int_{i}" '
+        f'normalizer: "method=expression,expr=log(x+3)" }} }}\n'
+        for i in range(13)
+    )
+    ids = "".join(
+        f'feature_configs {{ id_feature {{ feature_name: "cat_{i}" expression: "user:cat_{i}" '
+        f"num_buckets: {min(n, max_buckets or n)} embedding_dim: 16 }} }}\n"
+        for i, n in enumerate(TERABYTE_BUCKETS)
+    )
+    dense = " ".join(f'feature_names: "int_{i}"' for i in range(13))
+    sparse = " ".join(f'feature_names: "cat_{i}"' for i in range(26))
+    return f"""\
+train_input_path: "odps://{{PROJECT}}/tables/criteo_terabyte_train_hashed_v1"
+eval_input_path: "odps://{{PROJECT}}/tables/criteo_terabyte_val_test_hashed_v1"
+model_dir: "experiments/dlrm_criteo"
+train_config {{
+    sparse_optimizer {{ adagrad_optimizer {{ lr: 0.001 }} constant_learning_rate {{ }} }}
+    dense_optimizer {{ adam_optimizer {{ lr: 0.001 }} constant_learning_rate {{ }} }}
+    num_epochs: 1
+}}
+eval_config {{ num_steps: 100 }}
+data_config {{
+    batch_size: 8192
+    dataset_type: OdpsDataset
+    fg_mode: FG_DAG
+    label_fields: "label"
+    odps_data_quota_name: ""
+    num_workers: 8
+}}
+{raw}{ids}model_config {{
+    feature_groups {{ group_name: "dense" {dense} group_type: DEEP }}
+    feature_groups {{ group_name: "sparse" {sparse} group_type: DEEP }}
+    dlrm {{
+        dense_mlp {{ hidden_units: 64 hidden_units: 16 }}
+        final {{ hidden_units: 64 hidden_units: 32 }}
+        arch_with_sparse: true
+    }}
+    num_class: 1
+    metrics {{ auc {{}} }}
+    losses {{ binary_cross_entropy {{}} }}
+}}
+"""

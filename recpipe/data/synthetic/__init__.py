@@ -25,6 +25,7 @@ def generate(
     users: int | None = None,
     ads: int | None = None,
     max_vocab: int | None = None,
+    hashed: int | bool = False,
 ) -> GenerateReport:
     """Generate ``rows`` synthetic rows of ``kind`` into the folder ``out``, one Parquet file per chunk.
 
@@ -41,6 +42,8 @@ def generate(
         users (int | None): taobao only: number of users (default: one per 12 rows).
         ads (int | None): taobao only: number of ads (default: one per 25 rows).
         max_vocab (int | None): criteo only: caps every categorical column's vocabulary.
+        hashed (int | bool): criteo only: TorchEasyRec's column layout, ``int_0..int_12`` and integer ids
+            ``cat_0..cat_25`` (see :func:`recpipe.data.synthetic.criteo.make_chunk`); 0 or 1.
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC, seconds.
@@ -55,8 +58,10 @@ def generate(
         raise ValueError(f"seed must be >= 0, got {seed}")
     if kind != "taobao" and (users is not None or ads is not None):
         raise ValueError(f"users and ads are options of synthetic taobao data, not of {kind!r}")
-    if kind != "criteo" and max_vocab is not None:
-        raise ValueError(f"max_vocab is an option of synthetic criteo data, not of {kind!r}")
+    if kind != "criteo" and (max_vocab is not None or hashed):
+        raise ValueError(f"max_vocab and hashed are options of synthetic criteo data, not of {kind!r}")
+    if hashed not in (0, 1):
+        raise ValueError(f"hashed must be 0 or 1, got {hashed!r}")
     if kind == "taobao":
         cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
         params = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
@@ -65,8 +70,18 @@ def generate(
         )
     if kind == "criteo":
         model = criteo.build_model(seed, max_vocab)
-        params = {"base": model.base, "cardinalities": list(criteo.cardinalities(max_vocab))}
+        params = {
+            "base": model.base,
+            "cardinalities": list(criteo.cardinalities(max_vocab)),
+            "hashed": bool(hashed),
+        }
         return write_chunks(
-            kind, rows, out, seed, chunk_rows, lambda c, n: criteo.make_chunk(model, seed, c, n), params
+            kind,
+            rows,
+            out,
+            seed,
+            chunk_rows,
+            lambda c, n: criteo.make_chunk(model, seed, c, n, bool(hashed)),
+            params,
         )
     raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao' or 'criteo'")

@@ -1,5 +1,6 @@
 """Synthetic Criteo display-ad data: ``label``, 13 heavy-tailed counts ``I1..I13`` and 26 hashed
-categoricals ``C1..C26`` (8 hex chars), with missing values and a known click model:
+categoricals ``C1..C26`` (8 hex chars) — or, ``hashed``, TorchEasyRec's ``int_0..int_12`` and integer ids
+``cat_0..cat_25`` — with missing values and a known click model:
 
     logit = base + sum_j w_j * z(I_j) (or a missing-value effect) + sum_c e_c[C_c]
                  + pair effects of (C2, C14) and (C6, C11)
@@ -144,16 +145,28 @@ def _draw(model: CriteoModel, rng: np.random.Generator, n: int) -> dict[str, obj
     return {"logit": logit, "dense": dense, "dense_null": dense_null, "cats": cats, "cat_null": cat_null}
 
 
-def make_chunk(model: CriteoModel, seed: int, chunk: int, n: int) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels and true probabilities."""
+def make_chunk(
+    model: CriteoModel, seed: int, chunk: int, n: int, hashed: bool = False
+) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels and true probabilities.
+
+    Args:
+        hashed (bool): TorchEasyRec's layout (its examples read ``criteo_terabyte_*_hashed_v1``:
+            ``int_0..int_12`` and ``cat_0..cat_25``, each categorical already an integer id, which its
+            configs map with ``num_buckets``): ``cat_k`` is the value's index in column ``k``'s
+            vocabulary. The same rows and click model as the Kaggle layout ``I1..I13``/``C1..C26``.
+    """
     rng = np.random.default_rng([seed, _TAG, chunk])
     d = _draw(model, rng, n)
     prob = sigmoid(model.base + d["logit"])
     label = (rng.random(n) < prob).astype(np.int64)
     columns: dict[str, pa.Array] = {"label": pa.array(label)}
     for j, (values, null) in enumerate(zip(d["dense"], d["dense_null"])):
-        columns[f"I{j + 1}"] = pa.array(values, mask=null)
+        columns[f"int_{j}" if hashed else f"I{j + 1}"] = pa.array(values, mask=null)
     for c, (idx, null) in enumerate(zip(d["cats"], d["cat_null"])):
-        columns[f"C{c + 1}"] = model.vocab[c].take(pa.array(idx, mask=null))
+        if hashed:
+            columns[f"cat_{c}"] = pa.array(idx.astype(np.int64), mask=null)
+        else:
+            columns[f"C{c + 1}"] = model.vocab[c].take(pa.array(idx, mask=null))
     columns["true_prob"] = pa.array(prob)
     return pa.table(columns), label.astype(np.int8), prob.astype(np.float32)
