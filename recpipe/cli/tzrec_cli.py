@@ -25,6 +25,7 @@ def cmd_import_tzrec(a: argparse.Namespace) -> int:
         )
     for note in imported.notes:
         print(f"note: {note}", file=sys.stderr)
+    print(imported.summary, file=sys.stderr)
     return 0
 
 

@@ -135,7 +135,11 @@ def map_features(configs: Any, found: Findings) -> list[dict[str, Any]]:
         kind = fc.WhichOneof("feature")
         path = f"feature_configs[{i}].{kind}" if kind else f"feature_configs[{i}]"
         if kind is None:
-            found.problem(path, "feature config sets no feature (id_feature, raw_feature, sequence_feature)")
+            # An unsupported feature type (sequence_id_feature) is already reported once, at its line.
+            if not any(q.path.startswith(f"{path}.") for q in found.problems):
+                found.problem(
+                    path, "feature config sets no feature (id_feature, raw_feature, sequence_feature)"
+                )
             continue
         cfg = getattr(fc, kind)
         if kind == "id_feature":

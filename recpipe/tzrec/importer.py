@@ -36,6 +36,7 @@ recpipe's defaults: :data:`FROM_DEFAULTS`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from recpipe.tzrec.features import map_features
 from recpipe.tzrec.problems import Findings, Problem, TzrecImportError, parse_error_problem
 from recpipe.tzrec.render import render_yaml
 from recpipe.tzrec.scan import scan
-from recpipe.tzrec.schema import descriptor, new_config
+from recpipe.tzrec.schema import TZREC_MODELS, descriptor, new_config
 
 FROM_DEFAULTS: dict[str, str] = {
     "data.on_bad_row, data.neg_sample_rate, data.oracle_column, data.group_column": "recpipe-only",
@@ -70,6 +71,8 @@ _SPARSE_OPT = {
 _DENSE_OPT = {"sgd_optimizer": "sgd", "adagrad_optimizer": "adagrad", "adam_optimizer": "adam"}
 _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
 _GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence"}
+_MODELS = ("multi_tower_din", "dlrm")
+_ENCODED = ("FG_NONE", "FG_BUCKETIZE")
 _CSV_TYPES = {"INT32": "int64", "INT64": "int64", "FLOAT": "float64", "DOUBLE": "float64", "STRING": "string"}
 
 
@@ -82,17 +85,21 @@ class TzrecImport:
         data (dict): the same as the mapping written to YAML (only what the TorchEasyRec config set).
         notes (list[Problem]): fields read but ignored, with lines and reasons.
         source (str): where the TorchEasyRec config came from.
+        summary (str): how many fields were mapped, ignored and refused.
     """
 
     config: RecpipeConfig
     data: dict[str, Any]
     notes: list[Problem] = field(default_factory=list)
     source: str = "<text>"
+    summary: str = ""
 
     def to_yaml(self) -> str:
         """The recpipe YAML, headed by comments on where it came from, what was ignored and what came
         from recpipe's defaults."""
         head = [f"# Imported from {self.source} (TorchEasyRec) by `recpipe config import-tzrec`."]
+        if self.summary:
+            head.append(f"# {self.summary}")
         if self.notes:
             head.append("# Read but not carried over:")
             head += [f"#   {n}" for n in self.notes]
@@ -130,13 +137,17 @@ def import_tzrec(text: str, source: str = "<text>", name: str | None = None) -> 
     except text_format.ParseError as err:
         raise TzrecImportError(source, [*scanned.unknown, parse_error_problem(err)]) from None
     found = Findings(scanned.lines, problems=list(scanned.unknown))
+    encoded = _fg_mode(msg.data_config)[0] in _ENCODED
     for path in msg.FindInitializationErrors():
-        found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
+        # Pre-encoded input (refused once, at fg_mode) is read by feature name: TorchEasyRec's FG_NONE
+        # configs write no expression, which is no separate problem.
+        if not (encoded and path.endswith(".expression")):
+            found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
     data = _map(msg, found, name)
     if found.problems:
-        raise TzrecImportError(source, found.problems)
+        raise TzrecImportError(source, found.problems, found.summary())
     config = parse_config(data, f"{source} (imported from TorchEasyRec)")
-    return TzrecImport(config, data, found.notes, source)
+    return TzrecImport(config, data, found.notes, source, found.summary())
 
 
 def import_tzrec_file(path: str | Path, name: str | None = None) -> TzrecImport:
@@ -208,12 +219,8 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
     if dataset == "CsvDataset":
         out["csv"] = _csv(dc, found)
 
-    mode_field = dc.DESCRIPTOR.fields_by_name["fg_mode"].enum_type
-    if dc.HasField("fg_mode"):
-        mode, where = mode_field.values_by_number[dc.fg_mode].name, "fg_mode"
-    else:  # TorchEasyRec: the deprecated fg_encoded decides; it defaults to encoded input
-        mode, where = ("FG_NONE" if dc.fg_encoded else "FG_NORMAL"), "fg_encoded"
-    if mode in ("FG_NONE", "FG_BUCKETIZE"):
+    mode, where = _fg_mode(dc)
+    if mode in _ENCODED:
         found.problem(
             f"{p}.{where}",
             f"input after TorchEasyRec feature generation ({mode}) is not supported: recpipe bucketizes "
@@ -227,6 +234,14 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
         if dc.HasField(key):
             found.note(f"{p}.{key}", f"ignored: {why}")
     return out
+
+
+def _fg_mode(dc: Any) -> tuple[str, str]:
+    """TorchEasyRec's FG mode and the field that sets it: ``fg_mode``, else the deprecated ``fg_encoded``
+    (which defaults to encoded input)."""
+    if dc.HasField("fg_mode"):
+        return dc.DESCRIPTOR.fields_by_name["fg_mode"].enum_type.values_by_number[dc.fg_mode].name, "fg_mode"
+    return ("FG_NONE" if dc.fg_encoded else "FG_NORMAL"), "fg_encoded"
 
 
 def _check_input(uri: str, odps: bool, dataset: str, path: str, found: Findings) -> bool:
@@ -282,8 +297,38 @@ def _train(tc: Any, found: Findings) -> dict[str, Any]:
     if tc.HasField("num_steps"):
         out["max_steps"] = tc.num_steps
     out["log_every_steps"] = tc.log_step_count_steps
-    out["checkpoint_every_steps"] = tc.save_checkpoints_steps
+    _checkpoints(tc, out, found)
+    for key, why in (
+        ("use_tensorboard", "recpipe logs metrics to metrics.jsonl and MLflow"),
+        ("tensorboard_summaries", "recpipe logs metrics to metrics.jsonl and MLflow"),
+        ("is_profiling", "recpipe's benchmarks/ profile training"),
+        ("cudnn_allow_tf32", "recpipe keeps PyTorch's TF32 defaults"),
+        ("cuda_matmul_allow_tf32", "recpipe keeps PyTorch's TF32 defaults"),
+    ):
+        if (len(tc.tensorboard_summaries) > 0) if key == "tensorboard_summaries" else tc.HasField(key):
+            found.note(f"train_config.{key}", f"ignored: {why}")
     return out
+
+
+def _checkpoints(tc: Any, out: dict[str, Any], found: Findings) -> None:
+    """TorchEasyRec saves every ``save_checkpoints_epochs`` epochs when it is set, and then ignores
+    ``save_checkpoints_steps`` (tzrec/main.py, ``_train_and_evaluate``); it always saves at the end, as
+    recpipe does. recpipe checkpoints by steps, so an epoch interval maps when it means "at the end"."""
+    p = "train_config.save_checkpoints_epochs"
+    if tc.save_checkpoints_epochs > 0:
+        epochs = tc.num_epochs if tc.HasField("num_epochs") else 1
+        if tc.save_checkpoints_epochs < epochs:
+            found.problem(
+                p,
+                f"a checkpoint every {tc.save_checkpoints_epochs} of {epochs} epochs has no recpipe "
+                "counterpart (it checkpoints by steps); use save_checkpoints_steps",
+            )
+    else:
+        out["checkpoint_every_steps"] = tc.save_checkpoints_steps
+    if tc.keep_checkpoint_max > 0:  # TorchEasyRec's 0 keeps all; recpipe keeps its default 2
+        out["keep_last_checkpoints"] = tc.keep_checkpoint_max
+    elif tc.HasField("keep_checkpoint_max"):
+        found.note("train_config.keep_checkpoint_max", "ignored: 0 (keep all) has no recpipe counterpart")
 
 
 def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> dict[str, Any]:
@@ -334,6 +379,12 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
             known |= {f"{seq.sequence_name}__{s.id_feature.feature_name}" for s in seq.features}
         elif kind is not None:
             known.add(getattr(fc, kind).feature_name)
+    # A feature of an unsupported type (sequence_id_feature) is reported once, where it is defined, not
+    # again in every group that names it.
+    unsupported = any(
+        re.match(r"feature_configs\[\d+\]\.\w+$", q.path) and q.message.startswith("unsupported field")
+        for q in found.problems
+    )
     out = []
     for i, g in enumerate(msg.model_config.feature_groups):
         path = f"model_config.feature_groups[{i}]"
@@ -343,7 +394,7 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
                 f"{path}.group_type", f"group_type {gtype} is not supported; supported: DEEP, SEQUENCE"
             )
         for j, feature in enumerate(g.feature_names):
-            if feature not in known:
+            if feature not in known and not unsupported:
                 found.problem(
                     f"{path}.feature_names[{j}]", f"feature {feature!r} is not defined in feature_configs"
                 )
@@ -397,9 +448,15 @@ def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
             "arch_with_sparse": dlrm.arch_with_sparse,
         }
     else:
-        found.problem(p, "no model set; supported: multi_tower_din, dlrm")
         model = {}
+        # A TorchEasyRec model recpipe lacks is one problem, at its line, not also "no model set".
+        if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
+            found.problem(p, f"no model set; supported: {', '.join(_MODELS)}")
     return model, eval_
+
+
+def _unsupported_model(q: Problem) -> str:
+    return f"model {q.path.rsplit('.', 1)[-1]!r} is not supported; supported: {', '.join(_MODELS)}"
 
 
 def _check_dlrm_groups(msg: Any, data: dict[str, Any], found: Findings) -> None:

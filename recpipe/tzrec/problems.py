@@ -4,6 +4,7 @@ each with the line of the TorchEasyRec config it is about."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.protobuf import text_format
@@ -44,12 +45,15 @@ def parse_error_problem(err: text_format.ParseError, prefix: str = "") -> Proble
 class TzrecImportError(ValueError):
     """A TorchEasyRec config cannot be imported; ``problems`` lists every reason found, by line."""
 
-    def __init__(self, source: str, problems: list[Problem]) -> None:
+    def __init__(self, source: str, problems: list[Problem], summary: str = "") -> None:
         self.source = source
         self.problems = sorted(problems, key=lambda p: (p.line is None, p.line or 0, p.path))
+        self.summary = summary
         n = len(self.problems)
         lines = [f"cannot import TorchEasyRec config {source}: {n} problem{'s' if n != 1 else ''}"]
         lines += [f"  {p}" for p in self.problems]
+        if summary:
+            lines.append(summary)
         super().__init__("\n".join(lines))
 
 
@@ -74,3 +78,29 @@ class Findings:
 
     def note(self, path: str, message: str) -> None:
         self.notes.append(Problem(self.line(path), path, message))
+
+    def refine(self, match: Callable[[Problem], bool], message: Callable[[Problem], str]) -> bool:
+        """Give the problems ``match`` selects a more specific message (so one thing stays one problem);
+        True when there was one."""
+        hits = [i for i, q in enumerate(self.problems) if match(q)]
+        for i in hits:
+            q = self.problems[i]
+            self.problems[i] = Problem(q.line, q.path, message(q))
+        return bool(hits)
+
+    def summary(self) -> str:
+        """``"TorchEasyRec fields: 120 mapped, 3 ignored (notes say why), 2 refused"``: every field written
+        in the config (a leaf of the text) is one of the three."""
+        leaves = [p for p in self.lines if not any(q.startswith((p + ".", p + "[")) for q in self.lines)]
+        refused = {q.path for q in self.problems}
+        ignored = {n.path for n in self.notes}
+
+        def under(path: str, paths: set[str]) -> bool:
+            return any(path == x or path.startswith((x + ".", x + "[")) for x in paths)
+
+        n_ignored = sum(under(p, ignored) and not under(p, refused) for p in leaves)
+        n_refused = len(refused)
+        mapped = sum(not under(p, ignored | refused) for p in leaves)
+        return (
+            f"TorchEasyRec fields: {mapped} mapped, {n_ignored} ignored (notes say why), {n_refused} refused"
+        )

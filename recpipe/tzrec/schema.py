@@ -27,6 +27,13 @@ from google.protobuf.message import Message
 
 PACKAGE = "tzrec.protos"
 ROOT = "EasyRecConfig"
+# The names of TorchEasyRec's ``ModelConfig.model`` oneof (tzrec/protos/model.proto): an unsupported one
+# is reported as an unsupported model rather than as an unknown field.
+TZREC_MODELS = frozenset(
+    "dlrm deepfm multi_tower multi_tower_din mask_net wide_and_deep dcn_v1 dcn_v2 xdeepfm wukong "
+    "simple_multi_task mmoe dbmtl ple dc2vr dlrm_hstu pepnet ultra_hstu dssm dssm_v2 dat hstu_match mind "
+    "tdm rocket_launching sid_rqvae sid_rqkmeans".split()
+)
 
 
 class FieldSpec(NamedTuple):
@@ -94,6 +101,13 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("num_epochs", 4, "uint32"),
         _f("save_checkpoints_steps", 5, "uint32", default="1000"),
         _f("log_step_count_steps", 8, "uint32", default="100"),
+        _f("is_profiling", 9, "bool", default="false"),
+        _f("use_tensorboard", 10, "bool", default="true"),
+        _f("save_checkpoints_epochs", 11, "uint32"),
+        _f("tensorboard_summaries", 12, "string", _REP),
+        _f("cudnn_allow_tf32", 13, "bool", default="true"),
+        _f("cuda_matmul_allow_tf32", 14, "bool", default="false"),
+        _f("keep_checkpoint_max", 20, "uint32", default="0"),
     ],
     "SparseOptimizer": [
         _one("optimizer", "sgd_optimizer", 1, "FusedSGDOptimizer"),
