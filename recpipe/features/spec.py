@@ -292,7 +292,10 @@ class FeatureSpec:
             raise FeatureSpecError(f"malformed FeatureSpec: {err}") from None
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        """sha256 of what FG and the model use; ``config_digest`` (where it was fitted from) is left out, so
+        a spec built from the config and the same spec fitted from it are one spec."""
+        content = {k: v for k, v in self.to_dict().items() if k != "config_digest"}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
     def save(self, path: str | Path) -> Path:
         """Write ``fg.json`` atomically."""

@@ -109,3 +109,11 @@ def test_skipped_rows_are_reported_in_the_log_line_the_result_and_the_metrics(ta
     assert (
         f"rows train    read {table.num_rows:,}, used {table.num_rows - 3:,}, skipped 3" in summary.format()
     )
+
+
+def test_the_config_digest_is_provenance_not_identity(taobao):
+    """A spec built from the config and the same spec fitted from it resume each other's checkpoints."""
+    cfg = load_config(taobao["config"])
+    fitted, built = fit_feature_spec(cfg, None), build_feature_spec(cfg)
+    assert fitted.config_digest == config_digest(cfg) and built.config_digest is None
+    assert fitted.digest() == built.digest()
