@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 MODELS: dict[str, str] = {
     "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
     "dlrm": "recpipe.models.zoo.dlrm",
+    "multi_tower": "recpipe.models.zoo.multi_tower",
 }
 ENTRY_POINT_GROUP = "recpipe.models"
 

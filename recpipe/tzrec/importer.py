@@ -22,7 +22,7 @@ What maps to what (TorchEasyRec → recpipe):
   ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset).
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
 - ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``) → ``feature_groups``;
-  ``multi_tower_din`` (towers/din_towers ``input`` → ``group``) and ``dlrm`` (``final`` → ``over_mlp``,
+  ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final) and ``dlrm`` (``final`` → ``over_mlp``,
   ``sparse_group: sparse``, ``arch_with_sparse``, which TorchEasyRec defaults to true);
   ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
   ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
@@ -71,7 +71,7 @@ _SPARSE_OPT = {
 _DENSE_OPT = {"sgd_optimizer": "sgd", "adagrad_optimizer": "adagrad", "adam_optimizer": "adam"}
 _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
 _GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence"}
-_MODELS = ("multi_tower_din", "dlrm")
+_MODELS = ("multi_tower_din", "multi_tower", "dlrm")
 _ENCODED = ("FG_NONE", "FG_BUCKETIZE")
 _CSV_TYPES = {"INT32": "int64", "INT64": "int64", "FLOAT": "float64", "DOUBLE": "float64", "STRING": "string"}
 
@@ -421,7 +421,17 @@ def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
         elif kind == "auc" and metric.auc.HasField("thresholds"):
             found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
     kind = mc.WhichOneof("model")
-    if kind == "multi_tower_din":
+    if kind == "multi_tower":
+        mt, mp = mc.multi_tower, f"{p}.multi_tower"
+        model = {
+            "type": "multi_tower",
+            "towers": [
+                {"group": t.input, "mlp": _mlp(t.mlp, f"{mp}.towers[{i}].mlp", found)}
+                for i, t in enumerate(mt.towers)
+            ],
+            "final": _mlp(mt.final, f"{mp}.final", found),
+        }
+    elif kind == "multi_tower_din":
         din, mp = mc.multi_tower_din, f"{p}.multi_tower_din"
         model = {
             "type": "multi_tower_din",

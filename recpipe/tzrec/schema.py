@@ -195,6 +195,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("losses", 3, "LossConfig", _REP),
         _f("metrics", 4, "MetricConfig", _REP),
         _one("model", "dlrm", 100, "DLRM"),
+        _one("model", "multi_tower", 102, "MultiTower"),
         _one("model", "multi_tower_din", 103, "MultiTowerDIN"),
     ],
     "FeatureGroupConfig": [
@@ -202,6 +203,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("feature_names", 2, "string", _REP),
         _f("group_type", 3, "FeatureGroupType", _REQ, "DEEP"),
     ],
+    "MultiTower": [_f("towers", 1, "Tower", _REP), _f("final", 2, _MLP, _REQ)],
     "MultiTowerDIN": [
         _f("towers", 1, "Tower", _REP),
         _f("din_towers", 2, "DINTower", _REP),

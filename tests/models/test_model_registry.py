@@ -29,6 +29,7 @@ def test_registry_is_explicit() -> None:
     assert MODELS == {
         "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
         "dlrm": "recpipe.models.zoo.dlrm",
+        "multi_tower": "recpipe.models.zoo.multi_tower",
     }
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -79,10 +80,12 @@ def test_each_model_checks_its_group_references() -> None:
 def test_models_declared_by_entry_points_and_incomplete_declarations(
     declare_model: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pytest.raises(ValueError, match=r"unknown model type 'half'; known: \['dlrm', 'multi_tower_din'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown model type 'half'; known: \['dlrm', 'multi_tower', 'multi_tower_din'\]"
+    ):
         model_module("half")
     declare_model("half = recpipe.models.mlp")  # a module that declares no model
-    assert model_names() == ["dlrm", "half", "multi_tower_din"]
+    assert model_names() == ["dlrm", "half", "multi_tower", "multi_tower_din"]
     with pytest.raises(
         ValueError,
         match=r"module recpipe.models.mlp does not declare \['Config', 'Config.check_groups', 'build'\]",

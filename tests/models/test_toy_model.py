@@ -70,7 +70,9 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def test_unregistered_the_model_is_unknown(toy: dict[str, str]) -> None:
-    with pytest.raises(ValueError, match=r"unknown model type 'toy'; known: \['dlrm', 'multi_tower_din'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown model type 'toy'; known: \['dlrm', 'multi_tower', 'multi_tower_din'\]"
+    ):
         load_config(toy["config"])
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tzrec_fixtures import DIN_CONFIG, tzrec_dlrm
+from tzrec_fixtures import DIN_CONFIG, tzrec_dlrm, tzrec_multi_tower
 
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
@@ -65,3 +65,13 @@ def test_dlrm_criteo_full_size_needs_24_gib_and_is_refused_on_a_16_gib_device():
     assert report.total_rows == 204_184_588 and round(report.total_bytes / GIB, 1) == 24.3
     with pytest.raises(OversizeError, match=r"need 24.3 GiB but the planned devices hold 16.0 GiB"):
         check_fits(report, DeviceMemory(16 * GIB, 1, "1 GPU(s) × 16.0 GiB HBM (test)"))
+
+
+@pytest.mark.slow
+def test_multi_tower_taobao_runs_on_synthetic_taobao(tmp_path):
+    """TorchEasyRec's MultiTower: deep towers per group and a final MLP (MultiTowerDIN with no DIN tower)."""
+    imported = import_tzrec(tzrec_multi_tower())
+    assert imported.config.model.type == "multi_tower" and len(imported.config.model.towers) == 2
+    source, _, backends = _stages(_write(imported, tmp_path), tmp_path)
+    assert source == "synthetic:taobao?rows=1500"
+    assert all(b["passed"] for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]

@@ -19,7 +19,11 @@ def test_an_unsupported_model_is_one_problem():
     """TorchEasyRec's ModelConfig holds one model of its ``model`` oneof (tzrec/protos/model.proto)."""
     problems = _problems(small_din().replace("multi_tower_din {", "mask_net {"))
     assert problems == [
-        (40, "model_config.mask_net", "model 'mask_net' is not supported; supported: multi_tower_din, dlrm")
+        (
+            40,
+            "model_config.mask_net",
+            "model 'mask_net' is not supported; supported: multi_tower_din, multi_tower, dlrm",
+        )
     ]
 
 

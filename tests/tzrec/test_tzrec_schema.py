@@ -14,8 +14,10 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
     assert descriptor("ModelConfig").fields_by_name["multi_tower_din"].number == 103
     assert [f.name for f in descriptor("ModelConfig").oneofs_by_name["model"].fields] == [
         "dlrm",
+        "multi_tower",
         "multi_tower_din",
     ]
+    assert descriptor("ModelConfig").fields_by_name["multi_tower"].number == 102
     assert descriptor("DLRM").fields_by_name["final"].message_type.name == "MLP"
     assert len(fdp.message_type) == len(MESSAGES)
 

@@ -125,3 +125,35 @@ data_config {{
     losses {{ binary_cross_entropy {{}} }}
 }}
 """
+
+
+MULTI_TOWER_MODEL = """\
+model_config {
+    feature_groups {
+        group_name: "user"
+        feature_names: ["user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level"]
+        feature_names: ["pvalue_level", "shopping_level", "occupation", "new_user_class_level", "pid"]
+        group_type: DEEP
+    }
+    feature_groups {
+        group_name: "item"
+        feature_names: ["adgroup_id", "cate_id", "campaign_id", "customer", "brand", "price"]
+        group_type: DEEP
+    }
+    multi_tower {
+        towers { input: 'user' mlp { hidden_units: [512, 256, 128] } }
+        towers { input: 'item' mlp { hidden_units: [512, 256, 128] } }
+        final { hidden_units: [64] }
+    }
+    metrics { auc {} }
+    losses { binary_cross_entropy {} }
+}
+"""
+
+
+def tzrec_multi_tower() -> str:
+    """TorchEasyRec's ``examples/multi_tower_taobao.config`` construct: the MultiTowerDIN config's features
+    without the history, groups ``user`` and ``item``, model ``multi_tower``."""
+    text = DIN_CONFIG.read_text()
+    start = text.index("feature_configs {\n    sequence_feature {")
+    return text[:start] + MULTI_TOWER_MODEL

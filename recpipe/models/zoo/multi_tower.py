@@ -1,0 +1,72 @@
+"""MultiTower's declaration (TorchEasyRec's ``multi_tower``): deep towers over feature groups and a final
+MLP over their outputs, i.e. MultiTowerDIN without DIN towers. The ``nn.Module`` is
+:class:`recpipe.models.multi_tower_din.MultiTowerDIN` built with no DIN tower, so training, evaluation and
+every export backend take it as they take MultiTowerDIN."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from recpipe.config import FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
+from recpipe.models.zoo.multi_tower_din import TowerConfig
+
+if TYPE_CHECKING:
+    import torch
+
+    from recpipe.features.spec import FeatureSpec
+    from recpipe.models.multi_tower_din import MultiTowerDIN
+
+
+class MultiTowerConfig(ModelSection):
+    """``model:`` of a MultiTower config.
+
+    Args:
+        towers (list[TowerConfig]): deep towers, one per ``deep`` feature group (at least one).
+        final (MlpConfig): the MLP over the concatenated tower outputs.
+
+    Example::
+
+        model:
+          type: multi_tower
+          towers:
+            - {group: user, mlp: {hidden_units: [512, 256, 128]}}
+            - {group: item, mlp: {hidden_units: [512, 256, 128]}}
+          final: {hidden_units: [64]}
+
+        # KJT of a batch of B=2 rows, keys × batch (user group: user_id; item group: adgroup_id):
+        #   user_id:    [[7], [3]]      adgroup_id: [[41], [9]]
+        # towers: (B, 128) each → concat (B, 256) → final (B, 64) → logits (B,)
+    """
+
+    type: Literal["multi_tower"]
+    towers: list[TowerConfig] = Field(min_length=1)
+    final: MlpConfig
+
+    def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
+        """Every tower's group must be a defined feature group."""
+        check_group_refs([t.group for t in self.towers], groups)
+
+
+Config = MultiTowerConfig
+
+
+def build(spec: FeatureSpec, cfg: MultiTowerConfig, device: torch.device | None = None) -> MultiTowerDIN:
+    """MultiTower from the spec's feature groups and ``cfg``: MultiTowerDIN's builder with no DIN tower.
+
+    Args:
+        spec (FeatureSpec): features, tables and groups.
+        cfg (MultiTowerConfig): the model section.
+        device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
+
+    Raises:
+        ValueError: a tower over a group that is not a ``deep`` group.
+    """
+    from recpipe.models.zoo import multi_tower_din
+
+    din_cfg = multi_tower_din.MultiTowerDinConfig(
+        type="multi_tower_din", towers=cfg.towers, din_towers=[], final=cfg.final
+    )
+    return multi_tower_din.build(spec, din_cfg, device=device)
