@@ -13,6 +13,7 @@ import yaml
 
 from recpipe.export import load_backend
 from recpipe.export.checkpoint import export_checkpoint
+from recpipe.placeholders import UnresolvedPlaceholder
 from recpipe.train.checkpoint import (
     CONFIG,
     META,
@@ -112,3 +113,18 @@ def test_checkpoint_manifest_edited_without_the_key_is_refused(dlrm_checkpoint, 
     with pytest.raises(CheckpointError, match="the signature does not match its content"):
         load_model_for_inference(dlrm_checkpoint)
     assert not payload.marker.exists()
+
+
+def test_the_configs_eval_path_with_a_placeholder_is_resolved_at_export(dlrm, tmp_path, monkeypatch):
+    """A TorchEasyRec-style ``{NAME}`` in ``data.eval`` resolves from the environment when export runs."""
+    ckpt = tmp_path / "ckpt-6"
+    _write_checkpoint(dlrm, ckpt)
+    data = yaml.safe_load((ckpt / CONFIG).read_text())
+    data["data"].update(eval=str(tmp_path / "{SPLIT}.parquet"), params={"SPLIT": None})
+    (ckpt / CONFIG).write_text(yaml.safe_dump(data, sort_keys=False))
+    write_manifest(ckpt)  # the config is part of the checkpoint's digests
+    pq.write_table(dlrm.held_out, tmp_path / "eval.parquet")
+    with pytest.raises(UnresolvedPlaceholder, match=r"RECPIPE_PARAM_SPLIT"):
+        export_checkpoint(ckpt, "rtp", tmp_path / "no")
+    monkeypatch.setenv("RECPIPE_PARAM_SPLIT", "eval")
+    assert export_checkpoint(ckpt, "rtp", tmp_path / "export").backends["rtp"].status == "ok"
