@@ -19,7 +19,9 @@ What maps to what (TorchEasyRec → recpipe):
 - ``train_config``: ``sparse_optimizer`` / ``dense_optimizer`` (``*_optimizer { lr }`` with
   ``constant_learning_rate {}``) → ``{type, lr[, weight_decay]}``; ``num_epochs`` → ``epochs``,
   ``num_steps`` → ``max_steps``, ``save_checkpoints_steps`` → ``checkpoint_every_steps``,
-  ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset).
+  ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset),
+  ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
+  ``keep_last_checkpoints``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
 - ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``) → ``feature_groups``;
   ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final) and ``dlrm`` (``final`` → ``over_mlp``,
@@ -30,7 +32,9 @@ What maps to what (TorchEasyRec → recpipe):
 
 Read but ignored (each reported as a note, with its line): ``model_dir``, ``eval_config``,
 ``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``, ``sequence_pk``,
-``auc { thresholds }`` (recpipe's AUC is exact). Sections TorchEasyRec has no counterpart for come from
+``auc { thresholds }`` (recpipe's AUC is exact), ``train_config``'s TensorBoard, profiling and TF32
+switches. Each unsupported thing is one problem (an unsupported model or feature type is not also
+"missing"), and :meth:`Findings.summary` counts the fields mapped, ignored and refused. Sections TorchEasyRec has no counterpart for come from
 recpipe's defaults: :data:`FROM_DEFAULTS`.
 """
 
