@@ -53,4 +53,30 @@ class AotiScorer(Scorer):
         self.runner = torch._inductor.aoti_load_package(str(self.folder / PACKAGE))
 
     def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        batch = dense.shape[0]
+        per_key = lengths.view(len(self.keys), batch)
+        seq = [i for i, k in enumerate(self.keys) if k in self._sequence_keys]
+        if seq and int(per_key[seq].sum()) == 0:
+            # The compiled DIN guards on the batch holding at least one history item (a check on the
+            # jagged sizes that torch.export keeps), so a batch whose histories are all empty (a one-row
+            # request without clicks) gets one extra row with a one-item history, scored and dropped.
+            dense, values, lengths = _with_one_history_row(dense, values, per_key, seq)
+            return self.runner(dense, values, lengths)[:batch]
         return self.runner(dense.contiguous(), values.contiguous(), lengths.contiguous())
+
+    @property
+    def _sequence_keys(self) -> set[str]:
+        return {k for s in self.spec.sequences for k in s.sub_features}
+
+
+def _with_one_history_row(
+    dense: torch.Tensor, values: torch.Tensor, per_key: torch.Tensor, seq: list[int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The batch plus a last row with id 0 once in each history key and nothing else (key-major layout)."""
+    extra = torch.zeros(per_key.shape[0], 1, dtype=per_key.dtype)
+    extra[seq] = 1
+    chunks = list(torch.split(values, per_key.sum(1).tolist()))
+    for i in seq:
+        chunks[i] = torch.cat([chunks[i], torch.zeros(1, dtype=values.dtype)])
+    dense = torch.cat([dense, torch.zeros(1, dense.shape[1], dtype=dense.dtype)])
+    return dense.contiguous(), torch.cat(chunks), torch.cat([per_key, extra], dim=1).reshape(-1).contiguous()
