@@ -353,6 +353,14 @@ def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> d
     return out
 
 
+def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:
+    """The ``towers`` of a multi_tower / multi_tower_din message: one MLP over each input group."""
+    return [
+        {"group": t.input, "mlp": _mlp(t.mlp, f"{path}.towers[{i}].mlp", found)}
+        for i, t in enumerate(model.towers)
+    ]
+
+
 def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
     out: dict[str, Any] = {"hidden_units": list(mlp.hidden_units)}
     if mlp.activation not in _ACTIVATIONS:
@@ -429,20 +437,14 @@ def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
         mt, mp = mc.multi_tower, f"{p}.multi_tower"
         model = {
             "type": "multi_tower",
-            "towers": [
-                {"group": t.input, "mlp": _mlp(t.mlp, f"{mp}.towers[{i}].mlp", found)}
-                for i, t in enumerate(mt.towers)
-            ],
+            "towers": _deep_towers(mt, mp, found),
             "final": _mlp(mt.final, f"{mp}.final", found),
         }
     elif kind == "multi_tower_din":
         din, mp = mc.multi_tower_din, f"{p}.multi_tower_din"
         model = {
             "type": "multi_tower_din",
-            "towers": [
-                {"group": t.input, "mlp": _mlp(t.mlp, f"{mp}.towers[{i}].mlp", found)}
-                for i, t in enumerate(din.towers)
-            ],
+            "towers": _deep_towers(din, mp, found),
             "din_towers": [
                 {"group": t.input, "attn_mlp": _mlp(t.attn_mlp, f"{mp}.din_towers[{i}].attn_mlp", found)}
                 for i, t in enumerate(din.din_towers)
