@@ -28,13 +28,6 @@ class RegisterResult:
         return f"registered: {self.model_name} v{self.version} ({self.serving_backend}) as {','.join(self.aliases)}"
 
 
-def serving_backend(exported_dir: str | Path) -> str:
-    """The exported backend the pyfunc wraps (first of ``SERVING_PREFERENCE`` exported with status ok)."""
-    from recpipe.export.loaders import served_folder
-
-    return served_folder(exported_dir).name
-
-
 def _pins() -> list[str]:
     import recpipe
 
@@ -74,7 +67,7 @@ def run(
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
     """
     from recpipe import tracking
-    from recpipe.export.layout import backend_folder
+    from recpipe.export.loaders import served_folder
     from recpipe.features.spec import FeatureSpec
     from recpipe.stages.evaluate import read_report
     from recpipe.stages.export import parity_text
@@ -87,9 +80,9 @@ def run(
     with failing(log, "register"):
         report = read_report(report_path)
         cand, gate = report["candidate"], report["gate"]
-        backend = serving_backend(exported_dir)
+        served = served_folder(exported_dir)  # the served backend's folder (rtp, else onnx, jit, aoti)
+        backend = served.name
         exports = _export_results(Path(exported_dir))
-        served = backend_folder(Path(exported_dir) / backend)
         spec = FeatureSpec.load(served / "fg.json")
         model_uri = tracking.log_pyfunc_model(  # models from code: no pickle; sealed by a manifest
             run_id,
