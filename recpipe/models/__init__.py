@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from recpipe.models.din import DinAttention, MeanPoolSequence, PaddedDinAttention
-    from recpipe.models.dlrm import DLRM, DlrmDense, DotInteraction, interaction_width
+    from recpipe.models.dlrm import DLRM
+    from recpipe.models.dlrm_dense import DlrmDense, DotInteraction, interaction_width
     from recpipe.models.embedding import EmbeddingGroup, EmbeddingInit, EmbeddingLookup
     from recpipe.models.mlp import MLP, MlpSpec
-    from recpipe.models.multi_tower_din import DeepTower, DinTower, MultiTowerDIN, MultiTowerDinDense
+    from recpipe.models.multi_tower_din import MultiTowerDIN
+    from recpipe.models.multi_tower_din_dense import DeepTower, DinTower, MultiTowerDinDense
     from recpipe.models.protocol import DenseArchModule, RankingModel
     from recpipe.models.registry import MODELS, build_model
     from recpipe.models.train_model import TrainModel, bce_loss
@@ -30,18 +32,18 @@ _LAZY = {
     "MeanPoolSequence": "recpipe.models.din",
     "PaddedDinAttention": "recpipe.models.din",
     "DLRM": "recpipe.models.dlrm",
-    "DlrmDense": "recpipe.models.dlrm",
-    "DotInteraction": "recpipe.models.dlrm",
-    "interaction_width": "recpipe.models.dlrm",
+    "DlrmDense": "recpipe.models.dlrm_dense",
+    "DotInteraction": "recpipe.models.dlrm_dense",
+    "interaction_width": "recpipe.models.dlrm_dense",
     "EmbeddingGroup": "recpipe.models.embedding",
     "EmbeddingInit": "recpipe.models.embedding",
     "EmbeddingLookup": "recpipe.models.embedding",
     "MLP": "recpipe.models.mlp",
     "MlpSpec": "recpipe.models.mlp",
-    "DeepTower": "recpipe.models.multi_tower_din",
-    "DinTower": "recpipe.models.multi_tower_din",
+    "DeepTower": "recpipe.models.multi_tower_din_dense",
+    "DinTower": "recpipe.models.multi_tower_din_dense",
     "MultiTowerDIN": "recpipe.models.multi_tower_din",
-    "MultiTowerDinDense": "recpipe.models.multi_tower_din",
+    "MultiTowerDinDense": "recpipe.models.multi_tower_din_dense",
     "DenseArchModule": "recpipe.models.protocol",
     "RankingModel": "recpipe.models.protocol",
     "MODELS": "recpipe.models.registry",
