@@ -7,14 +7,15 @@ nothing is padded to the sequence's maximum length.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx.experimental._config as fx_config
 from torch import nn
 from torch.export import Dim, ExportedProgram
 
-from recpipe.export.tables import PlanEntry
+if TYPE_CHECKING:  # annotations only: export_program imports with torch alone (no safetensors, numpy)
+    from recpipe.export.tables import PlanEntry
 
 MAX_BATCH = 1 << 20
 MAX_VALUES = (1 << 31) - 2

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
-from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from recpipe.batch import Batch
+if TYPE_CHECKING:  # annotations only: DenseArchModule imports without torchrec (issue 20's GPU check)
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+    from recpipe.batch import Batch
 
 
 @runtime_checkable
