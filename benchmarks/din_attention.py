@@ -85,11 +85,28 @@ def _fwd_bwd(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Calla
     return run
 
 
+def _then(fn: Callable[[], None], sync: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        fn()
+        sync()
+
+    return run
+
+
 def interleaved_modules(
-    modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ...], repeats: int, sample_s: float
+    modules: dict[str, torch.nn.Module],
+    inputs: tuple[torch.Tensor, ...],
+    repeats: int,
+    sample_s: float,
+    sync: Callable[[], None] | None = None,
 ) -> tuple[Times, dict[str, dict[str, int]]]:
-    """Per module, forward and forward+backward seconds per call; modules alternate inside every repeat."""
+    """Per module, forward and forward+backward seconds per call; modules alternate inside every repeat.
+
+    ``sync`` (``torch.cuda.synchronize`` on a GPU) ends every call, so a call's time includes its kernels.
+    """
     fns = {n: {"fwd": _fwd(m, inputs), "fwd_bwd": _fwd_bwd(m, inputs)} for n, m in modules.items()}
+    if sync is not None:
+        fns = {n: {k: _then(fn, sync) for k, fn in f.items()} for n, f in fns.items()}
     return interleaved(fns, repeats, sample_s, max_calls=50)
 
 
@@ -101,6 +118,47 @@ def check_equal(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor,
     with torch.no_grad():
         ref = modules["padded"](*sub)
         return max(float((m(*sub) - ref).abs().max()) for m in modules.values())
+
+
+def scenario_entry(
+    modules: dict[str, torch.nn.Module],
+    lengths: torch.Tensor,
+    inputs: tuple[torch.Tensor, ...],
+    repeats: int,
+    sample_s: float,
+    sync: Callable[[], None] | None = None,
+) -> dict:
+    """One scenario's results entry: history statistics, the largest difference from the padded
+    reference, per-module times (median, min, samples) and the padded / jagged speedups."""
+    max_diff = check_equal(modules, inputs)
+    times, calls = interleaved_modules(modules, inputs, repeats, sample_s, sync)
+    med, best = median_and_min(times)
+    return {
+        "batch_size": int(lengths.numel()),
+        "history_mean": round(float(lengths.float().mean()), 3),
+        "history_empty_fraction": round(float((lengths == 0).float().mean()), 4),
+        "history_max": int(lengths.max()),
+        "values_T": int(lengths.sum()),
+        "max_abs_diff_vs_padded": max_diff,
+        "median_s": med,
+        "min_s": best,
+        "times_s": times,
+        "calls_per_sample": calls,
+        "speedup_fwd": med["padded"]["fwd"] / med["jagged"]["fwd"],
+        "speedup_fwd_bwd": med["padded"]["fwd_bwd"] / med["jagged"]["fwd_bwd"],
+    }
+
+
+def entry_line(scenario: str, entry: dict) -> str:
+    """The printed line of one :func:`scenario_entry`: median times per module and the speedups."""
+    return (
+        f"B={entry['batch_size']:5d} {scenario:6s} mean={entry['history_mean']:6.2f} T={entry['values_T']:7d}  "
+        + "  ".join(
+            f"{n} fwd {m['fwd'] * 1e3:8.1f}ms fwd+bwd {m['fwd_bwd'] * 1e3:8.1f}ms"
+            for n, m in entry["median_s"].items()
+        )
+        + f"  speedup fwd {entry['speedup_fwd']:.1f}x fwd+bwd {entry['speedup_fwd_bwd']:.1f}x"
+    )
 
 
 def main() -> None:
@@ -144,33 +202,9 @@ def main() -> None:
             modules = {"jagged": jagged, "padded": padded}
             if compare_variants and scenario in args.variants_at:
                 modules.update(variants)
-            max_diff = check_equal(modules, inputs)
-            times, calls = interleaved_modules(modules, inputs, args.repeats, args.sample_s)
-            med, best = median_and_min(times)
-            entry = {
-                "batch_size": batch,
-                "history_mean": round(float(lengths.float().mean()), 3),
-                "history_empty_fraction": round(float((lengths == 0).float().mean()), 4),
-                "history_max": int(lengths.max()),
-                "values_T": int(lengths.sum()),
-                "max_abs_diff_vs_padded": max_diff,
-                "median_s": med,
-                "min_s": best,
-                "times_s": times,
-                "calls_per_sample": calls,
-                "speedup_fwd": med["padded"]["fwd"] / med["jagged"]["fwd"],
-                "speedup_fwd_bwd": med["padded"]["fwd_bwd"] / med["jagged"]["fwd_bwd"],
-            }
+            entry = scenario_entry(modules, lengths, inputs, args.repeats, args.sample_s)
             results[f"{scenario}_b{batch}"] = entry
-            print(
-                f"B={batch:5d} {scenario:6s} mean={entry['history_mean']:6.2f} T={entry['values_T']:7d}  "
-                + "  ".join(
-                    f"{n} fwd {m['fwd'] * 1e3:8.1f}ms fwd+bwd {m['fwd_bwd'] * 1e3:8.1f}ms"
-                    for n, m in med.items()
-                )
-                + f"  speedup fwd {entry['speedup_fwd']:.1f}x fwd+bwd {entry['speedup_fwd_bwd']:.1f}x",
-                flush=True,
-            )
+            print(entry_line(scenario, entry), flush=True)
 
     big = max(args.batch_sizes)
 
