@@ -61,7 +61,8 @@ def run(
         experiment (str): experiment of a new run (when ``log`` records nothing).
         log (RunLog): the pipeline's run, which logs the model (default: a new run in ``experiment``).
         example_data (str | None): rows whose first two (feature columns only) become the version's
-            ``input_example``; the signature (every feature column, optional) comes from ``fg.json``.
+            ``input_example``; the input columns (every feature column, optional: ``metadata.raw_columns``)
+            come from ``fg.json``.
 
     Version tags: ``auc``, ``gauc``, ``logloss``, ``gate_passed``, ``gate_reasons`` (JSON list),
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
@@ -71,7 +72,7 @@ def run(
     from recpipe.features.spec import FeatureSpec
     from recpipe.stages.evaluate import read_report
     from recpipe.stages.export import parity_text
-    from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH, model_signature
+    from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH, model_signature, raw_columns
 
     if log.run_id is None:  # the model is logged to a run: a run of its own
         run_id = tracking.start_or_resume_run(tracking_uri, experiment, run_name=f"register-{model_name}")
@@ -91,8 +92,9 @@ def run(
             MODEL_ARTIFACT,
             pip_requirements=_pins(),
             model_config={"neg_sample_rate": float(cand.get("neg_sample_rate") or 1.0)},
-            signature=model_signature(spec),
+            signature=model_signature(),
             input_example=_example(example_data, spec),
+            metadata={"raw_columns": raw_columns(spec)},
             uri=tracking_uri,
         )
         manifests = Path(exported_dir) / "export.json"

@@ -51,6 +51,7 @@ def log_pyfunc_model(
     model_config: Mapping[str, Any] | None = None,
     signature: Any = None,
     input_example: Any = None,
+    metadata: Mapping[str, Any] | None = None,
     uri: str | None = None,
 ) -> str:
     """Log the model built by the code file ``python_model`` with its ``artifacts`` as a logged
@@ -65,8 +66,9 @@ def log_pyfunc_model(
         artifact_path (str): the model's name in the run.
         pip_requirements (list[str] | None): exact pins of a serving image.
         model_config (Mapping | None): settings the model reads in ``load_context`` (``context.model_config``).
-        signature (ModelSignature | None): the input columns MLflow validates requests against and shows.
+        signature (ModelSignature | None): what MLflow validates requests against and shows.
         input_example (Any): a few request rows stored with the model (MLflow checks that they score).
+        metadata (Mapping | None): free-form fields of the model's MLmodel file (``metadata``).
         uri (str | None): the tracking URI (default: the one the run was started with).
 
     ``pip_requirements=None`` lets MLflow infer them (a few seconds); pass the exact pins for a
@@ -99,6 +101,7 @@ def log_pyfunc_model(
                 model_config=dict(model_config) if model_config else None,
                 signature=signature,
                 input_example=input_example,
+                metadata=dict(metadata) if metadata else None,
             )
         finally:
             if started:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
+import numpy as np
 
 ARTIFACT = "exported_model"
 # The models-from-code file MLflow runs to build a RawRowsModel (no pickle in a registered version).
@@ -68,19 +69,30 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
         return self._scorer.to_output(logits, output, self.neg_sample_rate)
 
 
-def model_signature(spec: Any) -> Any:
-    """The registered model's MLflow signature, from the FeatureSpec: every feature column, each optional
-    (an absent one is a missing value); ids and raw values of any type (``123``, ``"123"`` and ``123.0``
-    are one id), histories as text; the parameter ``output`` (``probability`` or ``logit``)."""
-    from mlflow.models import ModelSignature
-    from mlflow.types.schema import AnyType, ColSpec, ParamSchema, ParamSpec, Schema
+def model_signature() -> Any:
+    """The registered model's MLflow signature: the output (one probability, or logit, per row) and the
+    parameter ``output`` (``probability`` or ``logit``) — no input schema.
 
+    The input columns are the raw-value contract (:func:`raw_columns`, stored as the model's metadata):
+    every feature column optional, ids and raw values of any type (``123``, ``"123"`` and ``123.0`` are one
+    id), histories as text. The scorer reads and checks them itself, naming the row and column of a bad
+    value. An MLflow input schema could only say "any type, optional" for them, which checks nothing, yet
+    MLflow enforces it on every call (a pandas Series per column, then the scoring server's cast): about
+    2 ms of a one-row request's 10 (``benchmarks/serving.py``). Without it, MLflow passes the request's
+    DataFrame as it is; an extra column is ignored, an absent one is all missing, as before.
+    """
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import ParamSchema, ParamSpec, Schema, TensorSpec
+
+    return ModelSignature(
+        outputs=Schema([TensorSpec(np.dtype(np.float64), (-1,), "prediction")]),
+        params=ParamSchema([ParamSpec("output", "string", "probability")]),
+    )
+
+
+def raw_columns(spec: Any) -> dict[str, str]:
+    """The registered model's input columns (its ``metadata["raw_columns"]``): column → how its raw values
+    are read (``id``, ``float`` or ``sequence``, :func:`recpipe.features.raw.column_kinds`); each optional."""
     from recpipe.features.raw import column_kinds
 
-    columns = [
-        ColSpec("string" if kind == "sequence" else AnyType(), name, required=False)
-        for name, kind in column_kinds(spec, with_labels=False).items()
-    ]
-    return ModelSignature(
-        inputs=Schema(columns), params=ParamSchema([ParamSpec("output", "string", "probability")])
-    )
+    return dict(column_kinds(spec, with_labels=False))

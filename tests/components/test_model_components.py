@@ -122,12 +122,15 @@ def test_export_register_and_champion_reevaluation(flow, tmp_path):
     assert v["tags"]["serving_backend"] == "rtp" and v["tags"]["parity.onnx"].startswith("parity ok")
     # The registered pyfunc scores raw rows (FG inside): pandas turns nullable int ids into floats, too.
     model = tracking.load_pyfunc_model(flow["uri"], "models:/tiny-din@challenger")
-    # Its signature is the FeatureSpec's columns, every one optional; a two-row input example is stored.
-    inputs = {c.name: c for c in model.metadata.get_input_schema().inputs}
-    assert set(inputs) == {"user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level",
-                           "pvalue_level", "shopping_level", "occupation", "new_user_class_level", "adgroup_id",
-                           "cate_id", "campaign_id", "customer", "brand", "pid", "price", "click_50_seq"}  # fmt: skip
-    assert not any(c.required for c in inputs.values()) and inputs["click_50_seq"].type.name == "string"
+    # Its input columns are the FeatureSpec's (metadata: the raw-value contract, every one optional);
+    # the signature declares the output and the `output` parameter only (no per-call input enforcement).
+    columns = model.metadata.metadata["raw_columns"]
+    assert set(columns) == {"user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level",
+                            "pvalue_level", "shopping_level", "occupation", "new_user_class_level", "adgroup_id",
+                            "cate_id", "campaign_id", "customer", "brand", "pid", "price", "click_50_seq"}  # fmt: skip
+    assert columns["click_50_seq"] == "sequence" and columns["user_id"] == "id"
+    assert model.metadata.get_input_schema() is None
+    assert [p.name for p in model.metadata.get_params_schema().params] == ["output"]
     assert model.metadata.saved_input_example_info["type"] == "dataframe"
     rows = pq.read_table(flow["eval"].path).slice(0, 64).to_pandas()
     p = np.asarray(model.predict(rows))
