@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -27,6 +24,13 @@ from pydantic import (
 
 from recpipe.export.backends import DEFAULT_BACKENDS
 from recpipe.export.backends import check_names as check_backend_names
+from recpipe.feature_config import FeatureConfig as FeatureConfig
+from recpipe.feature_config import FeatureGroupConfig as FeatureGroupConfig
+from recpipe.feature_config import IdFeatureConfig as IdFeatureConfig
+from recpipe.feature_config import RawFeatureConfig as RawFeatureConfig
+from recpipe.feature_config import SequenceFeatureConfig as SequenceFeatureConfig
+from recpipe.feature_config import Strict
+from recpipe.feature_config import SubFeatureConfig as SubFeatureConfig
 from recpipe.models.registry import config_class, model_names
 from recpipe.placeholders import check_declared
 from recpipe.strict_yaml import DuplicateKeyError, load_yaml
@@ -45,8 +49,7 @@ class ParameterError(ValueError):
         super().__init__(f"parameter {name}: {message}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+_Strict = Strict
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -82,6 +85,9 @@ class DataConfig(_Strict):
     num_workers: int = Field(0, ge=0)
     split: SplitConfig = Field(default_factory=SplitConfig)
     on_bad_row: Literal["error", "skip"] = "error"
+    # Pre-encoded input (TorchEasyRec's fg_mode FG_NONE): each feature's column, named after it, already
+    # holds FG's output: row ids in [0, buckets) (checked), bucket ids of bucketized raw features, dense values.
+    fg_encoded: bool = False
     # Negative down-sampling at ingestion; the rate is recorded so evaluation can re-calibrate.
     neg_sample_rate: float = Field(1.0, gt=0.0, le=1.0)
     # Columns training never reads: the true click probability of synthetic data, the GAUC group key.
@@ -94,124 +100,6 @@ class DataConfig(_Strict):
     def _declared_params(self) -> DataConfig:  # a typo fails at load time, not when a run reaches data
         check_declared((self.train, self.eval), self.params)
         return self
-
-
-# ------------------------------------------------------------------------------------------- features
-class _IdMappingMixin(_Strict):
-    hash_bucket_size: int | None = Field(None, ge=1)
-    num_buckets: int | None = Field(None, ge=1)
-    vocab_list: list[str] | None = None
-    vocab_file: str | None = None
-    # Fit a vocabulary from the training split: ids seen fewer than min_freq times map to UNK.
-    min_freq: int | None = Field(None, ge=1)
-    default_bucket: int | None = Field(None, ge=0)
-    embedding_dim: int = Field(16, ge=1)
-    embedding_name: str | None = None
-    # Zero-collision hashing (TorchRec managed collision) instead of id % num_buckets: FG keeps the whole
-    # id (a 63-bit key) and the model gives each id its own row, evicting the least used when full.
-    # zch_size rows (default: hash_bucket_size / num_buckets); each rank keeps one of its rows for ids
-    # without a row, so a table needs at least 2 rows per rank.
-    zch: bool = False
-    zch_size: int | None = Field(None, ge=2)
-    # Value used when the column is null; None means the feature is absent (no id) in that row.
-    default_value: str | None = None
-
-    @model_validator(mode="after")
-    def _one_mapping(self) -> _IdMappingMixin:
-        given = [
-            k
-            for k in ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file", "min_freq")
-            if getattr(self, k) is not None
-        ]
-        if len(given) != 1:
-            raise ValueError(
-                "exactly one id mapping is required, one of hash_bucket_size, num_buckets, vocab_list, "
-                f"vocab_file, min_freq; got {given or 'none'}"
-            )
-        if self.zch_size is not None and not self.zch:
-            raise ValueError("zch_size is set but zch is false; set zch: true for a managed-collision table")
-        if self.zch and given[0] not in ("hash_bucket_size", "num_buckets"):
-            raise ValueError(
-                f"zch needs hash_bucket_size or num_buckets, got {given[0]}: a vocabulary already gives every "
-                "listed value its own row"
-            )
-        return self
-
-
-class IdFeatureConfig(_IdMappingMixin):
-    kind: Literal["id"]
-    name: str
-    column: str | None = None
-    pooling: Literal["sum", "mean"] = "sum"
-
-
-_NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
-
-
-class RawFeatureConfig(_Strict):
-    kind: Literal["raw"]
-    name: str
-    column: str | None = None
-    # With boundaries: bucketized into len(boundaries)+1 ids and embedded; otherwise a dense column.
-    boundaries: list[float] | None = None
-    embedding_dim: int = Field(16, ge=1)
-    embedding_name: str | None = None
-    # Fit len = num_quantile_buckets - 1 boundaries from training-split quantiles instead of listing them.
-    num_quantile_buckets: int | None = Field(None, ge=2)
-    # "log(x+3)", "zscore" or "log(x+3),zscore" (zscore statistics are fitted on the training split).
-    normalizer: str | None = None
-    default: float = 0.0
-
-    @field_validator("boundaries")
-    @classmethod
-    def _sorted(cls, v: list[float] | None) -> list[float] | None:
-        if v is not None and any(b >= a for b, a in zip(v, v[1:])):
-            raise ValueError("boundaries must be strictly increasing")
-        return v
-
-    @field_validator("normalizer")
-    @classmethod
-    def _normalizer(cls, v: str | None) -> str | None:
-        if v is not None and (not v.strip() or not _NORMALIZER.match(v)):
-            raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
-        return v
-
-    @model_validator(mode="after")
-    def _default_in_log_domain(self) -> RawFeatureConfig:
-        # A null is read as the raw value ``default`` and transformed like any other value.
-        m = _NORMALIZER.match(self.normalizer or "")
-        offset = m.group("off") if m else None
-        if offset is not None and not self.default + float(offset) > 0:
-            raise ValueError(
-                f"default {self.default:g} is outside the domain of {self.normalizer}: a null is read as "
-                f"x = default, so default + {offset} must be > 0"
-            )
-        return self
-
-
-class SubFeatureConfig(_IdMappingMixin):
-    name: str
-
-
-class SequenceFeatureConfig(_Strict):
-    kind: Literal["sequence"]
-    name: str
-    column: str | None = None
-    sequence_length: int = Field(100, ge=1)
-    delimiter: str = "|"
-    sub_delimiter: str = "\x03"
-    sub_features: list[SubFeatureConfig] = Field(min_length=1)
-
-
-FeatureConfig = Annotated[
-    IdFeatureConfig | RawFeatureConfig | SequenceFeatureConfig, Field(discriminator="kind")
-]
-
-
-class FeatureGroupConfig(_Strict):
-    name: str
-    type: Literal["deep", "sequence"]
-    features: list[str] = Field(min_length=1)
 
 
 # ---------------------------------------------------------------------------------------------- model

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -23,9 +24,25 @@ from recpipe.features.spec import (
 )
 
 _LOG = re.compile(r"log\(\s*x\s*\+\s*([0-9.]+)\s*\)")
+# TorchEasyRec's wide_embedding_dim default (tzrec/protos/models/rank_model.proto: DeepFM, WideAndDeep).
+WIDE_EMBEDDING_DIM = 4
+WIDE_SUFFIX = "__wide"
 
 
-def _mapping(cfg: IdFeatureConfig | SubFeatureConfig, vocab: list[str] | None = None) -> IdMapping:
+def _mapping(
+    cfg: IdFeatureConfig | SubFeatureConfig, vocab: list[str] | None = None, encoded: bool = False
+) -> IdMapping:
+    if encoded:
+        # TorchEasyRec's FG_NONE (tzrec/features/feature.py, _parse_fg_encoded_sparse_feature_impl): the
+        # column holds the ids FG wrote, cast to int64 and used as they are; num_buckets/hash_bucket_size
+        # only size the table. recpipe checks each id against that size (TorchEasyRec does not).
+        size = cfg.num_buckets or cfg.hash_bucket_size
+        if size is None or cfg.zch:
+            raise FeatureSpecError(
+                f"feature {cfg.name!r}: pre-encoded input (data.fg_encoded) needs num_buckets or "
+                "hash_bucket_size (the table size) and no zch; a vocabulary or zch maps raw values"
+            )
+        return IdMapping("identity", size, default_value=cfg.default_value)
     if cfg.hash_bucket_size is not None:
         return IdMapping("hash", cfg.hash_bucket_size, default_value=cfg.default_value)
     if cfg.num_buckets is not None:
@@ -55,8 +72,11 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     """Build the (unfitted) FeatureSpec the config describes.
 
     Vocabularies from ``min_freq``, quantile boundaries and zscore statistics start empty/neutral and
-    are filled by :func:`recpipe.features.fit.fit_feature_spec` from the training split.
+    are filled by :func:`recpipe.features.fit.fit_feature_spec` from the training split. With
+    ``data.fg_encoded`` every id column holds row ids (:func:`_mapping`) and a bucketized raw feature's
+    column holds its bucket id.
     """
+    encoded = cfg.data.fg_encoded
     sparse: list[SparseFeature] = []
     dense: list[DenseFeature] = []
     sequences: list[SequenceFeature] = []
@@ -67,7 +87,7 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
                 SparseFeature(
                     name=f.name,
                     column=column,
-                    mapping=_mapping(f),
+                    mapping=_mapping(f, encoded=encoded),
                     table=f.embedding_name or f.name,
                     embedding_dim=f.embedding_dim,
                     pooling=f.pooling,
@@ -76,7 +96,23 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
                 )
             )
         elif isinstance(f, RawFeatureConfig):
-            if f.boundaries is not None or f.num_quantile_buckets is not None:
+            if encoded and f.num_quantile_buckets is not None:
+                raise FeatureSpecError(
+                    f"feature {f.name!r}: pre-encoded input holds bucket ids; give its boundaries, "
+                    "not num_quantile_buckets (nothing to fit)"
+                )
+            if encoded and f.boundaries is not None:
+                # FG_NONE: the column holds the bucket id FG computed from the boundaries.
+                sparse.append(
+                    SparseFeature(
+                        name=f.name,
+                        column=column,
+                        mapping=IdMapping("identity", len(f.boundaries) + 1),
+                        table=f.embedding_name or f.name,
+                        embedding_dim=f.embedding_dim,
+                    )
+                )
+            elif f.boundaries is not None or f.num_quantile_buckets is not None:
                 bounds = list(f.boundaries) if f.boundaries is not None else []
                 sparse.append(
                     SparseFeature(
@@ -95,6 +131,10 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
                     DenseFeature(name=f.name, column=column, default=f.default, log_offset=log_offset)
                 )
         elif isinstance(f, SequenceFeatureConfig):
+            if encoded:
+                raise FeatureSpecError(
+                    f"sequence feature {f.name!r}: pre-encoded sequences (data.fg_encoded) are not supported"
+                )
             keys = []
             for sub in f.sub_features:
                 key = f"{f.name}__{sub.name}"
@@ -130,9 +170,42 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
         weight=cfg.data.weight,
         group_column=cfg.eval.gauc_group or cfg.data.group_column,
     )
-    spec.groups = [_group(spec, g.name, g.type, g.features) for g in cfg.feature_groups]
+    spec.groups = [
+        _wide_group(spec, g.name, g.features, g.embedding_dim or WIDE_EMBEDDING_DIM)
+        if g.type == "wide"
+        else _group(spec, g.name, g.type, g.features)
+        for g in cfg.feature_groups
+    ]
     spec.tables()  # validates shared-table dims
     return spec
+
+
+def _wide_group(spec: FeatureSpec, name: str, features: list[str], dim: int) -> FeatureGroup:
+    """A WIDE group as TorchEasyRec builds it (tzrec/modules/embedding.py, ``EmbeddingGroupImpl``): each
+    sparse feature also looks up its own table ``<table>_wide`` of ``dim`` columns (its ``emb_name + "_wide"``),
+    through a KJT key ``<feature>__wide`` that FG fills with the feature's own ids; dense features are refused
+    ("dense feature [..] should not be configured in wide group")."""
+    dense = [n for n in features if n in set(spec.dense_names())]
+    if dense:
+        raise FeatureSpecError(f"wide group {name!r} lists dense features {dense}; a wide group takes ids")
+    keys = []
+    for n in features:
+        f = spec.feature(n)
+        if f.sequence is not None or f.zch:
+            raise FeatureSpecError(
+                f"wide group {name!r}: feature {n!r} is a {'sequence sub-feature' if f.sequence else 'zch feature'}; "
+                "a wide group takes pooled ids of plain tables"
+            )
+        key, table = f"{n}{WIDE_SUFFIX}", f"{f.table}_wide"
+        if key not in spec.sparse_keys():
+            clash = [g.name for g in spec.sparse if g.table == table]
+            if clash:
+                raise FeatureSpecError(f"wide group {name!r}: table {table!r} is already used by {clash}")
+            spec.sparse.append(dataclasses.replace(f, name=key, table=table, embedding_dim=dim))
+        elif spec.feature(key).column != f.column or spec.feature(key).table != table:
+            raise FeatureSpecError(f"wide group {name!r}: feature {key!r} is already defined")
+        keys.append(key)
+    return FeatureGroup(name, "wide", keys, [])
 
 
 def _group(spec: FeatureSpec, name: str, gtype: str, features: list[str]) -> FeatureGroup:

@@ -106,6 +106,8 @@ def map_ids(
             if len(table)
             else np.zeros(len(arr), np.int64)
         )
+    elif m.kind == "identity":
+        ids, bad = _encoded_ids(arr, m.size, present, column)
     elif m.kind == "vocab":
         s = to_string_array(arr)
         idx = pc.index_in(s, value_set=pa.array(m.vocab or [], type=pa.string()).cast(s.type))
@@ -113,6 +115,27 @@ def map_ids(
     else:
         raise ValueError(f"map_ids does not handle mapping kind {m.kind!r}")
     return ids, present, bad
+
+
+def encoded_expected(size: int) -> str:
+    return f"a pre-encoded id in [0, {size}) (the table's rows)"
+
+
+def _encoded_ids(
+    arr: pa.Array, size: int, present: np.ndarray, column: str
+) -> tuple[np.ndarray, BadRows | None]:
+    """Row ids of pre-encoded input (TorchEasyRec's FG_NONE): integers (or their decimal text) used as they
+    are; an id outside ``[0, size)`` is a bad row (TorchEasyRec would hand it to the embedding lookup)."""
+    if pa.types.is_integer(arr.type):
+        ids = as_numpy(pc.fill_null(arr, 0) if arr.null_count else arr).astype(np.int64, copy=False)
+        wrong = present & ((ids < 0) | (ids >= size))
+    elif is_string(arr.type):
+        ids, ok = parse_uint(arr)
+        wrong = present & (~ok | (ids >= size))
+    else:
+        raise DataError(f"column {column!r}: expected an integer or string column of ids, got {arr.type}")
+    bad = BadRows(np.flatnonzero(wrong), column, encoded_expected(size), arr) if wrong.any() else None
+    return np.where(wrong, 0, ids), bad
 
 
 def to_float(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, BadRows | None]:

@@ -137,6 +137,14 @@ class FeatureGenerator:
         self.on_bad_row = on_bad_row
         self.with_labels = with_labels
         self.keys = spec.sparse_keys()
+        # Keys whose ids another key already computes (a wide group's <feature>__wide): computed once.
+        self._repeats: dict[str, str] = {}
+        first: dict[str, str] = {}
+        for f in spec.sparse:
+            if f.sequence is None:
+                how = repr((f.column, f.mapping, f.boundaries, f.raw_default, f.zch))
+                self._repeats[f.name] = first.setdefault(how, f.name)
+        self._repeats = {k: v for k, v in self._repeats.items() if k != v}
         self.stats = FGStats()
         # Rows of the last call that were emitted (None: all of them), to line up outputs with inputs.
         self.last_kept: np.ndarray | None = None
@@ -203,7 +211,7 @@ class FeatureGenerator:
         lengths: dict[str, np.ndarray] = {}
         truncated = 0
         for f in self.spec.sparse:
-            if f.sequence is not None:
+            if f.sequence is not None or f.name in self._repeats:
                 continue
             arr = batch.column(f.column)
             if f.boundaries is not None:
@@ -216,6 +224,8 @@ class FeatureGenerator:
                 bads.append(bad)
             values[f.name] = ids if present.all() else ids[present]
             lengths[f.name] = present.astype(np.int32)
+        for key, same in self._repeats.items():
+            values[key], lengths[key] = values[same], lengths[same]
         for s in self.spec.sequences:
             feats = [self.spec.feature(k) for k in s.sub_features]
             truncated += sequence_ids(batch.column(s.column), s, feats, n, values, lengths, bads)

@@ -12,10 +12,10 @@ import pyarrow.compute as pc
 from recpipe.config import IdFeatureConfig, RawFeatureConfig, RecpipeConfig, SequenceFeatureConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.types import Source
-from recpipe.features.build import build_feature_spec, parse_normalizer
+from recpipe.features.build import WIDE_SUFFIX, build_feature_spec, parse_normalizer
 from recpipe.features.columns import to_float
 from recpipe.features.hashing import to_string_array
-from recpipe.features.spec import FeatureSpec, IdMapping
+from recpipe.features.spec import FeatureSpec, IdMapping, SparseFeature
 
 QUANTILE_SAMPLE_ROWS = 1_000_000
 
@@ -123,6 +123,7 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
                 m[1] += float(x.sum())
                 m[2] += float((x * x).sum())
     sparse = []
+    fitted: dict[str, SparseFeature] = {}
     for f in spec.sparse:
         if f.name in vocab_keys:
             min_freq = _min_freq(cfg, f.name)
@@ -145,6 +146,11 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
             )
             bounds = [float(b) for b in np.unique(q)]
             f = dataclasses.replace(f, boundaries=bounds, mapping=IdMapping("identity", len(bounds) + 1))
+        elif f.name.endswith(WIDE_SUFFIX) and f.name.removesuffix(WIDE_SUFFIX) in fitted:
+            # A wide group's copy looks up rows by the fitted feature's own mapping.
+            base = fitted[f.name.removesuffix(WIDE_SUFFIX)]
+            f = dataclasses.replace(f, mapping=base.mapping, boundaries=base.boundaries)
+        fitted[f.name] = f
         sparse.append(f)
     dense = []
     for d in spec.dense:

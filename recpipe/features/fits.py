@@ -71,7 +71,11 @@ def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, t
     for f in spec.sparse:
         if f.sequence is not None:
             continue
-        kind = _NUMERIC if f.boundaries is not None else (_IDS if f.mapping.kind == "mod" else _ANY)
+        kind = (
+            _NUMERIC
+            if f.boundaries is not None
+            else (_IDS if f.mapping.kind in ("mod", "identity") else _ANY)
+        )
         need.setdefault(f.column, (f"feature {f.name!r}", kind))
     for s in spec.sequences:
         need.setdefault(s.column, (f"sequence {s.name!r}", _TEXT))

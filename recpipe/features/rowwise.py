@@ -60,6 +60,14 @@ def map_id(v: object, m: IdMapping, column: str, zch: bool = False) -> int | Non
         if v < 0 or v >= 10**18:  # the range of text ids and history items
             raise RowError(column, "id")
         return zch_key_py(v) if zch else v % m.size
+    if m.kind == "identity":  # pre-encoded: the value is the row
+        if isinstance(v, str):
+            if not _UINT.match(v):
+                raise RowError(column, "id")
+            v = int(v)
+        if not 0 <= v < m.size:
+            raise RowError(column, "id")
+        return v
     if m.kind == "hash":
         return zch_key_py(_canonical(v)) if zch else fnv1a64_py(_canonical(v)) % m.size
     if m.kind == "vocab":

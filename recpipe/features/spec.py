@@ -30,7 +30,8 @@ class IdMapping:
     Args:
         kind (str): ``"hash"`` (stable 64-bit FNV-1a of the string form, mod ``size``), ``"mod"``
             (integer id mod ``size``), ``"vocab"`` (position in ``vocab`` plus one; 0 is UNK) or
-            ``"identity"`` (already an id in ``[0, size)``: bucketized raw features).
+            ``"identity"`` (already an id in ``[0, size)``: bucketized raw features, and every id of
+            pre-encoded input, whose ids outside the range are bad rows).
         size (int): number of table rows the mapping can produce.
         vocab (list[str] | None): the vocabulary for ``"vocab"``.
         default_value (str | None): replaces nulls before mapping; ``None`` leaves the feature absent.
@@ -39,6 +40,7 @@ class IdMapping:
 
         IdMapping("mod", 846812)       # adgroup_id: id % 846812
         IdMapping("hash", 20)          # pid: fnv1a64("430548_1007") % 20
+        IdMapping("identity", 39060)   # pre-encoded cat_1: the column holds the row, 0 <= id < 39060
     """
 
     kind: Literal["hash", "mod", "vocab", "identity"]
@@ -134,10 +136,11 @@ class TableSpec:
 
 @dataclass(frozen=True)
 class FeatureGroup:
-    """A named set of features the model consumes together (``deep`` or ``sequence``)."""
+    """A named set of features the model consumes together (``deep``, ``sequence`` or ``wide``; a wide
+    group's ``sparse`` are the ``<feature>__wide`` keys of its features' wide tables)."""
 
     name: str
-    type: Literal["deep", "sequence"]
+    type: Literal["deep", "sequence", "wide"]
     sparse: list[str]
     dense: list[str]
     # For sequence groups: (query key, history key) pairs matched by sub-feature name.

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from recpipe.models.protocol import DenseArchModule, RankingModel
     from recpipe.models.registry import MODELS, build_model
     from recpipe.models.train_model import TrainModel, bce_loss
+    from recpipe.models.wide_deep import FactorizationMachine, WideDeep, WideDeepDense, WideDeepGroups
 
 _LAZY = {
     "DinAttention": "recpipe.models.din",
@@ -50,6 +51,10 @@ _LAZY = {
     "build_model": "recpipe.models.registry",
     "TrainModel": "recpipe.models.train_model",
     "bce_loss": "recpipe.models.train_model",
+    "FactorizationMachine": "recpipe.models.wide_deep",
+    "WideDeep": "recpipe.models.wide_deep",
+    "WideDeepDense": "recpipe.models.wide_deep",
+    "WideDeepGroups": "recpipe.models.wide_deep",
 }
 
 __all__ = [
@@ -62,6 +67,7 @@ __all__ = [
     "DotInteraction",
     "EmbeddingGroup",
     "EmbeddingInit",
+    "FactorizationMachine",
     "EmbeddingLookup",
     "MLP",
     "MODELS",
@@ -72,6 +78,9 @@ __all__ = [
     "PaddedDinAttention",
     "RankingModel",
     "TrainModel",
+    "WideDeep",
+    "WideDeepDense",
+    "WideDeepGroups",
     "bce_loss",
     "build_model",
     "interaction_width",

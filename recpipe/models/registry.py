@@ -37,6 +37,8 @@ MODELS: dict[str, str] = {
     "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
     "dlrm": "recpipe.models.zoo.dlrm",
     "multi_tower": "recpipe.models.zoo.multi_tower",
+    "deepfm": "recpipe.models.zoo.deepfm",
+    "wide_and_deep": "recpipe.models.zoo.wide_and_deep",
 }
 ENTRY_POINT_GROUP = "recpipe.models"
 

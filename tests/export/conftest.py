@@ -1,4 +1,5 @@
-"""Small MultiTowerDIN and DLRM, trained a few steps on generated data, and their exports (once per session)."""
+"""Small MultiTowerDIN, DLRM, DeepFM and WideAndDeep, trained a few steps on generated data, and their exports
+(once per session)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,18 @@ def dlrm(tmp_path_factory) -> Trained:
 
 
 @pytest.fixture(scope="session")
+def deepfm(tmp_path_factory) -> Trained:
+    return _train("deepfm", "deepfm_criteo_small.yaml", "criteo", tmp_path_factory.mktemp("deepfm_data"))
+
+
+@pytest.fixture(scope="session")
+def wide_and_deep(tmp_path_factory) -> Trained:
+    return _train(
+        "wide_and_deep", "wide_and_deep_criteo_small.yaml", "criteo", tmp_path_factory.mktemp("wd_data")
+    )
+
+
+@pytest.fixture(scope="session")
 def din_export(din, tmp_path_factory) -> tuple[Trained, ExportResult]:
     out = tmp_path_factory.mktemp("din_export")
     return din, export(din.model, din.spec, din.cfg, FAST_BACKENDS, out, din.held_out)
@@ -67,6 +80,18 @@ def dlrm_export(dlrm, tmp_path_factory) -> tuple[Trained, ExportResult]:
     return dlrm, export(dlrm.model, dlrm.spec, dlrm.cfg, FAST_BACKENDS, out, dlrm.held_out)
 
 
-@pytest.fixture(params=["din", "dlrm"])
+@pytest.fixture(scope="session")
+def deepfm_export(deepfm, tmp_path_factory) -> tuple[Trained, ExportResult]:
+    out = tmp_path_factory.mktemp("deepfm_export")
+    return deepfm, export(deepfm.model, deepfm.spec, deepfm.cfg, FAST_BACKENDS, out, deepfm.held_out)
+
+
+@pytest.fixture(scope="session")
+def wide_and_deep_export(wide_and_deep, tmp_path_factory) -> tuple[Trained, ExportResult]:
+    out, m = tmp_path_factory.mktemp("wd_export"), wide_and_deep
+    return m, export(m.model, m.spec, m.cfg, FAST_BACKENDS, out, m.held_out)
+
+
+@pytest.fixture(params=["din", "dlrm", "deepfm", "wide_and_deep"])
 def exported(request) -> tuple[Trained, ExportResult]:
     return request.getfixturevalue(f"{request.param}_export")

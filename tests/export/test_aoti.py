@@ -32,7 +32,7 @@ LOADER = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module", params=["din", "dlrm"])
+@pytest.fixture(scope="module", params=["din", "dlrm", "deepfm", "wide_and_deep"])
 def aoti_export(request, tmp_path_factory):
     trained = request.getfixturevalue(request.param)
     out = tmp_path_factory.mktemp(f"{request.param}_aoti")

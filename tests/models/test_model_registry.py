@@ -30,6 +30,8 @@ def test_registry_is_explicit() -> None:
         "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
         "dlrm": "recpipe.models.zoo.dlrm",
         "multi_tower": "recpipe.models.zoo.multi_tower",
+        "deepfm": "recpipe.models.zoo.deepfm",
+        "wide_and_deep": "recpipe.models.zoo.wide_and_deep",
     }
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -48,7 +50,7 @@ def test_model_section_errors_name_the_key_path() -> None:
     d = _raw("dlrm_criteo_small.yaml")
     d["model"]["type"] = "wide_deep"
     with pytest.raises(
-        ConfigError, match=r"model: Value error, unknown model type 'wide_deep'; known: \['dlrm'"
+        ConfigError, match=r"model: Value error, unknown model type 'wide_deep'; known: \['deepfm', 'dlrm'"
     ):
         parse_config(d)
     d = _raw("dlrm_criteo_small.yaml")
@@ -81,11 +83,12 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
     declare_model: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(
-        ValueError, match=r"unknown model type 'half'; known: \['dlrm', 'multi_tower', 'multi_tower_din'\]"
+        ValueError,
+        match=r"unknown model type 'half'; known: \['deepfm', 'dlrm', 'multi_tower', 'multi_tower_din', 'wide_and_deep'\]",
     ):
         model_module("half")
     declare_model("half = recpipe.models.mlp")  # a module that declares no model
-    assert model_names() == ["dlrm", "half", "multi_tower", "multi_tower_din"]
+    assert model_names() == ["deepfm", "dlrm", "half", "multi_tower", "multi_tower_din", "wide_and_deep"]
     with pytest.raises(
         ValueError,
         match=r"module recpipe.models.mlp does not declare \['Config', 'Config.check_groups', 'build'\]",

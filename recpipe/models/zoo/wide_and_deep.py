@@ -1,0 +1,112 @@
+"""WideAndDeep's declaration (TorchEasyRec's ``wide_and_deep``): the wide group's first-order term plus a
+deep MLP over the deep group. The ``nn.Module`` is :class:`recpipe.models.wide_deep.WideDeep` without an FM
+term; :mod:`recpipe.models.zoo.deepfm` adds one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from recpipe.config import FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
+
+if TYPE_CHECKING:
+    import torch
+
+    from recpipe.features.spec import FeatureSpec
+    from recpipe.models.wide_deep import WideDeep, WideDeepGroups
+
+
+class WideAndDeepConfig(ModelSection):
+    """``model:`` of a WideAndDeep config.
+
+    Args:
+        deep (MlpConfig): the MLP over the deep group (its pooled embeddings, then its dense features).
+        final (MlpConfig | None): an MLP over ``concat(y_wide, y_deep)``; None (TorchEasyRec's default):
+            ``logit = y_wide + Linear(y_deep)``.
+        wide_group (str): a ``wide`` feature group (TorchEasyRec reads the group named ``wide``).
+        deep_group (str): a ``deep`` feature group (TorchEasyRec: ``deep``).
+
+    Example::
+
+        feature_groups:
+          - {name: wide, type: wide, features: [user_id, adgroup_id, pid]}      # wide tables of dim 4
+          - {name: deep, type: deep, features: [user_id, adgroup_id, pid, price]}
+        model:
+          type: wide_and_deep
+          deep: {hidden_units: [512, 256, 128]}
+
+        # KJT of B = 2 rows, keys × batch: user_id [[7], [3]] ... user_id__wide [[7], [3]] (the same ids)
+        # wide: 3 × (B, 4) summed -> (B, 1); deep: (B, 3·16 + 1) -> 512-256-128 -> Linear -> (B,) logits
+    """
+
+    type: Literal["wide_and_deep"]
+    deep: MlpConfig
+    final: MlpConfig | None = None
+    wide_group: str = "wide"
+    deep_group: str = "deep"
+
+    def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
+        """``wide_group`` and ``deep_group`` must be defined groups of types ``wide`` and ``deep``."""
+        check_group_refs([self.wide_group, self.deep_group], groups)
+        check_group_types([(self.wide_group, "wide"), (self.deep_group, "deep")], groups)
+
+
+Config = WideAndDeepConfig
+
+
+def check_group_types(wanted: list[tuple[str, str]], groups: Sequence[FeatureGroupConfig]) -> None:
+    """Raise ``ValueError`` for each ``(group, type)`` of ``wanted`` whose group has another type."""
+    types = {g.name: g.type for g in groups}
+    bad = [f"{name!r} is {types[name]}, not {t}" for name, t in wanted if types[name] != t]
+    if bad:
+        raise ValueError(f"model feature groups of the wrong type: {'; '.join(bad)}")
+
+
+def wide_deep_groups(
+    spec: FeatureSpec, wide_group: str, deep_group: str, fm_group: str | None = None
+) -> WideDeepGroups:
+    """The keys of the wide, deep (and FM) parts, from the spec's groups.
+
+    Raises:
+        ValueError: the FM group lists dense features (FM multiplies embeddings).
+    """
+    from recpipe.models.wide_deep import WideDeepGroups
+
+    deep = spec.group(deep_group)
+    dense_names = spec.dense_names()
+    fm_keys = None
+    if fm_group is not None:
+        fm = spec.group(fm_group)
+        if fm.dense:
+            raise ValueError(
+                f"FM group {fm_group!r} lists dense features {fm.dense}; FM multiplies embeddings"
+            )
+        fm_keys = tuple(fm.sparse)
+    return WideDeepGroups(
+        wide_keys=tuple(spec.group(wide_group).sparse),
+        deep_keys=tuple(deep.sparse),
+        dense_columns=tuple(dense_names.index(n) for n in deep.dense),
+        fm_keys=fm_keys,
+    )
+
+
+def build(spec: FeatureSpec, cfg: WideAndDeepConfig, device: torch.device | None = None) -> WideDeep:
+    """WideAndDeep over the spec's ``wide_group`` and ``deep_group``.
+
+    Args:
+        spec (FeatureSpec): features, tables (the wide group's included) and groups.
+        cfg (WideAndDeepConfig): the model section.
+        device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
+    """
+    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.wide_deep import WideDeep
+
+    return WideDeep(
+        spec.tables(),
+        wide_deep_groups(spec, cfg.wide_group, cfg.deep_group),
+        mlp_spec(cfg.deep),
+        mlp_spec(cfg.final) if cfg.final is not None else None,
+        dense_in_features=spec.dense_dim,
+        pooling=spec.pooling(),
+        device=device,
+    )

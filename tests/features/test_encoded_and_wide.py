@@ -1,0 +1,139 @@
+"""Pre-encoded input (``data.fg_encoded``: TorchEasyRec's ``fg_mode: FG_NONE``) and the WIDE group's keys in FG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from recpipe.config import parse_config
+from recpipe.features.build import build_feature_spec
+from recpipe.features.fg import BadRowError, FeatureGenerator
+from recpipe.features.rowwise import rowwise_fg
+from recpipe.features.spec import FeatureSpecError
+
+
+def _cfg(encoded: bool = True, extra_features: list | None = None, groups: list | None = None):
+    return parse_config(
+        {
+            "name": "enc",
+            "data": {"label": "label", "fg_encoded": encoded},
+            "features": [
+                {"kind": "raw", "name": "int_0"},
+                {"kind": "raw", "name": "int_1", "boundaries": [1.0, 10.0], "embedding_dim": 4},
+                {"kind": "id", "name": "cat_0", "num_buckets": 5, "embedding_dim": 4},
+                {"kind": "id", "name": "cat_1", "hash_bucket_size": 3, "embedding_dim": 4},
+                *(extra_features or []),
+            ],
+            "feature_groups": groups
+            or [
+                {"name": "wide", "type": "wide", "features": ["cat_0", "cat_1", "int_1"]},
+                {"name": "deep", "type": "deep", "features": ["int_0", "int_1", "cat_0", "cat_1"]},
+            ],
+            "model": {"type": "wide_and_deep", "deep": {"hidden_units": [4]}},
+        }
+    )
+
+
+ROWS = pa.table(
+    {
+        "int_0": pa.array([3.5, None, 120.0, 0.0], pa.float64()),
+        "int_1": pa.array([0, 2, 1, None], pa.int64()),  # bucket ids of [1, 10): 3 buckets
+        "cat_0": pa.array([4, 0, None, 2], pa.int64()),
+        "cat_1": pa.array(["2", "0", "1", None]),
+        "label": pa.array([1, 0, 0, 1]),
+    }
+)
+
+
+def test_encoded_columns_are_used_as_they_are() -> None:
+    """TorchEasyRec's FG_NONE (``_parse_fg_encoded_sparse_feature_impl`` / ``..._dense_feature_impl``): ids
+    cast to int64 and used as rows, no ``% num_buckets``; a null id is no id (``drop_null``); a bucketized raw
+    feature's column holds its bucket; a dense value is used as it is (a null reads as the default, what FG
+    writes for a missing value)."""
+    spec = build_feature_spec(_cfg())
+    assert spec.feature("cat_0").mapping.kind == "identity" and spec.feature("cat_0").mapping.size == 5
+    out = FeatureGenerator(spec)(ROWS)
+    keys = spec.sparse_keys()
+    got = {k: (out.values[i].tolist(), out.lengths[i].tolist()) for i, k in enumerate(keys)}
+    assert got["cat_0"] == ([4, 0, 2], [1, 1, 0, 1])
+    assert got["cat_1"] == ([2, 0, 1], [1, 1, 1, 0])  # decimal text is an id too; not hashed
+    assert got["int_1"] == ([0, 2, 1], [1, 1, 1, 0])
+    np.testing.assert_array_equal(out.dense[:, 0], [3.5, 0.0, 120.0, 0.0])
+    reference, skipped = rowwise_fg(spec, ROWS)
+    assert skipped == 0
+    for i in range(len(keys)):
+        np.testing.assert_array_equal(out.values[i], reference.values[i], err_msg=keys[i])
+        np.testing.assert_array_equal(out.lengths[i], reference.lengths[i], err_msg=keys[i])
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [
+        ("cat_0", 5, r"a pre-encoded id in \[0, 5\)"),
+        ("cat_0", -1, r"a pre-encoded id in \[0, 5\)"),
+        ("cat_1", "7", r"a pre-encoded id in \[0, 3\)"),
+        ("cat_1", "x1", r"a pre-encoded id in \[0, 3\)"),
+        ("int_1", 3, r"a pre-encoded id in \[0, 3\)"),
+    ],
+)
+def test_an_id_outside_the_table_is_a_bad_row(column, value, expected) -> None:
+    """TorchEasyRec hands an encoded id to the embedding lookup unchecked; recpipe names the file, row
+    (counted from the file's first row) and column, and ``skip`` drops and counts the row."""
+    spec = build_feature_spec(_cfg())
+    values = ROWS.column(column).to_pylist()
+    values[2] = value
+    rows = ROWS.set_column(ROWS.schema.get_field_index(column), column, pa.array(values, ROWS[column].type))
+    with pytest.raises(
+        BadRowError, match=rf"part-7.parquet, row 102, column '{column}': expected {expected}"
+    ):
+        FeatureGenerator(spec)(rows, file="part-7.parquet", first_row=100)
+    fg = FeatureGenerator(spec, on_bad_row="skip")
+    assert fg(rows).num_rows == 3 and fg.stats.skipped_by_column == {column: 1}
+
+
+def test_what_encoded_input_cannot_describe_is_refused() -> None:
+    """A vocabulary, quantiles to fit and a sequence map raw values: nothing FG_NONE input can hold."""
+    vocab = {"kind": "id", "name": "v", "vocab_list": ["a"], "embedding_dim": 4}
+    with pytest.raises(FeatureSpecError, match="feature 'v': pre-encoded input .* needs num_buckets"):
+        build_feature_spec(_cfg(extra_features=[vocab]))
+    quant = {"kind": "raw", "name": "q", "num_quantile_buckets": 4, "embedding_dim": 4}
+    with pytest.raises(FeatureSpecError, match="'q': pre-encoded input holds bucket ids"):
+        build_feature_spec(_cfg(extra_features=[quant]))
+    seq = {"kind": "sequence", "name": "s", "sub_features": [{"name": "a", "num_buckets": 3}]}
+    with pytest.raises(FeatureSpecError, match="pre-encoded sequences"):
+        build_feature_spec(_cfg(extra_features=[seq]))
+
+
+def test_wide_keys_repeat_their_features_ids() -> None:
+    """TorchEasyRec's WIDE group looks up the same ids in a second table (``<emb_name>_wide``): FG emits
+    them under ``<feature>__wide`` (computed once), raw-mapped or encoded alike."""
+    for encoded in (True, False):
+        spec = build_feature_spec(_cfg(encoded))
+        rows = ROWS if encoded else ROWS.set_column(1, "int_1", pa.array([0.5, 20.0, 5.0, None]))
+        out = FeatureGenerator(spec)(rows)
+        keys = spec.sparse_keys()
+        assert spec.group("wide").sparse == ["cat_0__wide", "cat_1__wide", "int_1__wide"]
+        for name in ("cat_0", "cat_1", "int_1"):
+            a, b = keys.index(name), keys.index(f"{name}__wide")
+            assert out.values[a].tolist() == out.values[b].tolist() and len(out.values[a])
+            np.testing.assert_array_equal(out.lengths[a], out.lengths[b])
+        tables = {t.name: t for t in spec.tables()}
+        assert tables["int_1_wide"].num_embeddings == 3 and tables["int_1_wide"].embedding_dim == 4
+
+
+def test_a_wide_group_takes_no_sequence_or_clashing_key() -> None:
+    seq = {"kind": "sequence", "name": "s", "sub_features": [{"name": "a", "num_buckets": 3}]}
+    groups = [
+        {"name": "wide", "type": "wide", "features": ["s__a"]},
+        {"name": "deep", "type": "deep", "features": ["cat_0"]},
+    ]
+    with pytest.raises(FeatureSpecError, match="feature 's__a' is a sequence sub-feature"):
+        build_feature_spec(_cfg(False, [seq], groups))
+    clash = {"kind": "id", "name": "x", "num_buckets": 3, "embedding_name": "cat_0_wide"}
+    groups = [
+        {"name": "wide", "type": "wide", "features": ["cat_0"]},
+        {"name": "deep", "type": "deep", "features": ["x"]},
+    ]
+    with pytest.raises(FeatureSpecError, match=r"table 'cat_0_wide' is already used by \['x'\]"):
+        build_feature_spec(_cfg(False, [clash], groups))
