@@ -91,7 +91,6 @@ def run(
             {ARTIFACT: str(served)},
             MODEL_ARTIFACT,
             pip_requirements=_pins(),
-            model_config={"neg_sample_rate": float(cand.get("neg_sample_rate") or 1.0)},
             signature=model_signature(),
             input_example=_example(example_data, spec),
             metadata={"raw_columns": raw_columns(spec)},

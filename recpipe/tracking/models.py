@@ -48,7 +48,6 @@ def log_pyfunc_model(
     artifact_path: str,
     pip_requirements: list[str] | None = None,
     *,
-    model_config: Mapping[str, Any] | None = None,
     signature: Any = None,
     input_example: Any = None,
     metadata: Mapping[str, Any] | None = None,
@@ -65,7 +64,6 @@ def log_pyfunc_model(
         artifacts (Mapping[str, str]): name → local path copied into the model.
         artifact_path (str): the model's name in the run.
         pip_requirements (list[str] | None): exact pins of a serving image.
-        model_config (Mapping | None): settings the model reads in ``load_context`` (``context.model_config``).
         signature (ModelSignature | None): what MLflow validates requests against and shows.
         input_example (Any): a few request rows stored with the model (MLflow checks that they score).
         metadata (Mapping | None): free-form fields of the model's MLmodel file (``metadata``).
@@ -98,7 +96,6 @@ def log_pyfunc_model(
                 python_model=str(code),
                 artifacts=dict(artifacts),
                 pip_requirements=pip_requirements,
-                model_config=dict(model_config) if model_config else None,
                 signature=signature,
                 input_example=input_example,
                 metadata=dict(metadata) if metadata else None,

@@ -26,22 +26,17 @@ CODE_PATH = Path(__file__).with_name("served_model.py")
 class RawRowsModel(mlflow.pyfunc.PythonModel):
     """Scores a pandas DataFrame of raw feature columns with an exported backend folder.
 
-    Args:
-        neg_sample_rate (float): the negative sampling rate of the training data; probabilities are mapped
-            back to the original click distribution (``p / (p + (1 - p) / rate)``). A logged model's
-            ``model_config["neg_sample_rate"]`` replaces it at load.
+    Probabilities are mapped back to the original click distribution (``p / (p + (1 - p) / rate)``) with
+    the negative sampling rate the export's manifest records (one place: the model has no setting of its
+    own).
     """
 
-    def __init__(self, neg_sample_rate: float = 1.0) -> None:
-        self.neg_sample_rate = float(neg_sample_rate)
+    def __init__(self) -> None:
         self._scorer: Any = None
 
     def load_context(self, context: Any) -> None:
         from recpipe.export import load_backend
 
-        config = getattr(context, "model_config", None) or {}
-        if "neg_sample_rate" in config:
-            self.neg_sample_rate = float(config["neg_sample_rate"])
         self._scorer = load_backend(context.artifacts[ARTIFACT])  # verifies every file's sha256
 
     # No type hints on predict: MLflow 3 reads them as an input schema and would validate rows against it
@@ -66,7 +61,7 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
             logits = self._scorer.predict_raw(model_input)
         except DataError as err:
             raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
-        return self._scorer.to_output(logits, output, self.neg_sample_rate)
+        return self._scorer.to_output(logits, output)
 
 
 def model_signature() -> Any:

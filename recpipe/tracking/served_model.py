@@ -1,8 +1,8 @@
 """The code file of a registered recpipe model (MLflow "models from code").
 
 MLflow runs this file to build the served model, so a registered version holds no pickle: the class is
-imported from the installed recpipe, its settings come from the logged ``model_config`` and its weights
-are the verified export folder (artifact ``exported_model``). Never imported by recpipe itself.
+imported from the installed recpipe; its weights and settings are the verified export folder (artifact
+``exported_model``). Never imported by recpipe itself.
 """
 
 import mlflow.models
