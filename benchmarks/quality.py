@@ -1,4 +1,5 @@
-"""Model quality against the oracle: MultiTowerDIN on generated Taobao data, DLRM on generated Criteo.
+"""Model quality against the oracle: MultiTowerDIN on generated Taobao data; DLRM, DeepFM, WideAndDeep and
+MultiTower on generated Criteo.
 
 The generators know every row's true click probability (``true_prob``), so the best AUC any model can
 reach on the eval rows, the oracle AUC, is known. Each model is trained in this process (a 1-rank gloo
@@ -20,10 +21,12 @@ are capped (``--criteo-vocab``, default 10,000 values per column). The default-d
 too (``din.default_density``), so the gap that comes from the data rather than from the model stays
 visible.
 
-Configs: ``configs/din_taobao_quality.yaml`` and ``configs/dlrm_criteo_quality.yaml`` (the small
+Configs: ``configs/din_taobao_quality.yaml`` and ``configs/<model>_criteo_quality.yaml`` (the small
 configs' features and models; batch 1024 and learning rates tuned for one pass; DIN with unnormalized
 sigmoid attention weights, ``weighting: sigmoid``). One epoch, because a second pass over the same
-rows memorizes the per-id embeddings and the eval AUC falls.
+rows memorizes the per-id embeddings and the eval AUC falls. The Criteo models share one generated
+data set per run. MultiTower is measured on Criteo, the data it fits: Taobao's click model has a
+history term that only a model reading the click sequence (DIN) can see.
 
 The DIN tower is ablated by the same MultiTowerDIN with the history mean-pooled
 (``attention: mean_pool``) over ``--ablation-seeds`` training seeds on a smaller sample of the same
@@ -31,9 +34,9 @@ catalogue (``--ablation-rows``), where TorchEasyRec's softmax-normalized attenti
 softmax``) is trained too. Every run evaluates a few times during its epoch
 (``curve``: AUC against rows trained).
 
-Run: ``.venv/bin/python benchmarks/quality.py`` (about 12 minutes for DIN and 10 for DLRM on 2 idle
-cores; ``--only din|dlrm`` runs one). The last line is
-``quality: din_auc=… din_oracle_auc=… dlrm_auc=… dlrm_oracle_auc=…``.
+Run: ``.venv/bin/python benchmarks/quality.py`` (about 12 minutes for DIN and 10 for each Criteo model
+on 2 idle cores; ``--only deepfm,wide_and_deep`` runs those, keeping the others' results in ``--out``).
+The last line is ``quality: din_auc=… din_oracle_auc=… dlrm_auc=… dlrm_oracle_auc=… …``.
 """
 
 from __future__ import annotations
@@ -59,9 +62,15 @@ from recpipe.train.loop import METRICS_FILE, train
 ROOT = Path(__file__).resolve().parent.parent
 DIN_CONFIG = ROOT / "configs" / "din_taobao_quality.yaml"
 DLRM_CONFIG = ROOT / "configs" / "dlrm_criteo_quality.yaml"
+# The models trained on generated Criteo, each with its config.
+CRITEO_MODELS = {
+    name: ROOT / "configs" / f"{name}_criteo_quality.yaml"
+    for name in ("dlrm", "deepfm", "wide_and_deep", "multi_tower")
+}
+MODELS = ("din", *CRITEO_MODELS)
 RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
 TARGET_GAP = 0.01
-SUMMARY_KEYS = ("din_auc", "din_oracle_auc", "dlrm_auc", "dlrm_oracle_auc")
+SUMMARY_KEYS = tuple(f"{m}_{k}" for m in MODELS for k in ("auc", "oracle_auc"))
 
 
 def prepare(kind: str, rows: int, options: str, out: Path, config: Path, seed: int) -> ingest.IngestResult:
@@ -165,13 +174,21 @@ def run_model(
     epochs: int | None = None,
     variants: tuple[Variant, ...] = (DEFAULT,),
     train_seeds: tuple[int, ...] = (0,),
+    shared: dict[str, ingest.IngestResult] | None = None,
 ) -> dict[str, Any]:
     """Generate and split ``rows`` rows, then train and evaluate each of ``variants`` with each of
     ``train_seeds`` (alternating, so changes in machine load hit all alike). ``runs`` holds the first
-    seed's runs in full, ``seed_aucs`` every seed's AUC."""
+    seed's runs in full, ``seed_aucs`` every seed's AUC. With ``shared``, the data is generated once per
+    ``(kind, rows, options, seed)`` and kept there for the next model."""
     t0 = time.perf_counter()
-    data_dir = tmp / f"{name}-{rows}-data"
-    data = prepare(kind, rows, options, data_dir, config, seed)
+    key = f"{kind}-{rows}-{options}-{seed}"
+    data_dir = tmp / (key if shared is not None else f"{name}-{rows}-data")
+    if shared is not None and key in shared:
+        data = shared[key]
+    else:
+        data = prepare(kind, rows, options, data_dir, config, seed)
+        if shared is not None:
+            shared[key] = data
     prepare_s = time.perf_counter() - t0
     if data.oracle_auc is None:
         raise RuntimeError(f"{kind} data has no oracle column")
@@ -208,7 +225,8 @@ def run_model(
                 f"({r['rows_per_s']:,} rows/s); eval AUC by rows trained: {curve}",
                 flush=True,
             )
-    shutil.rmtree(data_dir, ignore_errors=True)
+    if shared is None:
+        shutil.rmtree(data_dir, ignore_errors=True)
     report["seconds"] = round(time.perf_counter() - t0, 1)
     return report
 
@@ -245,20 +263,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument(
         "--only",
-        choices=["din", "dlrm"],
         default=None,
-        help="run one model only (the other's results in --out are kept)",
+        help=f"comma-separated models to run, of {', '.join(MODELS)} (the others' results in --out are kept)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    only = MODELS if args.only is None else tuple(m.strip() for m in args.only.split(","))
+    unknown = [m for m in only if m not in MODELS]
+    if unknown:
+        parser.error(f"--only: unknown models {unknown}; choose from {', '.join(MODELS)}")
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
+    load_start = list(os.getloadavg())
     report: dict[str, Any] = {"benchmark": "quality", "target_gap": TARGET_GAP}
     summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="recpipe-quality-") as tmp_dir:
         tmp = Path(tmp_dir)
-        if args.only in (None, "din"):
+        if "din" in only:
             din = run_model(
                 "din", "taobao", DIN_CONFIG, args.taobao_rows, args.taobao_catalogue, args.seed, tmp,
                 args.evals, args.epochs,
@@ -289,18 +311,23 @@ def main() -> None:
             if "default_density" in din:
                 dd = din["default_density"]
                 summary["din_default_density_gap"] = dd["runs"]["default"]["gap"]
-        if args.only in (None, "dlrm"):
-            dlrm = run_model(
-                "dlrm", "criteo", DLRM_CONFIG, args.criteo_rows, args.criteo_vocab, args.seed, tmp, args.evals,
-                args.epochs,
+        shared: dict[str, ingest.IngestResult] = {}
+        for name, config in CRITEO_MODELS.items():
+            if name not in only:
+                continue
+            result = run_model(
+                name, "criteo", config, args.criteo_rows, args.criteo_vocab, args.seed, tmp, args.evals,
+                args.epochs, shared=shared,
             )  # fmt: skip
-            report["dlrm"] = dlrm
-            run = dlrm["runs"]["default"]
+            report[name] = result
+            run = result["runs"]["default"]
             summary.update(
-                dlrm_auc=run["auc"],
-                dlrm_oracle_auc=dlrm["oracle_auc"],
-                dlrm_gap=run["gap"],
-                dlrm_within_target=run["gap"] <= TARGET_GAP,
+                {
+                    f"{name}_auc": run["auc"],
+                    f"{name}_oracle_auc": result["oracle_auc"],
+                    f"{name}_gap": run["gap"],
+                    f"{name}_within_target": run["gap"] <= TARGET_GAP,
+                }
             )
 
     if "din_auc" in summary:
@@ -319,18 +346,23 @@ def main() -> None:
             print(
                 f"din at the default catalogue density: gap to oracle {summary['din_default_density_gap']:.4f}"
             )
-    for name in ("din", "dlrm"):
+    for name in MODELS:
         if f"{name}_gap" in summary:
             print(f"{name}: gap to oracle {summary[f'{name}_gap']:.4f} (target <= {TARGET_GAP})")
     if args.only and args.out.exists():
-        # One model was rerun: keep the other's results (and say when each was measured).
+        # Some models were rerun: keep the others' results (and say when each was measured).
         previous = json.loads(args.out.read_text())
-        other = "dlrm" if args.only == "din" else "din"
-        if other in previous:
+        for other in MODELS:
+            if other in only or other not in previous:
+                continue
             report[other] = previous[other]
-            report.setdefault("measured_separately", {})[other] = previous.get("environment")
-            kept = {k: v for k, v in previous.get("summary", {}).items() if k.startswith(other)}
-            summary = {**kept, **summary} if other == "din" else {**summary, **kept}
+            report.setdefault("measured_separately", {})[other] = previous.get("measured_separately", {}).get(
+                other, previous.get("environment")
+            )
+            summary.update(
+                {k: v for k, v in previous.get("summary", {}).items() if k.startswith(f"{other}_")}
+            )
+        summary = {k: summary[k] for m in MODELS for k in list(summary) if k.startswith(f"{m}_")}
     report["summary"] = summary
     report["environment"] = {
         "torch": torch.__version__,
@@ -338,6 +370,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),
+        "load_avg_start": load_start,
         "load_avg_end": list(os.getloadavg()),
         "seconds": round(time.perf_counter() - started, 1),
     }
