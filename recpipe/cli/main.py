@@ -28,7 +28,8 @@ def cmd_data_generate(a: argparse.Namespace) -> int:
 
     r = generate(a.kind, a.rows, a.out, seed=a.seed)
     print(f"wrote {r.rows} rows to {a.out} ({len(r.files)} files, {r.seconds:.1f}s)")
-    print(f"positive_rate={r.positive_rate:.4f} oracle_auc={r.oracle_auc:.4f}")
+    for name, task in r.tasks.items():
+        print(f"{name}: positive_rate={task['positive_rate']:.4f} oracle_auc={task['oracle_auc']:.4f}")
     return 0
 
 

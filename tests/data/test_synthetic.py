@@ -33,6 +33,8 @@ TAOBAO_SCHEMA = pa.schema(
         ("time_stamp", pa.int64()),
         ("click_50_seq", pa.string()),
         ("true_prob", pa.float64()),
+        ("buy", pa.int64()),
+        ("true_buy_prob", pa.float64()),
     ]
 )
 
@@ -86,6 +88,44 @@ def test_taobao_history_effect_needs_the_candidate(taobao: tuple[GenerateReport,
     prob = table["true_prob"].to_numpy()
     assert 0.1 < in_history.mean() < 0.4
     assert prob[in_history].mean() > 2 * prob[~in_history].mean()
+
+
+def test_taobao_buy_label_model(tmp_path: Path) -> None:
+    """The buy label (TorchEasyRec's taobao_multitask_sample has clk and buy): only after a click, ~12% of
+    clicks, true_buy_prob = P(click) * P(buy | click), its own oracle AUC in the report and _meta.json."""
+    report = generate("taobao", 60_000, tmp_path, seed=5, users=2_000, ads=1_000)
+    table = pq.read_table(tmp_path)
+    clk, buy = table["clk"].to_numpy(), table["buy"].to_numpy()
+    prob, buy_prob = table["true_prob"].to_numpy(), table["true_buy_prob"].to_numpy()
+    assert (buy <= clk).all() and buy.sum() > 0
+    assert 0.09 <= buy[clk == 1].mean() <= 0.15
+    assert ((buy_prob > 0) & (buy_prob < prob)).all()
+    assert buy_prob[clk == 1].sum() / prob[clk == 1].sum() == pytest.approx(0.12, abs=0.02)
+    assert set(report.tasks) == {"clk", "buy"} and report.tasks["clk"]["oracle_auc"] == report.oracle_auc
+    assert report.tasks["buy"]["positive_rate"] == pytest.approx(buy.mean())
+    # Buying has effects of its own, so the buy oracle is not the click oracle's ranking.
+    assert report.tasks["buy"]["oracle_auc"] > report.oracle_auc + 0.02
+    assert np.corrcoef(np.log(prob), np.log(buy_prob / prob))[0, 1] < 0.6
+    meta = json.loads(Path(report.meta).read_text())
+    assert meta["tasks"] == report.tasks
+
+
+def test_taobao_buy_label_leaves_the_click_columns_as_they_were(
+    taobao: tuple[GenerateReport, pa.Table], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversion effects and draws come after every click column: without them (the conversion
+    stream replaced), every other column is unchanged."""
+    _, table = taobao
+    monkeypatch.setattr(
+        taobao_gen,
+        "_conversion_effects",
+        lambda rng, u, a: {"user_buy_effect": np.zeros(u), "ad_cvr_effect": np.zeros(a)},
+    )
+    other = pq.read_table(generate("taobao", 20_000, tmp_path, seed=3, chunk_rows=8_000).files[0])
+    first = table.slice(0, other.num_rows)
+    for column in first.column_names:
+        if column not in ("buy", "true_buy_prob"):
+            assert other[column].equals(first[column]), column
 
 
 def test_taobao_history_lengths_and_format(taobao: tuple[GenerateReport, pa.Table]) -> None:

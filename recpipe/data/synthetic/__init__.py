@@ -46,7 +46,7 @@ def generate(
             ``cat_0..cat_25`` (see :func:`recpipe.data.synthetic.criteo.make_chunk`); 0 or 1.
 
     Returns:
-        GenerateReport: rows, files, positive rate, oracle AUC, seconds.
+        GenerateReport: rows, files, positive rate, oracle AUC (of every label: ``tasks``), seconds.
 
     Example::
 
@@ -66,7 +66,14 @@ def generate(
         cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
         params = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
         return write_chunks(
-            kind, rows, out, seed, chunk_rows, lambda c, n: taobao.make_chunk(cat, seed, c, n), params
+            kind,
+            rows,
+            out,
+            seed,
+            chunk_rows,
+            lambda c, n: taobao.make_chunk(cat, seed, c, n),
+            params,
+            taobao.LABELS,
         )
     if kind == "criteo":
         model = criteo.build_model(seed, max_vocab)
@@ -83,5 +90,6 @@ def generate(
             chunk_rows,
             lambda c, n: criteo.make_chunk(model, seed, c, n, bool(hashed)),
             params,
+            ("label",),
         )
     raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao' or 'criteo'")

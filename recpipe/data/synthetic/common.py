@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +34,8 @@ class GenerateReport:
             ceiling a model can approach.
         seconds (float): wall time.
         meta (str): path of ``_meta.json``.
+        tasks (dict): every label's ``positive_rate`` and ``oracle_auc`` by label column (the first is
+            the one of ``positive_rate`` / ``oracle_auc``; taobao: ``clk`` and ``buy``).
 
     Example::
 
@@ -48,6 +50,7 @@ class GenerateReport:
     oracle_auc: float
     seconds: float
     meta: str = ""
+    tasks: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class ZipfSampler:
@@ -88,8 +91,9 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def calibrate_base(logit_rest: np.ndarray, target_rate: float) -> float:
-    """The intercept ``b`` with ``mean(sigmoid(b + logit_rest)) == target_rate`` (bisection).
+def calibrate_base(logit_rest: np.ndarray, target_rate: float, weights: np.ndarray | None = None) -> float:
+    """The intercept ``b`` with ``mean(sigmoid(b + logit_rest)) == target_rate`` (bisection), the mean
+    weighted by ``weights`` when given (e.g. a conversion rate among clicks: weights = click probabilities).
 
     Example::
 
@@ -99,7 +103,7 @@ def calibrate_base(logit_rest: np.ndarray, target_rate: float) -> float:
     lo, hi = -30.0, 30.0
     for _ in range(80):
         mid = (lo + hi) / 2
-        if sigmoid(mid + logit_rest).mean() < target_rate:
+        if np.average(sigmoid(mid + logit_rest), weights=weights) < target_rate:
             lo = mid
         else:
             hi = mid
@@ -114,11 +118,13 @@ def write_chunks(
     chunk_rows: int,
     make_chunk: Callable[[int, int], tuple[pa.Table, np.ndarray, np.ndarray]],
     params: dict[str, object],
+    label_names: tuple[str, ...],
 ) -> GenerateReport:
     """Write ``ceil(rows / chunk_rows)`` Parquet files from ``make_chunk(chunk_index, n)`` and ``_meta.json``.
 
-    ``make_chunk`` returns the table, the labels and the true probabilities of ``n`` rows; only the
-    last two are kept (int8 + float32 per row) for the oracle AUC, so memory stays bounded.
+    ``make_chunk`` returns the table, the labels and the true probabilities of ``n`` rows (``(n,)`` for
+    one label, ``(n, T)`` for ``T``); only the last two are kept (int8 + float32 per row and label) for
+    the oracle AUCs, so memory stays bounded.
 
     Args:
         kind (str): generator name for the report and ``_meta.json``.
@@ -128,6 +134,7 @@ def write_chunks(
         chunk_rows (int): rows per file.
         make_chunk (Callable): ``(chunk_index, n) -> (table, labels, true_prob)``.
         params (dict): generator parameters recorded in ``_meta.json``.
+        label_names (tuple[str, ...]): the label columns, in the order of the labels' columns.
     """
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
@@ -138,8 +145,8 @@ def write_chunks(
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("part-*.parquet"):
         stale.unlink()
-    labels = np.empty(rows, dtype=np.int8)
-    probs = np.empty(rows, dtype=np.float32)
+    labels = np.empty((rows, len(label_names)), dtype=np.int8)
+    probs = np.empty((rows, len(label_names)), dtype=np.float32)
     files: list[str] = []
     schema: pa.Schema | None = None
     # Shown on a terminal only, and only once generation has taken a few seconds.
@@ -156,16 +163,22 @@ def write_chunks(
         n = min(chunk_rows, rows - offset)
         table, chunk_labels, chunk_probs = make_chunk(chunk, n)
         schema = table.schema
-        labels[offset : offset + n] = chunk_labels
-        probs[offset : offset + n] = chunk_probs
+        labels[offset : offset + n] = chunk_labels.reshape(n, -1)
+        probs[offset : offset + n] = chunk_probs.reshape(n, -1)
         path = out / f"part-{chunk:05d}.parquet"
         pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
         files.append(str(path))
         del table
         bar.update(n)
     bar.close()
-    positive_rate = float(labels.mean())
-    oracle_auc = binary_auc(labels, probs)
+    tasks = {
+        name: {
+            "positive_rate": float(labels[:, t].mean()),
+            "oracle_auc": binary_auc(labels[:, t], probs[:, t]),
+        }
+        for t, name in enumerate(label_names)
+    }
+    positive_rate, oracle_auc = tasks[label_names[0]]["positive_rate"], tasks[label_names[0]]["oracle_auc"]
     seconds = time.perf_counter() - start
     assert schema is not None
     meta = {
@@ -176,9 +189,10 @@ def write_chunks(
         "files": [Path(f).name for f in files],
         "positive_rate": positive_rate,
         "oracle_auc": oracle_auc,
+        "tasks": tasks,
         "columns": [{"name": f.name, "type": str(f.type)} for f in schema],
         "params": params,
     }
     meta_path = out / META_FILE
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-    return GenerateReport(kind, rows, files, positive_rate, oracle_auc, seconds, str(meta_path))
+    return GenerateReport(kind, rows, files, positive_rate, oracle_auc, seconds, str(meta_path), tasks)

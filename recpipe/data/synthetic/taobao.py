@@ -11,6 +11,17 @@ ads with Zipf popularity. The true click logit is
 where ``recency = 0.93 ** position`` of the most recent match (0 when none): the last two terms are
 seen only by attending over the history with the candidate, which is what DIN's target attention does.
 ``base`` is calibrated so about 5% of rows are clicks.
+
+A second label, ``buy`` (TorchEasyRec's ``taobao_multitask_sample`` has ``clk`` and ``buy``), is drawn only
+for clicked rows, with the conversion logit
+
+    cvr_base + 0.7 * user buying effect + 0.7 * ad conversion effect - 0.3 * price_z
+             + 0.15 * (shopping_level - 2) + 0.8 * recency(candidate cate_id in history)
+
+so ``P(buy) = P(click) * P(buy | click)``: rarer (``cvr_base`` is calibrated to 12% of clicks, ~0.6% of
+rows), sharing the category-history signal and the ids with the click model, with effects of its own.
+``true_buy_prob`` holds ``P(buy)``, the buy task's oracle. The conversion effects come from a random
+stream of their own, so the click columns are the same with or without them.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ FIRST_DAY = 1_494_028_800  # 2017-05-06 00:00:00 UTC, the first day of the publi
 DAYS = 8
 MAX_HISTORY = 100
 TARGET_POSITIVE_RATE = 0.05
+TARGET_CVR = 0.12  # P(buy | click)
 CATE_MATCH_EFFECT = 1.2
 BRAND_MATCH_EFFECT = 0.8
 RECENCY_DECAY = 0.93
@@ -77,7 +89,10 @@ class TaobaoCatalogue:
     cate_start: np.ndarray
     cate_count: np.ndarray
     ad_item: pa.Array  # "adgroup_id\x03cate_id\x03brand" per ad (brand empty when missing)
+    user_buy_effect: np.ndarray  # the conversion model's own effects (see the module docstring)
+    ad_cvr_effect: np.ndarray
     base: float = 0.0
+    cvr_base: float = 0.0
 
 
 def build_catalogue(
@@ -174,10 +189,18 @@ def build_catalogue(
         cate_start=cate_start,
         cate_count=cate_count,
         ad_item=ad_item,
+        # A stream of its own: the click model's draws above are the same as before the buy label.
+        **_conversion_effects(np.random.default_rng([seed, _TAG, (1 << 40) + 2]), n_users, n_ads),
     )
     calib = _draw(catalogue, np.random.default_rng([seed, _TAG, (1 << 40) + 1]), 50_000)
     catalogue.base = calibrate_base(calib["logit"], TARGET_POSITIVE_RATE)
+    click_prob = sigmoid(catalogue.base + calib["logit"])
+    catalogue.cvr_base = calibrate_base(calib["cvr_logit"], TARGET_CVR, weights=click_prob)  # among clicks
     return catalogue
+
+
+def _conversion_effects(rng: np.random.Generator, n_users: int, n_ads: int) -> dict[str, np.ndarray]:
+    return {"user_buy_effect": rng.normal(0.0, 0.7, n_users), "ad_cvr_effect": rng.normal(0.0, 0.7, n_ads)}
 
 
 def _ads_in_cates(cat: TaobaoCatalogue, rng: np.random.Generator, cates: np.ndarray) -> np.ndarray:
@@ -242,9 +265,17 @@ def _draw(cat: TaobaoCatalogue, rng: np.random.Generator, n: int) -> dict[str, n
         + CATE_MATCH_EFFECT * cate_rec
         + BRAND_MATCH_EFFECT * brand_rec
     )
+    cvr_logit = (
+        cat.user_buy_effect[user]
+        + cat.ad_cvr_effect[ad]
+        - 0.3 * price_z
+        + 0.15 * (prof["shopping_level"] - 2)
+        + 0.8 * cate_rec
+    )
     return {
         "user": user,
         "ad": ad,
+        "cvr_logit": cvr_logit,
         "pid": pid,
         "lengths": lengths,
         "offsets": offsets,
@@ -257,7 +288,8 @@ def _draw(cat: TaobaoCatalogue, rng: np.random.Generator, n: int) -> dict[str, n
 def make_chunk(
     cat: TaobaoCatalogue, seed: int, chunk: int, n: int
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels and true probabilities."""
+    """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels ``(n, 2)`` (``clk``,
+    ``buy``) and their true probabilities ``(n, 2)``."""
     rng = np.random.default_rng([seed, _TAG, chunk])
     d = _draw(cat, rng, n)
     prob = sigmoid(cat.base + d["logit"])
@@ -282,4 +314,12 @@ def make_chunk(
         click_50_seq=pc.binary_join(history, "|"),
         true_prob=pa.array(prob),
     )
-    return pa.table(columns), clk.astype(np.int8), prob.astype(np.float32)
+    # Drawn after every click column, so those are the same as without the buy label.
+    buy_prob = prob * sigmoid(cat.cvr_base + d["cvr_logit"])
+    buy = clk * (rng.random(n) < buy_prob / prob).astype(np.int64)
+    columns.update(buy=pa.array(buy), true_buy_prob=pa.array(buy_prob))
+    labels = np.stack([clk, buy], axis=1).astype(np.int8)
+    return pa.table(columns), labels, np.stack([prob, buy_prob], axis=1).astype(np.float32)
+
+
+LABELS = ("clk", "buy")  # the label columns make_chunk returns, in order
