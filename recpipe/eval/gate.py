@@ -128,3 +128,73 @@ def decide(
         max_logloss_rise=gate.max_logloss_rise,
         failed=failed,
     )
+
+
+@dataclass(frozen=True)
+class TaskGateDecision:
+    """The gate of a multi-task model: every task's own decision; it passes only if every task passes.
+
+    Args:
+        passed (bool): every task's gate passed.
+        reasons (list[str]): every task's reasons, each prefixed with ``[task]``.
+        tasks (dict[str, GateDecision]): each task's decision, in task order.
+        failed (list[str]): ``task.check`` of every failed check (e.g. ``buy.auc_vs_champion``).
+    """
+
+    passed: bool
+    reasons: list[str]
+    tasks: dict[str, GateDecision]
+    failed: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decide_tasks(
+    candidate: Mapping[str, EvalReport | Mapping[str, Any]],
+    champion: Mapping[str, EvalReport | Mapping[str, Any]] | None,
+    gates: Mapping[str, GateConfig],
+    champion_source: str = "re-evaluated on the same eval data",
+) -> TaskGateDecision:
+    """Gate a multi-task candidate task by task (:func:`decide` for each, with that task's thresholds
+    and the champion's numbers on that task): a model better on click but worse on buy is refused, and
+    the reason names the buy task.
+
+    Args:
+        candidate (Mapping[str, ...]): task → the candidate's result (``auc``, ``logloss``).
+        champion (Mapping[str, ...] | None): task → the champion's result on the same eval data, or None.
+        gates (Mapping[str, GateConfig]): task → thresholds; one for every candidate task.
+        champion_source (str): how the champion numbers were produced.
+
+    Raises:
+        ValueError: a task without thresholds, or a champion that lacks one of the candidate's tasks
+            (a model of other tasks is not comparable: register it under another name).
+
+    Example::
+
+        >>> d = decide_tasks({"ctr": {"auc": 0.75, "logloss": 0.2}, "cvr": {"auc": 0.80, "logloss": 0.03}},
+        ...                  {"ctr": {"auc": 0.74, "logloss": 0.2}, "cvr": {"auc": 0.82, "logloss": 0.03}},
+        ...                  {"ctr": GateConfig(min_auc=0.6), "cvr": GateConfig(min_auc=0.6)})
+        >>> d.passed, d.failed
+        (False, ['cvr.auc_vs_champion'])
+    """
+    missing = [t for t in candidate if t not in gates]
+    if missing:
+        raise ValueError(f"no gate thresholds for task(s) {missing}; gates are set for {sorted(gates)}")
+    if champion is not None:
+        lacking = [t for t in candidate if t not in champion]
+        if lacking:
+            raise ValueError(
+                f"the champion has no result for task(s) {lacking} (its tasks: {sorted(champion)}): a model "
+                "of other tasks cannot be compared with it"
+            )
+    decisions = {
+        task: decide(result, None if champion is None else champion[task], gates[task], champion_source)
+        for task, result in candidate.items()
+    }
+    return TaskGateDecision(
+        passed=all(d.passed for d in decisions.values()),
+        reasons=[f"[{task}] {r}" for task, d in decisions.items() for r in d.reasons],
+        tasks=decisions,
+        failed=[f"{task}.{name}" for task, d in decisions.items() for name in d.failed],
+    )
