@@ -88,6 +88,7 @@ def test_cpu_dry_run_with_torch_alone(tmp_path: Path) -> None:
         assert entry["speedup_fwd"] > 0 and entry["speedup_fwd_bwd"] > 0
         # The same function in both formulations: fp32 to rounding, bf16 to its 8-bit mantissa.
         assert entry["max_abs_diff_vs_padded"] <= (1e-4 if key.startswith("fp32") else 0.1), key
+        assert entry["status"] == "ok", key
     assert {"jagged_folded", "jagged_per_row", "jagged_concat"} <= set(din["fp32_mean4_b32"]["median_s"])
     assert din["fp32_all100_b32"]["history_mean"] == 100.0
     log = (tmp_path / "gpu_check.log").read_text()
