@@ -54,10 +54,16 @@ def _column(expression: str, name: str, path: str, found: Findings) -> str | Non
     return None if column == name else column
 
 
-def _id_fields(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
+def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[str, Any]:
     """The id mapping, embedding dim, pooling and default value shared by id features and sub-features."""
     out: dict[str, Any] = {}
     given = [k for k in _MAPPINGS if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    if encoded and given and given[0] in ("vocab_list", "vocab_file"):
+        found.problem(
+            f"{path}.{given[0]}",
+            f"pre-encoded input (FG_NONE) with {given[0]}: TorchEasyRec's vocabulary ids reserve rows for the "
+            "default and out-of-vocabulary values, which recpipe does not reproduce; use num_buckets",
+        )
     if len(given) != 1:
         found.problem(
             path,
@@ -72,10 +78,32 @@ def _id_fields(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
         found.problem(f"{path}.pooling", f"pooling {cfg.pooling!r} is not 'sum' or 'mean'")
     elif cfg.pooling != "sum":
         out["pooling"] = cfg.pooling
-    # TorchEasyRec's "" means "no default: an empty value has no id", as recpipe's null does.
-    if cfg.default_value:
-        out["default_value"] = cfg.default_value
+    _default(cfg, out, "default_value", path, found, encoded)
     return out
+
+
+def _default(cfg: Any, out: dict[str, Any], key: str, path: str, found: Findings, encoded: bool) -> None:
+    """``default_value`` is applied by FG, before bucketizing (docs/source/feature/feature.md); FG_NONE input
+    already holds it, and ``fg_encoded_default_value`` fills nulls of the encoded column instead. ``key`` is
+    ``default_value`` (an id feature's text) or ``default`` (a raw feature's number)."""
+    field = "fg_encoded_default_value" if encoded else "default_value"
+    other = "default_value" if encoded else "fg_encoded_default_value"
+    if cfg.HasField(other):
+        why = (
+            "FG_NONE input already holds FG's defaults" if encoded else "it fills nulls of FG_NONE input only"
+        )
+        found.note(f"{path}.{other}", f"ignored: {why}")
+    if not cfg.HasField(field):
+        return
+    value = getattr(cfg, field)
+    if key == "default_value":
+        if value:  # TorchEasyRec's "" means "no default: an empty value has no id", as recpipe's null does
+            out[key] = value
+        return
+    try:
+        out[key] = float(value)
+    except ValueError:
+        found.problem(f"{path}.{field}", f"{field} {value!r} is not a number")
 
 
 def map_normalizer(text: str) -> str | None:
@@ -86,9 +114,9 @@ def map_normalizer(text: str) -> str | None:
     return expr if _LOG.match(expr) else None
 
 
-def _raw(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
+def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": "raw", "name": cfg.feature_name}
-    column = _column(cfg.expression, cfg.feature_name, path, found)
+    column = None if encoded else _column(cfg.expression, cfg.feature_name, path, found)
     if column:
         out["column"] = column
     bounds = list(cfg.boundaries)
@@ -104,7 +132,9 @@ def _raw(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
             f"{path}.embedding_dim",
             "ignored: a raw feature without boundaries is a dense value; embedding_dim has no effect",
         )
-    if cfg.HasField("normalizer"):
+    if cfg.HasField("normalizer") and encoded:
+        found.note(f"{path}.normalizer", "ignored: FG_NONE input holds FG's normalized values")
+    elif cfg.HasField("normalizer"):
         normalizer = map_normalizer(cfg.normalizer)
         if normalizer is None:
             found.problem(
@@ -119,16 +149,16 @@ def _raw(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
             )
         else:
             out["normalizer"] = normalizer
-    if cfg.HasField("default_value"):
-        try:
-            out["default"] = float(cfg.default_value)
-        except ValueError:
-            found.problem(f"{path}.default_value", f"default_value {cfg.default_value!r} is not a number")
+    _default(cfg, out, "default", path, found, encoded)
     return out
 
 
-def map_features(configs: Any, found: Findings) -> list[dict[str, Any]]:
-    """Map ``feature_configs`` in order; problems and notes go to ``found``."""
+def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[dict[str, Any]]:
+    """Map ``feature_configs`` in order; problems and notes go to ``found``.
+
+    With ``encoded`` (TorchEasyRec's FG_NONE) each feature's column is its name (docs/source/feature/data.md:
+    "数据列名与特征名(feature_name)同名"), an ``expression`` is not read, and FG's own settings (normalizer,
+    default_value) were applied before the data was written."""
     features: list[dict[str, Any]] = []
     tables: dict[str, list[_Member]] = {}
     for i, fc in enumerate(configs):
@@ -144,18 +174,20 @@ def map_features(configs: Any, found: Findings) -> list[dict[str, Any]]:
         cfg = getattr(fc, kind)
         if kind == "id_feature":
             out: dict[str, Any] = {"kind": "id", "name": cfg.feature_name}
-            out.update(_id_fields(cfg, path, found))
-            column = _column(cfg.expression, cfg.feature_name, path, found)
+            out.update(_id_fields(cfg, path, found, encoded))
+            column = None if encoded else _column(cfg.expression, cfg.feature_name, path, found)
             if column:
                 out["column"] = column
             table = cfg.embedding_name or f"{cfg.feature_name}_emb"
             tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
         elif kind == "raw_feature":
-            out = _raw(cfg, path, found)
+            out = _raw(cfg, path, found, encoded)
             if "boundaries" in out:
                 table = cfg.embedding_name or f"{cfg.feature_name}_emb"
                 tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
         else:
+            if encoded:
+                found.problem(path, "pre-encoded (FG_NONE) sequence features are not supported")
             out = _sequence(cfg, path, found, tables)
         features.append(out)
     _assign_tables(tables, found)

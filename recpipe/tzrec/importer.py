@@ -14,8 +14,10 @@ What maps to what (TorchEasyRec → recpipe):
   becomes a hashed 10% (TorchEasyRec names no time column); ``data_config``: ``batch_size``, ``num_workers`` (TorchEasyRec's
   defaults 1024 and 8 when unset), ``label_fields`` (exactly one) → ``label``,
   ``sample_weight_fields`` (at most one) → ``weight``, ``CsvDataset``'s ``delimiter``/``with_header``/
-  ``input_fields`` → ``data.csv``; ``dataset_type`` and ``fg_mode`` are checked (recpipe runs its own
-  feature generation on raw columns, so FG_DAG/FG_NORMAL, not pre-encoded FG_NONE/FG_BUCKETIZE).
+  ``input_fields`` → ``data.csv``; ``dataset_type`` is checked; ``fg_mode`` (or the deprecated
+  ``fg_encoded``, as TorchEasyRec resolves them) FG_DAG/FG_NORMAL: raw columns, recpipe's FG; FG_NONE:
+  ``data.fg_encoded`` (columns named after the features hold ids and values as they are); FG_BUCKETIZE
+  is refused.
 - ``train_config``: ``sparse_optimizer`` / ``dense_optimizer`` (``*_optimizer { lr }`` with
   ``constant_learning_rate {}``) → ``{type, lr[, weight_decay]}``; ``num_epochs`` → ``epochs``,
   ``num_steps`` → ``max_steps``, ``save_checkpoints_steps`` → ``checkpoint_every_steps``,
@@ -23,8 +25,10 @@ What maps to what (TorchEasyRec → recpipe):
   ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
   ``keep_last_checkpoints``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
-- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``) → ``feature_groups``;
-  ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final) and ``dlrm`` (``final`` → ``over_mlp``,
+- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``WIDE``) → ``feature_groups``;
+  ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final), ``deepfm`` and
+  ``wide_and_deep`` (``deep``, ``final``; groups ``wide``/``deep``/``fm``; ``wide_embedding_dim`` → the WIDE
+  groups' ``embedding_dim``; see :mod:`recpipe.tzrec.models`) and ``dlrm`` (``final`` → ``over_mlp``,
   ``sparse_group: sparse``, ``arch_with_sparse``, which TorchEasyRec defaults to true);
   ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
   ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
@@ -51,10 +55,11 @@ from recpipe.config import RecpipeConfig, parse_config
 from recpipe.data.odps import parse_odps_uri
 from recpipe.placeholders import PLACEHOLDER, placeholders
 from recpipe.tzrec.features import map_features
+from recpipe.tzrec.models import check_dlrm_groups, check_model_groups, map_model, wide_embedding_dim
 from recpipe.tzrec.problems import Findings, Problem, TzrecImportError, parse_error_problem
 from recpipe.tzrec.render import render_yaml
 from recpipe.tzrec.scan import scan
-from recpipe.tzrec.schema import TZREC_MODELS, descriptor, new_config
+from recpipe.tzrec.schema import descriptor, new_config
 
 FROM_DEFAULTS: dict[str, str] = {
     "data.on_bad_row, data.neg_sample_rate, data.oracle_column, data.group_column": "recpipe-only",
@@ -73,10 +78,7 @@ _SPARSE_OPT = {
     "rowwise_adagrad_optimizer": "rowwise_adagrad",
 }
 _DENSE_OPT = {"sgd_optimizer": "sgd", "adagrad_optimizer": "adagrad", "adam_optimizer": "adam"}
-_ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
-_GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence"}
-_MODELS = ("multi_tower_din", "multi_tower", "dlrm")
-_ENCODED = ("FG_NONE", "FG_BUCKETIZE")
+_GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence", "WIDE": "wide"}
 _CSV_TYPES = {"INT32": "int64", "INT64": "int64", "FLOAT": "float64", "DOUBLE": "float64", "STRING": "string"}
 
 
@@ -141,9 +143,9 @@ def import_tzrec(text: str, source: str = "<text>", name: str | None = None) -> 
     except text_format.ParseError as err:
         raise TzrecImportError(source, [*scanned.unknown, parse_error_problem(err)]) from None
     found = Findings(scanned.lines, problems=list(scanned.unknown))
-    encoded = _fg_mode(msg.data_config)[0] in _ENCODED
+    encoded = fg_mode(msg.data_config)[0] in ("FG_NONE", "FG_BUCKETIZE")
     for path in msg.FindInitializationErrors():
-        # Pre-encoded input (refused once, at fg_mode) is read by feature name: TorchEasyRec's FG_NONE
+        # Pre-encoded input (FG_NONE; FG_BUCKETIZE is refused once, at fg_mode) is read by feature name: its
         # configs write no expression, which is no separate problem.
         if not (encoded and path.endswith(".expression")):
             found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
@@ -172,11 +174,11 @@ def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
                 f"eval_config.{f.name}",
                 "ignored: recpipe evaluates the whole eval split and logs each evaluation",
             )
-    model, eval_ = _model(msg.model_config, found)
+    model, eval_ = map_model(msg.model_config, found)
     data: dict[str, Any] = {
         "name": name or Path(msg.model_dir.rstrip("/")).name or "tzrec-import",
         "data": _data(msg, found),
-        "features": map_features(msg.feature_configs, found),
+        "features": map_features(msg.feature_configs, found, fg_mode(msg.data_config)[0] == "FG_NONE"),
         "feature_groups": _groups(msg, found),
         "model": model,
         "train": _train(msg.train_config, found),
@@ -184,7 +186,8 @@ def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
     if eval_:
         data["eval"] = eval_
     if model.get("type") == "dlrm":
-        _check_dlrm_groups(msg, data, found)
+        check_dlrm_groups(msg, data, found)
+    check_model_groups(model, data["feature_groups"], found)
     return data
 
 
@@ -223,12 +226,15 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
     if dataset == "CsvDataset":
         out["csv"] = _csv(dc, found)
 
-    mode, where = _fg_mode(dc)
-    if mode in _ENCODED:
+    mode, where = fg_mode(dc)
+    if mode == "FG_NONE":
+        # Columns named after the features hold FG's output (docs/source/feature/data.md, fg_mode=FG_NONE).
+        out["fg_encoded"] = True
+    elif mode == "FG_BUCKETIZE":
         found.problem(
             f"{p}.{where}",
-            f"input after TorchEasyRec feature generation ({mode}) is not supported: recpipe bucketizes "
-            "and hashes raw columns itself; use a table of raw values and fg_mode: FG_DAG",
+            "input generated but not bucketized (FG_BUCKETIZE) is not supported: give raw values (FG_DAG) "
+            "or FG's whole output (FG_NONE)",
         )
     for key, why in (
         ("pin_memory", "recpipe's loader decides"),
@@ -240,12 +246,15 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
     return out
 
 
-def _fg_mode(dc: Any) -> tuple[str, str]:
-    """TorchEasyRec's FG mode and the field that sets it: ``fg_mode``, else the deprecated ``fg_encoded``
-    (which defaults to encoded input)."""
-    if dc.HasField("fg_mode"):
-        return dc.DESCRIPTOR.fields_by_name["fg_mode"].enum_type.values_by_number[dc.fg_mode].name, "fg_mode"
-    return ("FG_NONE" if dc.fg_encoded else "FG_NORMAL"), "fg_encoded"
+def fg_mode(dc: Any) -> tuple[str, str]:
+    """TorchEasyRec's FG mode and the field that sets it, as ``_get_compatible_fg_mode``
+    (tzrec/utils/config_util.py) decides: the deprecated ``fg_encoded`` when set (true: FG_NONE; false:
+    FG_DAG with ``fg_threads`` > 0, else FG_NORMAL), else ``fg_mode``, whose default is FG_NONE."""
+    if dc.HasField("fg_encoded"):
+        if dc.fg_encoded:
+            return "FG_NONE", "fg_encoded"
+        return ("FG_DAG" if dc.fg_threads > 0 else "FG_NORMAL"), "fg_encoded"
+    return dc.DESCRIPTOR.fields_by_name["fg_mode"].enum_type.values_by_number[dc.fg_mode].name, "fg_mode"
 
 
 def _check_input(uri: str, odps: bool, dataset: str, path: str, found: Findings) -> bool:
@@ -353,36 +362,8 @@ def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> d
     return out
 
 
-def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:
-    """The ``towers`` of a multi_tower / multi_tower_din message: one MLP over each input group."""
-    return [
-        {"group": t.input, "mlp": _mlp(t.mlp, f"{path}.towers[{i}].mlp", found)}
-        for i, t in enumerate(model.towers)
-    ]
-
-
-def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
-    out: dict[str, Any] = {"hidden_units": list(mlp.hidden_units)}
-    if mlp.activation not in _ACTIVATIONS:
-        found.problem(
-            f"{path}.activation",
-            f"activation {mlp.activation!r} is not supported; supported: {', '.join(_ACTIVATIONS)}",
-        )
-    elif _ACTIVATIONS[mlp.activation] != "relu":
-        out["activation"] = _ACTIVATIONS[mlp.activation]
-    if mlp.use_bn:
-        out["batch_norm"] = True
-    dropout = set(mlp.dropout_ratio)
-    if len(dropout) > 1:
-        found.problem(
-            f"{path}.dropout_ratio", f"recpipe uses one dropout for all layers; got {list(mlp.dropout_ratio)}"
-        )
-    elif dropout and dropout != {0.0}:
-        out["dropout"] = dropout.pop()
-    return out
-
-
 def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
+    wide_dim = wide_embedding_dim(msg.model_config)
     known = set()
     for fc in msg.feature_configs:
         kind = fc.WhichOneof("feature")
@@ -403,90 +384,22 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
         gtype = g.DESCRIPTOR.fields_by_name["group_type"].enum_type.values_by_number[g.group_type].name
         if gtype not in _GROUP_TYPES:
             found.problem(
-                f"{path}.group_type", f"group_type {gtype} is not supported; supported: DEEP, SEQUENCE"
+                f"{path}.group_type",
+                f"group_type {gtype} is not supported; supported: {', '.join(_GROUP_TYPES)}",
             )
         for j, feature in enumerate(g.feature_names):
             if feature not in known and not unsupported:
                 found.problem(
                     f"{path}.feature_names[{j}]", f"feature {feature!r} is not defined in feature_configs"
                 )
-        out.append(
-            {"name": g.group_name, "type": _GROUP_TYPES.get(gtype, "deep"), "features": list(g.feature_names)}
-        )
-    return out
-
-
-def _model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
-    p = "model_config"
-    if mc.num_class != 1:
-        found.problem(
-            f"{p}.num_class", f"num_class {mc.num_class}: recpipe trains binary CTR models (num_class: 1)"
-        )
-    eval_: dict[str, Any] = {}
-    for i, metric in enumerate(mc.metrics):
-        kind = metric.WhichOneof("metric")
-        if kind == "grouped_auc":
-            key = metric.grouped_auc.grouping_key
-            if eval_.get("gauc_group", key) != key:
-                found.problem(f"{p}.metrics[{i}]", "recpipe reports one GAUC; grouping keys differ")
-            eval_["gauc_group"] = key
-        elif kind == "auc" and metric.auc.HasField("thresholds"):
-            found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
-    kind = mc.WhichOneof("model")
-    if kind == "multi_tower":
-        mt, mp = mc.multi_tower, f"{p}.multi_tower"
-        model = {
-            "type": "multi_tower",
-            "towers": _deep_towers(mt, mp, found),
-            "final": _mlp(mt.final, f"{mp}.final", found),
+        group = {
+            "name": g.group_name,
+            "type": _GROUP_TYPES.get(gtype, "deep"),
+            "features": list(g.feature_names),
         }
-    elif kind == "multi_tower_din":
-        din, mp = mc.multi_tower_din, f"{p}.multi_tower_din"
-        model = {
-            "type": "multi_tower_din",
-            "towers": _deep_towers(din, mp, found),
-            "din_towers": [
-                {"group": t.input, "attn_mlp": _mlp(t.attn_mlp, f"{mp}.din_towers[{i}].attn_mlp", found)}
-                for i, t in enumerate(din.din_towers)
-            ],
-            "final": _mlp(din.final, f"{mp}.final", found),
-        }
-    elif kind == "dlrm":
-        dlrm, mp = mc.dlrm, f"{p}.dlrm"
-        groups = [g.group_name for g in mc.feature_groups]
-        model = {
-            "type": "dlrm",
-            "dense_mlp": _mlp(dlrm.dense_mlp, f"{mp}.dense_mlp", found),
-            "over_mlp": _mlp(dlrm.final, f"{mp}.final", found),
-            # TorchEasyRec's DLRM reads the group named "sparse" (or the only group).
-            "sparse_group": groups[0] if len(groups) == 1 else "sparse",
-            # Unset means TorchEasyRec's default, true: the raw embeddings reach the final MLP too.
-            "arch_with_sparse": dlrm.arch_with_sparse,
-        }
-    else:
-        model = {}
-        # A TorchEasyRec model recpipe lacks is one problem, at its line, not also "no model set".
-        if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
-            found.problem(p, f"no model set; supported: {', '.join(_MODELS)}")
-    return model, eval_
-
-
-def _unsupported_model(q: Problem) -> str:
-    return f"model {q.path.rsplit('.', 1)[-1]!r} is not supported; supported: {', '.join(_MODELS)}"
-
-
-def _check_dlrm_groups(msg: Any, data: dict[str, Any], found: Findings) -> None:
-    """recpipe's DLRM feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
-    groups = {g["name"]: (i, g) for i, g in enumerate(data["feature_groups"])}
-    dense = [f["name"] for f in data["features"] if f["kind"] == "raw" and "boundaries" not in f]
-    sparse_group = data["model"]["sparse_group"]
-    if sparse_group not in groups:
-        found.problem("model_config.feature_groups", f"DLRM needs a feature group named {sparse_group!r}")
-    if "dense" in groups:
-        i, g = groups["dense"]
-        if sorted(g["features"]) != sorted(dense):
-            found.problem(
-                f"model_config.feature_groups[{i}]",
-                f"recpipe's DLRM bottom MLP reads every dense raw feature ({dense}); group 'dense' lists "
-                f"{g['features']}",
+        if gtype == "WIDE" and wide_dim is not None:
+            group["embedding_dim"] = (
+                wide_dim  # the model's wide_embedding_dim sizes every WIDE group's tables
             )
+        out.append(group)
+    return out

@@ -21,7 +21,7 @@ from recpipe.data.csv import CRITEO_COLUMNS
 from recpipe.data.synthetic import GenerateReport, generate
 from recpipe.data.synthetic import criteo as criteo_gen
 from recpipe.data.synthetic import taobao as taobao_gen
-from recpipe.data.synthetic.criteo import CARDINALITIES, hex_strings
+from recpipe.data.synthetic.criteo import CARDINALITIES, TERABYTE_BUCKETS, hex_strings
 from recpipe.data.synthetic.taobao import FIRST_DAY, NUM_BUCKETS, PIDS
 
 TAOBAO_SCHEMA = pa.schema(
@@ -331,13 +331,20 @@ def test_criteo_hashed_is_torcheasyrecs_layout_of_the_same_rows(tmp_path: Path) 
     assert hashed.schema.names == expected
     assert all(hashed.schema.field(f"cat_{i}").type == pa.int64() for i in range(26))
     assert hashed["label"].equals(kaggle["label"]) and hashed["int_1"].equals(kaggle["I2"])
-    # cat_k is the index of C(k+1)'s value in its vocabulary: one id per value, nulls where it is null.
+    # cat_k is the index of C(k+1)'s value in its vocabulary, hashed into the Terabyte table's buckets: one
+    # id per value where the column has no more values than buckets, nulls where it is null.
     for k in (0, 5, 18):
         c, h = kaggle[f"C{k + 1}"].to_pylist(), hashed[f"cat_{k}"].to_pylist()
         assert [x is None for x in c] == [x is None for x in h]
         pairs = {(a, b) for a, b in zip(c, h) if a is not None}
-        assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs}) > 1
-        assert all(0 <= b < CARDINALITIES[k] for _, b in pairs)
+        assert len(pairs) == len({a for a, _ in pairs}) > 1  # one id per value
+        buckets = min(CARDINALITIES[k], TERABYTE_BUCKETS[k])
+        assert all(0 <= b < buckets for _, b in pairs)
+        if CARDINALITIES[k] <= TERABYTE_BUCKETS[k]:
+            assert len({b for _, b in pairs}) == len(pairs)  # and one value per id
+    # Every id is a row of TorchEasyRec's tables (pre-encoded input uses ids as rows).
+    assert all(pc.max(hashed[f"cat_{k}"]).as_py() < n for k, n in enumerate(TERABYTE_BUCKETS))
+    assert pc.max(hashed["cat_5"]).as_py() == 2  # 24 Kaggle values into the Terabyte table's 3 buckets
     with pytest.raises(ValueError, match="hashed must be 0 or 1"):
         generate("criteo", 10, tmp_path / "x", hashed=2)
     with pytest.raises(ValueError, match="max_vocab and hashed are options of synthetic criteo"):

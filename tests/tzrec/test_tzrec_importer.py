@@ -93,10 +93,10 @@ def test_two_unsupported_fields_are_both_listed_with_their_lines():
 def test_values_recpipe_cannot_honour_are_all_listed():
     text = (
         small_din()
-        .replace("fg_mode: FG_DAG", "fg_mode: FG_NONE")
+        .replace("fg_mode: FG_DAG", "fg_mode: FG_BUCKETIZE")
         .replace("adam_optimizer { lr: 0.001 }", "sgd_optimizer { lr: 0.1 }")
         .replace('expression: "user:user_id"', 'expression: "feature:user_id"')
-        .replace("group_type: DEEP", "group_type: WIDE")
+        .replace("group_type: DEEP", "group_type: JAGGED_SEQUENCE")
         .replace("final { hidden_units: [8] }", 'final { hidden_units: [8] activation: "nn.PReLU" }')
     )
     with pytest.raises(TzrecImportError) as err:

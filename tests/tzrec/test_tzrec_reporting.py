@@ -22,16 +22,23 @@ def test_an_unsupported_model_is_one_problem():
         (
             40,
             "model_config.mask_net",
-            "model 'mask_net' is not supported; supported: multi_tower_din, multi_tower, dlrm",
+            "model 'mask_net' is not supported; supported: multi_tower_din, multi_tower, dlrm, deepfm, "
+            "wide_and_deep",
         )
     ]
 
 
-def test_pre_encoded_input_is_one_problem_without_missing_expressions():
-    """TorchEasyRec's FG_NONE configs read each feature by name and write no ``expression``."""
+def test_pre_encoded_input_needs_no_expressions_and_refuses_only_what_it_cannot_hold():
+    """TorchEasyRec's FG_NONE configs read each feature by name and write no ``expression``: no "missing
+    expression" problems; only the history, which recpipe cannot read pre-encoded, is refused (once), and
+    FG_BUCKETIZE (generated but not bucketized) is one problem at fg_mode."""
     text = re.sub(r'\s*expression: "[^"]*"', "", small_din().replace("FG_DAG", "FG_NONE"))
     assert "expression" not in text
     problems = _problems(text)
+    assert [(p[1], p[2]) for p in problems] == [
+        ("feature_configs[2].sequence_feature", "pre-encoded (FG_NONE) sequence features are not supported")
+    ]
+    problems = _problems(small_din().replace("FG_DAG", "FG_BUCKETIZE"))
     assert [p[1] for p in problems] == ["data_config.fg_mode"]
 
 

@@ -14,10 +14,16 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
     assert descriptor("ModelConfig").fields_by_name["multi_tower_din"].number == 103
     assert [f.name for f in descriptor("ModelConfig").oneofs_by_name["model"].fields] == [
         "dlrm",
+        "deepfm",
         "multi_tower",
         "multi_tower_din",
+        "wide_and_deep",
     ]
     assert descriptor("ModelConfig").fields_by_name["multi_tower"].number == 102
+    assert descriptor("ModelConfig").fields_by_name["deepfm"].number == 101
+    assert descriptor("ModelConfig").fields_by_name["wide_and_deep"].number == 105
+    assert descriptor("DeepFM").fields_by_name["wide_embedding_dim"].default_value == 4
+    assert descriptor("RawFeature").fields_by_name["fg_encoded_default_value"].number == 30
     assert descriptor("DLRM").fields_by_name["final"].message_type.name == "MLP"
     assert len(fdp.message_type) == len(MESSAGES)
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# TorchRec's / TorchEasyRec's Criteo Terabyte vocabulary sizes (the ids of its hashed tables are below them).
+from recpipe.data.synthetic.criteo import TERABYTE_BUCKETS
+
 CONFIGS = Path(__file__).parent / "configs"
 DIN_CONFIG = CONFIGS / "multi_tower_din_taobao.config"
 DLRM_CONFIG = CONFIGS / "dlrm_criteo.config"
@@ -68,13 +71,6 @@ model_config {{
 }}
 """
     )
-
-
-# TorchRec's / TorchEasyRec's Criteo Terabyte vocabulary sizes (ids already contiguous in the hashed tables).
-TERABYTE_BUCKETS = (
-    *(40_000_000, 39_060, 17_295, 7_424, 20_265, 3, 7_122, 1_543, 63, 40_000_000, 3_067_956, 405_282, 10),
-    *(2_209, 11_938, 155, 4, 976, 14, 40_000_000, 40_000_000, 40_000_000, 590_152, 12_973, 108, 36),
-)
 
 
 def tzrec_dlrm(max_buckets: int | None = None) -> str:
@@ -157,3 +153,49 @@ def tzrec_multi_tower() -> str:
     text = DIN_CONFIG.read_text()
     start = text.index("feature_configs {\n    sequence_feature {")
     return text[:start] + MULTI_TOWER_MODEL
+
+
+def tzrec_deepfm(max_buckets: int | None = None, model: str = "", groups: str = "") -> str:
+    """A DeepFM/Criteo config written the way TorchEasyRec's ``examples/deepfm_criteo.config`` is: ``{PROJECT}``
+    ODPS paths of the hashed Terabyte tables, ``fg_mode: FG_NONE`` (pre-encoded input, so no ``expression``
+    and no normalizer), ``int_k`` raw features with only a name, ``cat_k`` id features with ``num_buckets``
+    (capped at ``max_buckets``), groups ``wide`` (WIDE), ``fm`` and ``deep``, ``deepfm { deep final }``.
+    ``model`` replaces the ``deepfm`` block and ``groups`` the three groups."""
+    raw = "".join(f'feature_configs {{ raw_feature {{ feature_name: "int_{i}" }} }}\n' for i in range(13))
+    ids = "".join(
+        f'feature_configs {{ id_feature {{ feature_name: "cat_{i}" num_buckets: {min(n, max_buckets or n)} '
+        f"embedding_dim: 16 }} }}\n"
+        for i, n in enumerate(TERABYTE_BUCKETS)
+    )
+    dense = " ".join(f'feature_names: "int_{i}"' for i in range(13))
+    sparse = " ".join(f'feature_names: "cat_{i}"' for i in range(26))
+    groups = groups or (
+        f'feature_groups {{ group_name: "wide" {sparse} group_type: WIDE }}\n'
+        f'    feature_groups {{ group_name: "fm" {sparse} group_type: DEEP }}\n'
+        f'    feature_groups {{ group_name: "deep" {dense} {sparse} group_type: DEEP }}'
+    )
+    model = model or "deepfm { deep { hidden_units: [512, 256, 128] } final { hidden_units: [64] } }"
+    return f"""\
+train_input_path: "odps://{{PROJECT}}/tables/criteo_terabyte_train_hashed_v1"
+eval_input_path: "odps://{{PROJECT}}/tables/criteo_terabyte_val_test_hashed_v1"
+model_dir: "experiments/deepfm_criteo"
+train_config {{
+    sparse_optimizer {{ adagrad_optimizer {{ lr: 0.001 }} constant_learning_rate {{ }} }}
+    dense_optimizer {{ adam_optimizer {{ lr: 0.001 }} constant_learning_rate {{ }} }}
+    num_epochs: 1
+}}
+eval_config {{ num_steps: 100 }}
+data_config {{
+    batch_size: 8192
+    dataset_type: OdpsDataset
+    fg_mode: FG_NONE
+    label_fields: "label"
+    num_workers: 8
+}}
+{raw}{ids}model_config {{
+    {groups}
+    {model}
+    metrics {{ auc {{}} }}
+    losses {{ binary_cross_entropy {{}} }}
+}}
+"""

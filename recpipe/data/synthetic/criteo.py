@@ -40,6 +40,12 @@ CAT_EFFECT_SD = (
     *(0.1, 0.3, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.3, 0.1, 0.1),
 )
 DENSE_WEIGHT = (0.3, 0.1, 0.2, 0.1, 0.25, 0.1, 0.3, 0.1, 0.15, 0.1, 0.3, 0.1, 0.2)
+# The Criteo Terabyte tables' bucket counts (TorchRec's and TorchEasyRec's num_buckets of cat_0..cat_25):
+# the ids of TorchEasyRec's criteo_terabyte_*_hashed_v1 tables are below them, as its FG_NONE configs need.
+TERABYTE_BUCKETS = (
+    *(40_000_000, 39_060, 17_295, 7_424, 20_265, 3, 7_122, 1_543, 63, 40_000_000, 3_067_956, 405_282, 10),
+    *(2_209, 11_938, 155, 4, 976, 14, 40_000_000, 40_000_000, 40_000_000, 590_152, 12_973, 108, 36),
+)
 PAIR_EFFECT_SD = 0.4
 PAIRS = ((1, 13), (5, 10))  # 0-based column indices: (C2, C14), (C6, C11)
 PAIR_RANK = 4
@@ -153,8 +159,11 @@ def make_chunk(
     Args:
         hashed (bool): TorchEasyRec's layout (its examples read ``criteo_terabyte_*_hashed_v1``:
             ``int_0..int_12`` and ``cat_0..cat_25``, each categorical already an integer id, which its
-            configs map with ``num_buckets``): ``cat_k`` is the value's index in column ``k``'s
-            vocabulary. The same rows and click model as the Kaggle layout ``I1..I13``/``C1..C26``.
+            configs map with ``num_buckets`` or, pre-encoded (FG_NONE), use as rows): ``cat_k`` is the
+            value's index in column ``k``'s vocabulary hashed into the Terabyte table's bucket count
+            (``index % TERABYTE_BUCKETS[k]``: values of a column with more values than buckets collide, as
+            in those tables), so every id is a valid row of TorchEasyRec's tables. The same rows and click
+            model as the Kaggle layout ``I1..I13``/``C1..C26``.
     """
     rng = np.random.default_rng([seed, _TAG, chunk])
     d = _draw(model, rng, n)
@@ -165,7 +174,7 @@ def make_chunk(
         columns[f"int_{j}" if hashed else f"I{j + 1}"] = pa.array(values, mask=null)
     for c, (idx, null) in enumerate(zip(d["cats"], d["cat_null"])):
         if hashed:
-            columns[f"cat_{c}"] = pa.array(idx.astype(np.int64), mask=null)
+            columns[f"cat_{c}"] = pa.array((idx % TERABYTE_BUCKETS[c]).astype(np.int64), mask=null)
         else:
             columns[f"C{c + 1}"] = model.vocab[c].take(pa.array(idx, mask=null))
     columns["true_prob"] = pa.array(prob)

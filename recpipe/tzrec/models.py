@@ -1,0 +1,159 @@
+"""TorchEasyRec's ``model_config`` model → recpipe's ``model:`` section: MultiTowerDIN, MultiTower, DLRM,
+DeepFM and WideAndDeep, their MLPs, metrics and the feature groups each reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recpipe.tzrec.problems import Findings, Problem
+from recpipe.tzrec.schema import TZREC_MODELS
+
+_ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
+MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep")
+
+
+def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:
+    """The ``towers`` of a multi_tower / multi_tower_din message: one MLP over each input group."""
+    return [
+        {"group": t.input, "mlp": _mlp(t.mlp, f"{path}.towers[{i}].mlp", found)}
+        for i, t in enumerate(model.towers)
+    ]
+
+
+def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
+    out: dict[str, Any] = {"hidden_units": list(mlp.hidden_units)}
+    if mlp.activation not in _ACTIVATIONS:
+        found.problem(
+            f"{path}.activation",
+            f"activation {mlp.activation!r} is not supported; supported: {', '.join(_ACTIVATIONS)}",
+        )
+    elif _ACTIVATIONS[mlp.activation] != "relu":
+        out["activation"] = _ACTIVATIONS[mlp.activation]
+    if mlp.use_bn:
+        out["batch_norm"] = True
+    dropout = set(mlp.dropout_ratio)
+    if len(dropout) > 1:
+        found.problem(
+            f"{path}.dropout_ratio", f"recpipe uses one dropout for all layers; got {list(mlp.dropout_ratio)}"
+        )
+    elif dropout and dropout != {0.0}:
+        out["dropout"] = dropout.pop()
+    return out
+
+
+def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``model:`` section and the ``eval:`` settings the metrics imply."""
+    p = "model_config"
+    if mc.num_class != 1:
+        found.problem(
+            f"{p}.num_class", f"num_class {mc.num_class}: recpipe trains binary CTR models (num_class: 1)"
+        )
+    eval_: dict[str, Any] = {}
+    for i, metric in enumerate(mc.metrics):
+        kind = metric.WhichOneof("metric")
+        if kind == "grouped_auc":
+            key = metric.grouped_auc.grouping_key
+            if eval_.get("gauc_group", key) != key:
+                found.problem(f"{p}.metrics[{i}]", "recpipe reports one GAUC; grouping keys differ")
+            eval_["gauc_group"] = key
+        elif kind == "auc" and metric.auc.HasField("thresholds"):
+            found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
+    kind = mc.WhichOneof("model")
+    if kind == "multi_tower":
+        mt, mp = mc.multi_tower, f"{p}.multi_tower"
+        model = {
+            "type": "multi_tower",
+            "towers": _deep_towers(mt, mp, found),
+            "final": _mlp(mt.final, f"{mp}.final", found),
+        }
+    elif kind == "multi_tower_din":
+        din, mp = mc.multi_tower_din, f"{p}.multi_tower_din"
+        model = {
+            "type": "multi_tower_din",
+            "towers": _deep_towers(din, mp, found),
+            "din_towers": [
+                {"group": t.input, "attn_mlp": _mlp(t.attn_mlp, f"{mp}.din_towers[{i}].attn_mlp", found)}
+                for i, t in enumerate(din.din_towers)
+            ],
+            "final": _mlp(din.final, f"{mp}.final", found),
+        }
+    elif kind == "dlrm":
+        dlrm, mp = mc.dlrm, f"{p}.dlrm"
+        groups = [g.group_name for g in mc.feature_groups]
+        model = {
+            "type": "dlrm",
+            "dense_mlp": _mlp(dlrm.dense_mlp, f"{mp}.dense_mlp", found),
+            "over_mlp": _mlp(dlrm.final, f"{mp}.final", found),
+            # TorchEasyRec's DLRM reads the group named "sparse" (or the only group).
+            "sparse_group": groups[0] if len(groups) == 1 else "sparse",
+            # Unset means TorchEasyRec's default, true: the raw embeddings reach the final MLP too.
+            "arch_with_sparse": dlrm.arch_with_sparse,
+        }
+    elif kind in ("deepfm", "wide_and_deep"):
+        m, mp = getattr(mc, kind), f"{p}.{kind}"
+        # TorchEasyRec's DeepFM / WideAndDeep read the groups named "wide" and "deep", DeepFM's FM term the
+        # group "fm" when there is one, else "deep" (tzrec/models/deepfm.py, DeepFM.__init__ / predict).
+        model = {
+            "type": kind,
+            "deep": _mlp(m.deep, f"{mp}.deep", found),
+            "wide_group": "wide",
+            "deep_group": "deep",
+        }
+        if m.HasField("final"):
+            model["final"] = _mlp(m.final, f"{mp}.final", found)
+        if kind == "deepfm":
+            has_fm = any(g.group_name == "fm" for g in mc.feature_groups)
+            model["fm_group"] = "fm" if has_fm else "deep"
+    else:
+        model = {}
+        # A TorchEasyRec model recpipe lacks is one problem, at its line, not also "no model set".
+        if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
+            found.problem(p, f"no model set; supported: {', '.join(MODELS)}")
+    return model, eval_
+
+
+def _unsupported_model(q: Problem) -> str:
+    return f"model {q.path.rsplit('.', 1)[-1]!r} is not supported; supported: {', '.join(MODELS)}"
+
+
+def check_dlrm_groups(msg: Any, data: dict[str, Any], found: Findings) -> None:
+    """recpipe's DLRM feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
+    groups = {g["name"]: (i, g) for i, g in enumerate(data["feature_groups"])}
+    dense = [f["name"] for f in data["features"] if f["kind"] == "raw" and "boundaries" not in f]
+    sparse_group = data["model"]["sparse_group"]
+    if sparse_group not in groups:
+        found.problem("model_config.feature_groups", f"DLRM needs a feature group named {sparse_group!r}")
+    if "dense" in groups:
+        i, g = groups["dense"]
+        if sorted(g["features"]) != sorted(dense):
+            found.problem(
+                f"model_config.feature_groups[{i}]",
+                f"recpipe's DLRM bottom MLP reads every dense raw feature ({dense}); group 'dense' lists "
+                f"{g['features']}",
+            )
+
+
+def wide_embedding_dim(mc: Any) -> int | None:
+    """DeepFM's / WideAndDeep's ``wide_embedding_dim`` when set (TorchEasyRec's default, 4, is recpipe's)."""
+    kind = mc.WhichOneof("model")
+    if kind in ("deepfm", "wide_and_deep") and getattr(mc, kind).HasField("wide_embedding_dim"):
+        return int(getattr(mc, kind).wide_embedding_dim)
+    return None
+
+
+def check_model_groups(model: dict[str, Any], groups: list[dict[str, Any]], found: Findings) -> None:
+    """DeepFM / WideAndDeep need their groups by name: ``wide`` of type WIDE (its per-feature wide tables
+    are summed: tzrec/modules/embedding.py sizes them only for WIDE groups) and ``deep``."""
+    if model.get("type") not in ("deepfm", "wide_and_deep"):
+        return
+    types = {g["name"]: g["type"] for g in groups}
+    wanted = [("wide", "wide"), ("deep", "deep")] + (
+        [("fm", "deep")] if model.get("fm_group") == "fm" else []
+    )
+    for name, kind in wanted:
+        if types.get(name) != kind:
+            found.problem(
+                "model_config.feature_groups",
+                f"{model['type']} reads a feature group {name!r} of group_type {kind.upper()}; "
+                + (f"it is {types[name].upper()}" if name in types else "there is none"),
+            )
