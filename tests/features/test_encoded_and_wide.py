@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from recpipe.config import parse_config
+from recpipe.data.parquet import ParquetSource
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
+from recpipe.features.fit import fit_feature_spec
 from recpipe.features.rowwise import rowwise_fg
 from recpipe.features.spec import FeatureSpecError
 
@@ -137,3 +140,42 @@ def test_a_wide_group_takes_no_sequence_or_clashing_key() -> None:
     ]
     with pytest.raises(FeatureSpecError, match=r"table 'cat_0_wide' is already used by \['x'\]"):
         build_feature_spec(_cfg(False, [clash], groups))
+
+
+def test_fitted_features_in_a_wide_group_give_their_copy_the_fitted_mapping(tmp_path) -> None:
+    """A vocabulary fitted from the rows (``min_freq``) and quantile boundaries are fitted once, for the
+    feature; its ``__wide`` copy looks up its wide table with the same mapping (so the same rows)."""
+    features = [
+        {"kind": "id", "name": "v", "min_freq": 2, "embedding_dim": 4},
+        {"kind": "raw", "name": "q", "num_quantile_buckets": 3, "embedding_dim": 4},
+    ]
+    groups = [
+        {"name": "wide", "type": "wide", "features": ["v", "q"]},
+        {"name": "deep", "type": "deep", "features": ["v", "q", "int_0"]},
+    ]
+    cfg = _cfg(False, features, groups)
+    rows = pa.table(
+        {
+            "int_0": [1.0] * 6,
+            "int_1": [0.5] * 6,
+            "cat_0": [1] * 6,
+            "cat_1": ["a"] * 6,
+            "v": ["x", "x", "y", "y", "z", "x"],
+            "q": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "label": [0, 1, 0, 1, 0, 1],
+        }
+    )
+    pq.write_table(rows, tmp_path / "part-0.parquet")
+    spec = fit_feature_spec(cfg, ParquetSource(str(tmp_path)))
+    assert spec.feature("v").mapping.vocab == ["x", "y"]
+    assert spec.feature("v__wide").mapping == spec.feature("v").mapping
+    assert spec.feature("q").boundaries and spec.feature("q__wide").boundaries == spec.feature("q").boundaries
+    tables = {t.name: t for t in spec.tables()}
+    assert tables["v_wide"].num_embeddings == tables["v"].num_embeddings == 3
+    out = FeatureGenerator(spec)(rows)
+    keys = spec.sparse_keys()
+    assert (
+        out.values[keys.index("v__wide")].tolist()
+        == out.values[keys.index("v")].tolist()
+        == [1, 1, 2, 2, 0, 1]
+    )
