@@ -1,18 +1,22 @@
-"""``recpipe run``: the training pipeline on this machine with ``kfp.local`` (subprocess runner).
+"""``recpipe run``: the training pipeline on this machine with ``kfp.local``.
 
-Every step runs ``python -m kfp.dsl.executor_main`` with this interpreter; training starts torchrun CPU
-processes (gloo). MLflow is the embedded sqlite store ``<runs>/mlflow.db`` shared by all local runs, so a
-second run is gated against the champion the first one promoted. Kubernetes settings (GPUs, secrets,
+Every step runs ``python -m kfp.dsl.executor_main``: with this interpreter (``runner="subprocess"``, the
+default), or in the step's image (``runner="containers"``: kfp.local's DockerRunner,
+``pipelines/containers.py``); training starts torchrun CPU processes (gloo). MLflow is the embedded sqlite
+store ``<runs>/mlflow.db`` shared by all local runs, so a second run is gated against the champion the first
+one promoted. Kubernetes settings (GPUs, secrets,
 node selectors) are ignored by kfp.local; credentials come from the environment.
 """
 
+import os
 import re
+import shutil
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from recpipe.config import gate_overrides
+from recpipe.config import ParameterError, gate_overrides
 from recpipe.pipeline import RunSummary, summarize
 from recpipe.pipeline.params import (
     check_data_fits,
@@ -28,6 +32,7 @@ DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 DEFAULT_ROWS = 1_000_000
 DEFAULT_BACKENDS = "jit,onnx,rtp"
 DEFAULT_PROCESSES = 2
+RUNNERS = ("subprocess", "containers")
 
 
 def run_local(
@@ -46,6 +51,7 @@ def run_local(
     model_name: str = "",
     verbose: bool = False,
     tracking_uri: str | None = None,
+    runner: str = "subprocess",
 ) -> RunSummary:
     """Run the whole pipeline locally and return its summary (also when a step failed).
 
@@ -69,6 +75,8 @@ def run_local(
         verbose: stream each step's full log (otherwise only kfp.local's task lines).
         tracking_uri: the MLflow store, as in every command: ``tracking_uri`` > ``runs_dir`` > env
             ``MLFLOW_TRACKING_URI`` > ``<runs>/mlflow.db``.
+        runner: ``subprocess`` (every step a process of this interpreter) or ``containers`` (every step in
+            its image; the runs folder, MLflow store included, is mounted into each container).
     """
     import warnings
 
@@ -81,6 +89,8 @@ def run_local(
     warnings.filterwarnings("ignore", message=".*non-Python base image.*")
     warnings.filterwarnings("ignore", message=".*have no effect in the current local runner.*")
 
+    if runner not in RUNNERS:
+        raise ParameterError("runner", f"must be one of {', '.join(RUNNERS)}, got {runner!r}")
     t0 = time.time()
     # Before kfp.local starts anything: generated data of the config's kind, or the given data checked
     # against the config's columns (a mismatch failed only in train, minutes later).
@@ -95,8 +105,13 @@ def run_local(
     run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     uri = resolve_tracking_uri(tracking_uri, None, default_dir=runs, runs=runs_dir)
+    config_path = Path(config).resolve()
+    if runner == "containers":
+        # Only the runs folder is mounted: the steps read this very config from there.
+        _check_inside_runs(runs, source, uri)
+        config_path = Path(shutil.copy(config_path, run_dir / config_path.name))
     args: dict[str, Any] = {
-        "config": str(Path(config).resolve()),
+        "config": str(config_path),
         "data_source": source,
         "workers": workers,
         "gpus_per_worker": DEFAULT_PROCESSES if gpus_per_worker is None else gpus_per_worker,
@@ -113,6 +128,8 @@ def run_local(
     # Only the thresholds that are set reach the pipeline (as strings: empty keeps the config's).
     for key, value in gate_overrides(min_auc, max_auc_drop, max_logloss_rise).items():
         args[key.rsplit(".", 1)[1]] = str(value)
+    if runner == "containers":
+        return _run_in_containers(training_pipeline, args, runs, run_dir, uri, source, verbose, t0)
     local.init(
         runner=local.SubprocessRunner(use_venv=False),
         pipeline_root=str(run_dir / "kfp"),
@@ -137,6 +154,62 @@ def run_local(
     )
 
 
+def _check_inside_runs(runs: Path, source: str, uri: str) -> None:
+    """The containers see the runs folder only: a local data source or sqlite store elsewhere is refused."""
+    local_paths = {"data_source": source, "tracking_uri": uri.removeprefix("sqlite:///")}
+    for name, value in local_paths.items():
+        path = Path(value)
+        if path.is_absolute() or path.exists():
+            path = path.resolve()
+            if path != runs and runs not in path.parents:
+                raise ParameterError(
+                    name, f"{value!r} is outside the runs folder {runs}, the only folder the containers see"
+                )
+
+
+def _run_in_containers(
+    training_pipeline: Any,
+    args: dict[str, Any],
+    runs: Path,
+    run_dir: Path,
+    uri: str,
+    source: str,
+    verbose: bool,
+    t0: float,
+) -> RunSummary:
+    """The pipeline with kfp.local's DockerRunner: every task a container of its image."""
+    from kfp import local
+
+    from pipelines import containers
+
+    label = f"{run_dir.name}-{os.getpid()}"
+    error: str | None = None
+    run = None
+    tasks = _quiet(run_dir / "pipeline.log", echo_all=verbose)
+    with containers.engine_api() as engine:
+        try:
+            run = containers.prepare(engine, label)
+            # Made here, not by the engine (which would make it root's and not group-writable).
+            (run_dir / "kfp").mkdir(exist_ok=True)
+            with containers.shared_runs_folder(runs), tasks:
+                local.init(
+                    runner=local.DockerRunner(**containers.runner_args(runs, label)),
+                    pipeline_root=str(run_dir / "kfp"),
+                    raise_on_error=True,
+                )
+                training_pipeline(**args)
+        except Exception as err:  # noqa: BLE001 - a failed step is reported in the summary
+            error = f"{type(err).__name__}: {err}"
+        if run is not None:
+            run.containers = containers.count_containers(label, t0)
+    summary = summarize(
+        uri, since=t0, data_source=source, run_dir=run_dir, seconds=time.time() - t0, error=error
+    )
+    if run is not None:
+        summary.containers = (run.containers, tasks.tasks, run.engine, run.train_image)
+    return summary
+
+
 class _quiet:
     """Send every step's log to a file and keep kfp.local's task status lines on the terminal.
 
@@ -150,8 +223,10 @@ class _quiet:
     # Without a terminal to redraw on, a frame at most this often (and the last one).
     EVERY_S = 15.0
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, echo_all: bool = False) -> None:
         self.log = log
+        self.echo_all = echo_all  # --verbose: every line to the terminal as well
+        self.tasks = 0  # tasks kfp.local started
         self._mid_line = False  # the console's cursor sits on a progress frame
         self._last_frame = 0.0
 
@@ -167,6 +242,10 @@ class _quiet:
         from recpipe.redact import redact
 
         self._fh.write(redact(text))  # a step may print its data source, credentials included
+        self.tasks += sum("Executing task" in line for line in text.splitlines())
+        if self.echo_all:
+            self._stdout.write(text)
+            return len(text)
         for line in text.splitlines():
             if self.PROGRESS.match(line):
                 self._frame(line.strip())

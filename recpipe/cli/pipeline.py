@@ -25,6 +25,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         overrides=parse_overrides(a.set),
         verbose=a.verbose,
         tracking_uri=a.tracking_uri,
+        runner=a.runner,
     )
     print(summary.format())
     if summary.status != "FINISHED":
@@ -92,6 +93,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=50"
     )
     r.add_argument("--verbose", action="store_true", help="stream every step's logs")
+    r.add_argument(
+        "--runner",
+        choices=("subprocess", "containers"),
+        default="subprocess",
+        help="subprocess: every step a process here (default); containers: every step in its image "
+        "(docker or podman; `make images` first)",
+    )
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("pipeline", help="the Kubeflow pipeline").add_subparsers(

@@ -37,6 +37,8 @@ class RunSummary:
     run_dir: str | None = None
     # Per pass ("train"): rows_read, rows_used, rows_skipped, truncated_histories (MLflow metrics).
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    # ``--runner containers``: (containers the engine started, tasks kfp.local ran, engine, train's image).
+    containers: tuple[int, int, str, str] | None = None
 
     def format(self) -> str:
         """The summary ``recpipe run`` prints."""
@@ -86,6 +88,11 @@ class RunSummary:
                 ]
             lines.append(f"  failed        {reason[0]}")
             lines += [f"                {r}" for r in reason[1:]]
+        if self.containers:
+            started, tasks, engine, train_image = self.containers
+            lines.append(
+                f"  containers    {started}/{tasks} steps, each in its image ({engine}; train in {train_image})"
+            )
         if self.run_dir:
             log = Path(self.run_dir) / "pipeline.log"
             lines.append(
