@@ -78,7 +78,10 @@ class DataConfig(_Strict):
     train: str | None = None
     eval: str | None = None
     csv: CsvOptions = Field(default_factory=CsvOptions)
-    label: str
+    # The label column, or TorchEasyRec's label_fields: several (one per task of a multi-task model; the
+    # first is the primary one, which negative down-sampling and the single-task metrics read).
+    label: str | None = None
+    label_fields: list[str] = Field(default_factory=list)
     weight: str | None = None
     # The global batch: rows per training step over all ranks (each rank reads rows_per_rank of them).
     batch_size: int = Field(8192, ge=1)
@@ -100,6 +103,26 @@ class DataConfig(_Strict):
     def _declared_params(self) -> DataConfig:  # a typo fails at load time, not when a run reaches data
         check_declared((self.train, self.eval), self.params)
         return self
+
+    @model_validator(mode="after")
+    def _labels(self) -> DataConfig:
+        fields = self.label_fields
+        if len(set(fields)) != len(fields):
+            raise ValueError(f"data.label_fields must be distinct, got {fields}")
+        if not fields and self.label is None:
+            raise ValueError("data.label (or data.label_fields) is required")
+        if fields and self.label not in (None, fields[0]):
+            raise ValueError(
+                f"data.label {self.label!r} must be the first of data.label_fields {fields} (or be left out)"
+            )
+        if fields:
+            self.label = fields[0]
+        return self
+
+    @property
+    def labels(self) -> list[str]:
+        """Every label column, the primary one first."""
+        return list(self.label_fields) or [str(self.label)]
 
 
 # ---------------------------------------------------------------------------------------------- model
@@ -268,6 +291,14 @@ class RecpipeConfig(_Strict):
                     f"feature group {g.name!r} names unknown features {missing}; known: {sorted(known)}"
                 )
         self.model.check_groups(self.feature_groups)
+        check_labels = getattr(self.model, "check_labels", None)
+        if check_labels is not None:
+            check_labels(self.data.labels)
+        elif len(self.data.labels) > 1:
+            raise ValueError(
+                f"model {self.model.type} trains one label, data.label_fields is {self.data.labels}: a multi-task "
+                "model (mmoe, dbmtl, ple) trains several"
+            )
         return self
 
     @property
@@ -287,7 +318,7 @@ class RecpipeConfig(_Strict):
             # Arrow's typed CSV parser fails the whole pass on a bad number in any block after the one types
             # were inferred from; read as text, FG checks every row and skips (and counts) the bad ones.
             text += [f.column or f.name for f in self.features if isinstance(f, RawFeatureConfig)]
-            text += [c for c in (self.data.label, self.data.weight) if c]
+            text += [c for c in (*self.data.labels, self.data.weight) if c]
         csv = self.data.csv
         return csv.model_copy(update={"text_columns": list(dict.fromkeys([*csv.text_columns, *text]))})
 

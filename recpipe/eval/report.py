@@ -47,6 +47,8 @@ class EvalReport:
         model (dict[str, Any]): what was evaluated: name, version, run id, checkpoint, ...
         data_rows (dict[str, int]): the pass over the data: ``rows_read`` = ``rows_used`` + ``rows_skipped``
             (bad rows under ``on_bad_row: skip``), ``truncated_histories`` (empty when not counted).
+        tasks (dict[str, dict]): a multi-task model's metrics of every task, by label column (the
+            top-level numbers are the primary task's); empty for a single-task model.
 
     Example::
 
@@ -72,10 +74,16 @@ class EvalReport:
     neg_sample_rate: float = 1.0
     model: dict[str, Any] = field(default_factory=dict)
     data_rows: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
-        """The scalar metrics, for MLflow ``log_metrics`` (``oracle_auc`` only when known)."""
+        """The scalar metrics, for MLflow ``log_metrics`` (``oracle_auc`` only when known); a multi-task
+        model's every task's too, as ``<label>.<metric>`` (``buy.auc``), side by side."""
         out = {k: float(getattr(self, k)) for k in SCALAR_METRICS if getattr(self, k) is not None}
+        for label, values in self.tasks.items():
+            out.update(
+                {f"{label}.{k}": float(values[k]) for k in SCALAR_METRICS if values.get(k) is not None}
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -245,7 +245,10 @@ def _export_one(
         logits, secs = score_batches(ctx.parity, lambda f, _raw: scorer.predict_batch(*_tensors(f)))
     else:
         logits, secs = score_batches(
-            ctx.parity, lambda _f, raw: scorer.predict_raw(raw.drop_columns([ctx.spec.label]))
+            ctx.parity,
+            lambda _f, raw: scorer.predict_raw(
+                raw.drop_columns([c for c in ctx.spec.labels if c in raw.column_names])
+            ),
         )
     report = compare(eager_logits, logits, ctx.parity.labels, tolerance, ctx.parity, secs)
     manifest.parity = asdict(report)

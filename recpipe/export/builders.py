@@ -78,7 +78,7 @@ class ExportContext:
         }
 
     def split_signature(self) -> dict[str, Any]:
-        raw = [c for c in self.spec.input_columns() if c not in (self.spec.label, self.spec.weight)]
+        raw = [c for c in self.spec.input_columns() if c not in (*self.spec.labels, self.spec.weight)]
         return {
             "kind": "split",
             "raw_columns": raw,

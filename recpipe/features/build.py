@@ -166,7 +166,8 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
         dense=dense,
         sequences=sequences,
         groups=[],
-        label=cfg.data.label,
+        label=cfg.data.labels[0],
+        extra_labels=cfg.data.labels[1:],
         weight=cfg.data.weight,
         group_column=cfg.eval.gauc_group or cfg.data.group_column,
     )

@@ -71,7 +71,7 @@ class FGOutput:
     dense: np.ndarray  # (B, D) float32
     values: list[np.ndarray]  # per key (N_k,) int64
     lengths: list[np.ndarray]  # per key (B,) int32
-    labels: np.ndarray  # (B,) float32
+    labels: np.ndarray  # (B,) float32; (B, T) for a spec with T > 1 labels (FeatureSpec.labels order)
     weights: np.ndarray | None = None
     groups: np.ndarray | None = None
 
@@ -188,7 +188,7 @@ class FeatureGenerator:
     def _check_columns(self, batch: pa.RecordBatch, file: str) -> None:
         need = self.spec.input_columns()
         if not self.with_labels:
-            need = [c for c in need if c not in (self.spec.label, self.spec.weight)]
+            need = [c for c in need if c not in (*self.spec.labels, self.spec.weight)]
         missing = [c for c in need if batch.schema.get_field_index(c) < 0]
         if missing:
             raise DataError(f"{file}: missing columns {missing}; the file has {batch.schema.names}")
@@ -249,10 +249,11 @@ class FeatureGenerator:
             if bad is not None:
                 bads.append(bad)
             dense[:, j] = (x - d.mean) / d.std
-        labels = np.zeros(n, np.float32)
+        labels = np.zeros(n if not self.spec.extra_labels else (n, len(self.spec.labels)), np.float32)
         weights = groups = None
         if self.with_labels:
-            labels = self._label(batch.column(self.spec.label), bads)
+            columns = [self._label(col, batch.column(col), bads) for col in self.spec.labels]
+            labels = columns[0] if len(columns) == 1 else np.stack(columns, axis=1)
             if self.spec.weight:
                 w, bad = to_float(batch.column(self.spec.weight), 1.0, self.spec.weight)
                 if bad is not None:
@@ -274,8 +275,7 @@ class FeatureGenerator:
         )
         return out, bads, truncated
 
-    def _label(self, arr: pa.Array, bads: list[BadRows]) -> np.ndarray:
-        col = self.spec.label
+    def _label(self, col: str, arr: pa.Array, bads: list[BadRows]) -> np.ndarray:
         y, bad = to_float(arr, np.nan, col)
         notbin = ~((y == 0) | (y == 1))
         if bad is not None:

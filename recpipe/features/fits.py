@@ -82,7 +82,8 @@ def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, t
     for d in spec.dense:
         need.setdefault(d.column, (f"feature {d.name!r}", _NUMERIC))
     if with_labels:
-        need.setdefault(spec.label, ("the label", _NUMERIC))
+        for column in spec.labels:
+            need.setdefault(column, ("the label", _NUMERIC))
         if spec.weight:
             need.setdefault(spec.weight, ("the weight", _NUMERIC))
         if spec.group_column:

@@ -47,7 +47,8 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Kind]
     for d in spec.dense:
         kinds[d.column] = "float"
     if with_labels:
-        kinds[spec.label] = "float"
+        for column in spec.labels:
+            kinds[column] = "float"
         if spec.weight:
             kinds[spec.weight] = "float"
     return kinds
@@ -68,7 +69,7 @@ def normalize(batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True
     for column, kind in column_kinds(spec, with_labels).items():
         i = batch.schema.get_field_index(column)
         if i < 0:
-            if with_labels or column == spec.label:
+            if with_labels or column in spec.labels:
                 continue
             names.append(column)
             arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))

@@ -135,18 +135,19 @@ def _row(
                 raise RowError(d.column, "log domain")
             x = math.log(x + d.log_offset)
         dense.append((x - d.mean) / d.std)
-    label = 0.0
+    labels = [0.0] * len(spec.labels)
     weight = None
     if with_labels:
-        y = r[spec.label]
-        if _missing(y) or (isinstance(y, str) and not _FLOAT.match(y)):
-            raise RowError(spec.label, "label")
-        label = float(y)
-        if label not in (0.0, 1.0):
-            raise RowError(spec.label, "label")
+        for t, column in enumerate(spec.labels):
+            y = r[column]
+            if _missing(y) or (isinstance(y, str) and not _FLOAT.match(y)):
+                raise RowError(column, "label")
+            labels[t] = float(y)
+            if labels[t] not in (0.0, 1.0):
+                raise RowError(column, "label")
         if spec.weight:
             weight = to_float(r[spec.weight], 1.0, spec.weight)
-    return [per_key[k] for k in spec.sparse_keys()], dense, label, weight
+    return [per_key[k] for k in spec.sparse_keys()], dense, labels if spec.extra_labels else labels[0], weight
 
 
 def rowwise_fg(
@@ -175,7 +176,7 @@ def rowwise_fg(
         dense=np.asarray(dense_rows, np.float32).reshape(n, len(spec.dense)),
         values=[np.asarray(v, np.int64) for v in vals],
         lengths=[np.asarray(v, np.int32) for v in lens],
-        labels=np.asarray(labels, np.float32),
+        labels=np.asarray(labels, np.float32).reshape((n, len(spec.labels)) if spec.extra_labels else n),
         weights=np.asarray(weights, np.float32) if spec.weight else None,
     )
     return out, skipped

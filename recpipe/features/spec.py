@@ -182,7 +182,8 @@ class FeatureSpec:
         dense (list[DenseFeature]): ``Batch.dense`` columns in order, ``(B, len(dense))``.
         sequences (list[SequenceFeature]): history columns and their sub-feature keys.
         groups (list[FeatureGroup]): feature groups for the model.
-        label (str): label column; ``weight`` optional sample-weight column.
+        label (str): label column (the primary one); ``weight`` optional sample-weight column.
+        extra_labels (list[str]): the other label columns of a multi-task model, in task order.
 
     Example::
 
@@ -203,6 +204,12 @@ class FeatureSpec:
     # Digest of the config's feature definition it was fitted from (recpipe.features.fit.config_digest):
     # training refuses an fg.json whose features the config has since changed. None: written before.
     config_digest: str | None = None
+    extra_labels: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[str]:
+        """Every label column, the primary one first (FG's ``labels`` columns, in this order)."""
+        return [self.label, *self.extra_labels]
 
     # ------------------------------------------------------------------ queries
     def sparse_keys(self) -> list[str]:
@@ -260,7 +267,7 @@ class FeatureSpec:
     def input_columns(self) -> list[str]:
         """Source columns FG reads (label and weight included)."""
         cols = [f.column for f in self.sparse if f.sequence is None]
-        cols += [s.column for s in self.sequences] + [f.column for f in self.dense] + [self.label]
+        cols += [s.column for s in self.sequences] + [f.column for f in self.dense] + self.labels
         if self.weight:
             cols.append(self.weight)
         if self.group_column:
@@ -269,7 +276,10 @@ class FeatureSpec:
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not out["extra_labels"]:  # a single-label spec reads (and digests) as before multi-task labels
+            del out["extra_labels"]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FeatureSpec:
@@ -290,6 +300,7 @@ class FeatureSpec:
                 group_column=d.get("group_column"),
                 version=version,
                 config_digest=d.get("config_digest"),
+                extra_labels=list(d.get("extra_labels", [])),
             )
         except (KeyError, TypeError) as err:
             raise FeatureSpecError(f"malformed FeatureSpec: {err}") from None

@@ -4,6 +4,8 @@ towers over jagged behaviour histories, a final MLP over all towers → one logi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -27,7 +29,9 @@ class MultiTowerDIN(nn.Module):
         tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
         towers (list[DeepTower]): deep towers.
         din_towers (list[DinTower]): DIN towers.
-        final (MlpSpec): the MLP over all tower outputs (a Linear to one logit follows).
+        final (MlpSpec | None): the MLP over all tower outputs (a Linear to one logit follows).
+        head (Callable[[int], nn.Module] | None): instead of ``final``, a multi-task head over the towers'
+            concatenated outputs (MMoE, DBMTL, PLE: :mod:`recpipe.models.zoo.multitask`): logits ``(B, T)``.
         dense_in_features (int): width of ``Batch.dense`` (0 when there are no dense features).
         pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per pooled key.
         embedding_init (EmbeddingInit): table initialization.
@@ -53,11 +57,12 @@ class MultiTowerDIN(nn.Module):
         tables: list[TableSpec],
         towers: list[DeepTower],
         din_towers: list[DinTower],
-        final: MlpSpec,
+        final: MlpSpec | None,
         dense_in_features: int = 0,
         pooling: dict[str, str] | None = None,
         embedding_init: EmbeddingInit = EmbeddingInit(),
         device: torch.device | None = None,
+        head: Callable[[int], nn.Module] | None = None,
     ) -> None:
         super().__init__()
         deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
@@ -72,7 +77,7 @@ class MultiTowerDIN(nn.Module):
             init=embedding_init,
         )
         dims = {k: self.embeddings.embedding_dim(k) for k in [*deep_keys, *query_keys, *history_keys]}
-        self.dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device=device)
+        self.dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device, head)
         self.dense_in_features = dense_in_features
 
     def dense_input_names(self) -> list[str]:

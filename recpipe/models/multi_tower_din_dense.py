@@ -4,6 +4,7 @@ not installed (``benchmarks/gpu_check.py`` on a bare CUDA machine)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -23,12 +24,13 @@ class DeepTower:
         name (str): the feature group name.
         sparse_keys (tuple[str, ...]): pooled KJT keys, concatenated in this order.
         dense_columns (tuple[int, ...]): columns of ``Batch.dense`` appended after them.
-        mlp (MlpSpec): the tower MLP (e.g. 512-256-128).
+        mlp (MlpSpec | None): the tower MLP (e.g. 512-256-128); ``None``: the concatenation as it is (a
+            multi-task model's experts read the group's embeddings, as TorchEasyRec's MMoE does).
     """
 
     name: str
     sparse_keys: tuple[str, ...]
-    mlp: MlpSpec
+    mlp: MlpSpec | None
     dense_columns: tuple[int, ...] = ()
 
 
@@ -64,10 +66,12 @@ class MultiTowerDinDense(nn.Module):
     Args:
         towers (list[DeepTower]): deep towers.
         din_towers (list[DinTower]): DIN towers.
-        final (MlpSpec): the MLP over all tower outputs.
+        final (MlpSpec | None): the MLP over all tower outputs (a Linear to one logit follows).
         key_dims (dict[str, int]): embedding width of every key the towers read.
         dense_in_features (int): width of ``Batch.dense``.
         device (torch.device | None): parameter device.
+        head (Callable[[int], nn.Module] | None): instead of ``final`` and the logit, a multi-task head
+            built for the towers' total width (:mod:`recpipe.models.multitask_dense`): logits ``(B, T)``.
 
     Example::
 
@@ -79,12 +83,17 @@ class MultiTowerDinDense(nn.Module):
         self,
         towers: list[DeepTower],
         din_towers: list[DinTower],
-        final: MlpSpec,
+        final: MlpSpec | None,
         key_dims: dict[str, int],
         dense_in_features: int = 0,
         device: torch.device | None = None,
+        head: Callable[[int], nn.Module] | None = None,
     ) -> None:
         super().__init__()
+        if (final is None) == (head is None):
+            raise ValueError(
+                "MultiTowerDIN's dense arch takes a final MLP or a multi-task head (one of them)"
+            )
         if not towers and not din_towers:
             raise ValueError("MultiTowerDIN needs at least one tower")
         names = [t.name for t in towers] + [t.name for t in din_towers]
@@ -122,8 +131,12 @@ class MultiTowerDinDense(nn.Module):
         width = 0
         for tower in towers:
             in_features = sum(key_dims[k] for k in tower.sparse_keys) + len(tower.dense_columns)
-            self.towers[tower.name] = MLP.from_spec(in_features, tower.mlp, device=device)
-            width += self.towers[tower.name].out_features
+            if tower.mlp is None:
+                self.towers[tower.name] = nn.Identity()
+                width += in_features
+            else:
+                self.towers[tower.name] = MLP.from_spec(in_features, tower.mlp, device=device)
+                width += self.towers[tower.name].out_features
         self.din = nn.ModuleDict()
         for tower in din_towers:
             q_dim = sum(key_dims[k] for k in tower.query_keys)
@@ -134,8 +147,10 @@ class MultiTowerDinDense(nn.Module):
                 )
             self.din[tower.name] = _attention(tower, q_dim, device)
             width += q_dim
-        self.final = MLP.from_spec(width, final, device=device)
-        self.logit = nn.Linear(self.final.out_features, 1, device=device)
+        self.head = head(width) if head is not None else None
+        if final is not None:
+            self.final = MLP.from_spec(width, final, device=device)
+            self.logit = nn.Linear(self.final.out_features, 1, device=device)
 
     def input_names(self) -> list[str]:
         names = ["dense", *self.deep_keys]
@@ -158,6 +173,8 @@ class MultiTowerDinDense(nn.Module):
                     embeddings[f"{tower.name}__offsets"],
                 )
             )
+        if self.head is not None:
+            return self.head(torch.cat(outs, dim=1))
         return self.logit(self.final(torch.cat(outs, dim=1))).squeeze(-1)
 
 

@@ -39,6 +39,9 @@ MODELS: dict[str, str] = {
     "multi_tower": "recpipe.models.zoo.multi_tower",
     "deepfm": "recpipe.models.zoo.deepfm",
     "wide_and_deep": "recpipe.models.zoo.wide_and_deep",
+    "mmoe": "recpipe.models.zoo.mmoe",
+    "dbmtl": "recpipe.models.zoo.dbmtl",
+    "ple": "recpipe.models.zoo.ple",
 }
 ENTRY_POINT_GROUP = "recpipe.models"
 

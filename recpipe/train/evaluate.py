@@ -15,6 +15,7 @@ from recpipe.batch import Batch
 from recpipe.config import CsvOptions
 from recpipe.eval.metrics import MetricAccumulator, gather_across_ranks
 from recpipe.eval.report import EvalReport, build_report
+from recpipe.eval.tasks import task_accumulators, task_metrics
 from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
@@ -60,7 +61,8 @@ def predict_dataset(
         stats (FGStats | None): receives this rank's rows read / used / skipped / truncated.
 
     Returns:
-        tuple: ``labels (N,) float32``, ``logits (N,) float32``, ``groups (N,) int64`` or None.
+        tuple: ``labels (N,) float32``, ``logits (N,) float32`` (``(N, T)`` both for a multi-task model),
+        ``groups (N,) int64`` or None.
 
     Example::
 
@@ -118,11 +120,14 @@ def evaluate_distributed(
     labels, logits, groups = predict_dataset(
         model, spec, uri, global_batch_size, rank, world_size, on_bad_row, csv
     )
-    acc = MetricAccumulator(from_logits=True, neg_sample_rate=neg_sample_rate)
-    acc.update(labels=labels, preds=logits, groups=groups)
+    accs = task_accumulators(labels, logits, spec.labels, groups, neg_sample_rate)
     if world_size > 1:
-        acc = gather_across_ranks(acc, group=group)
-    return metrics_dict(acc)
+        accs = {name: gather_across_ranks(acc, group=group) for name, acc in accs.items()}
+    out = metrics_dict(accs[spec.label])  # the primary task's numbers; a multi-task model's all under "tasks"
+    tasks = task_metrics(accs)
+    if tasks:
+        out["tasks"] = tasks
+    return out
 
 
 def evaluate_checkpoint(
@@ -175,10 +180,10 @@ def evaluate_checkpoint(
                 oracle = np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
         except (KeyError, ValueError, OSError):
             oracle = None
-    acc = MetricAccumulator(from_logits=True, neg_sample_rate=cfg.data.neg_sample_rate)
-    acc.update(labels=labels, preds=logits, groups=groups, oracle=oracle)
+    accs = task_accumulators(labels, logits, spec.labels, groups, cfg.data.neg_sample_rate, oracle)
     info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
-    report = build_report(acc, threshold=threshold, model_info=info)
+    report = build_report(accs[spec.label], threshold=threshold, model_info=info)
+    report.tasks = task_metrics(accs)
     report.data_rows = {
         "rows_read": fg_stats.rows_read,
         "rows_used": fg_stats.rows_emitted,

@@ -455,6 +455,8 @@ class _Meter:
         self.loss_steps += 1
         if self.env.is_main:
             real = (weights > 0).cpu().numpy()  # padding rows have weight 0
+            if labels.dim() == 2:  # a multi-task model: the running AUC is the primary task's
+                labels, logits = labels[:, 0], logits[:, 0]
             self.window.append((labels.cpu().numpy()[real], logits.float().cpu().numpy()[real]))
             self.window_rows += int(real.sum())
             while self.window_rows - len(self.window[0][0]) >= AUC_WINDOW_ROWS:

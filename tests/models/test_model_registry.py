@@ -32,6 +32,9 @@ def test_registry_is_explicit() -> None:
         "multi_tower": "recpipe.models.zoo.multi_tower",
         "deepfm": "recpipe.models.zoo.deepfm",
         "wide_and_deep": "recpipe.models.zoo.wide_and_deep",
+        "mmoe": "recpipe.models.zoo.mmoe",
+        "dbmtl": "recpipe.models.zoo.dbmtl",
+        "ple": "recpipe.models.zoo.ple",
     }
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -50,7 +53,8 @@ def test_model_section_errors_name_the_key_path() -> None:
     d = _raw("dlrm_criteo_small.yaml")
     d["model"]["type"] = "wide_deep"
     with pytest.raises(
-        ConfigError, match=r"model: Value error, unknown model type 'wide_deep'; known: \['deepfm', 'dlrm'"
+        ConfigError,
+        match=r"model: Value error, unknown model type 'wide_deep'; known: \['dbmtl', 'deepfm', 'dlrm'",
     ):
         parse_config(d)
     d = _raw("dlrm_criteo_small.yaml")
@@ -84,11 +88,11 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
 ) -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown model type 'half'; known: \['deepfm', 'dlrm', 'multi_tower', 'multi_tower_din', 'wide_and_deep'\]",
+        match=r"unknown model type 'half'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep'\]",
     ):
         model_module("half")
     declare_model("half = recpipe.models.mlp")  # a module that declares no model
-    assert model_names() == ["deepfm", "dlrm", "half", "multi_tower", "multi_tower_din", "wide_and_deep"]
+    assert model_names() == sorted([*MODELS, "half"])
     with pytest.raises(
         ValueError,
         match=r"module recpipe.models.mlp does not declare \['Config', 'Config.check_groups', 'build'\]",

@@ -93,3 +93,11 @@ def criteo(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def taobao_spec(taobao):
     return build_feature_spec(load_config(taobao["config"]))
+
+
+@pytest.fixture(scope="session")
+def taobao_multitask(taobao, tmp_path_factory) -> dict[str, str]:
+    """The Taobao splits with ``configs/dbmtl_taobao_small.yaml`` shrunk like the DIN one (labels clk, buy)."""
+    root = tmp_path_factory.mktemp("taobao_mt")
+    config = _shrink("configs/dbmtl_taobao_small.yaml", root / "dbmtl_tiny.yaml", divide=100)
+    return {**taobao, "config": str(config)}

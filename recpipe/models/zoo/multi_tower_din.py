@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from recpipe.config import ConfigSection, FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import torch
 
     from recpipe.features.spec import FeatureSpec
-    from recpipe.models.multi_tower_din import MultiTowerDIN
+    from recpipe.models.multi_tower_din import DeepTower, DinTower, MultiTowerDIN
 
 
 class TowerConfig(ConfigSection):
@@ -76,25 +76,50 @@ def build(spec: FeatureSpec, cfg: MultiTowerDinConfig, device: torch.device | No
         ValueError: a tower over a group of the wrong type (deep vs sequence).
     """
     from recpipe.models.mlp import mlp_spec
-    from recpipe.models.multi_tower_din import DeepTower, DinTower, MultiTowerDIN
+    from recpipe.models.multi_tower_din import MultiTowerDIN
+
+    towers, din_towers = tower_specs(spec, cfg.towers, cfg.din_towers)
+    return MultiTowerDIN(
+        spec.tables(),
+        towers,
+        din_towers,
+        mlp_spec(cfg.final),
+        dense_in_features=spec.dense_dim,
+        pooling=spec.pooling(),
+        device=device,
+    )
+
+
+def tower_specs(
+    spec: FeatureSpec, towers: Sequence[TowerConfig | Any], din_towers: Sequence[DinTowerConfig]
+) -> tuple[list[DeepTower], list[DinTower]]:
+    """The deep and DIN towers of a config, over the spec's feature groups (a tower's ``mlp`` may be
+    ``None`` in a multi-task model: the group's embeddings as they are).
+
+    Raises:
+        ValueError: a tower over a group of the wrong type (deep vs sequence).
+    """
+    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.multi_tower_din import DeepTower, DinTower
 
     dense_names = spec.dense_names()
-    towers = []
-    for t in cfg.towers:
+    deep = []
+    for t in towers:
         group = spec.group(t.group)
         if group.type != "deep":
             raise ValueError(f"tower over group {t.group!r} needs a deep group, it is {group.type!r}")
         cols = tuple(dense_names.index(n) for n in group.dense)
-        towers.append(DeepTower(group.name, tuple(group.sparse), mlp_spec(t.mlp), cols))
+        mlp = mlp_spec(t.mlp) if t.mlp is not None else None
+        deep.append(DeepTower(group.name, tuple(group.sparse), mlp, cols))
     max_length = {s.name: s.max_length for s in spec.sequences}
-    din_towers = []
-    for t in cfg.din_towers:
+    din = []
+    for t in din_towers:
         group = spec.group(t.group)
         if group.type != "sequence":
             raise ValueError(f"DIN tower over group {t.group!r} needs a sequence group, it is {group.type!r}")
         parents = {spec.feature(h).sequence for h in group.history}
         length = max(max_length[p] for p in parents if p is not None)
-        din_towers.append(
+        din.append(
             DinTower(
                 group.name,
                 tuple(group.query),
@@ -105,12 +130,4 @@ def build(spec: FeatureSpec, cfg: MultiTowerDinConfig, device: torch.device | No
                 t.weighting,
             )
         )
-    return MultiTowerDIN(
-        spec.tables(),
-        towers,
-        din_towers,
-        mlp_spec(cfg.final),
-        dense_in_features=spec.dense_dim,
-        pooling=spec.pooling(),
-        device=device,
-    )
+    return deep, din

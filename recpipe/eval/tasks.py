@@ -1,0 +1,54 @@
+"""Per-task metrics of a multi-task model: one :class:`MetricAccumulator` per label column.
+
+A single-task evaluation has labels and logits ``(N,)``; a multi-task one ``(N, T)``, one column per label
+of ``FeatureSpec.labels`` (the primary label first). The primary task's metrics stay the report's
+top-level numbers (what single-task tools read); every task's are under ``tasks[<label>]``.
+
+Negative down-sampling keeps every row of the primary label's positives and a fraction of its negatives,
+so only the primary task's predictions are re-calibrated with ``neg_sample_rate``; the other tasks' are
+reported as predicted (their base rate under that sampling is not a function of the rate alone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from recpipe.eval.metrics import MetricAccumulator
+
+
+def task_accumulators(
+    labels: np.ndarray,
+    logits: np.ndarray,
+    names: list[str],
+    groups: np.ndarray | None = None,
+    neg_sample_rate: float = 1.0,
+    oracle: np.ndarray | None = None,
+) -> dict[str, MetricAccumulator]:
+    """``label column → accumulator`` over ``labels``/``logits`` ``(N,)`` (one task) or ``(N, T)``.
+
+    Raises:
+        ValueError: ``names`` does not give one name per column, or labels and logits differ in shape.
+    """
+    if labels.shape != logits.shape:
+        raise ValueError(f"labels {labels.shape} and logits {logits.shape} differ in shape")
+    columns = 1 if labels.ndim == 1 else labels.shape[1]
+    if len(names) != columns:
+        raise ValueError(f"{columns} label column(s) but task names {names}")
+    out: dict[str, MetricAccumulator] = {}
+    for t, name in enumerate(names):
+        acc = MetricAccumulator(from_logits=True, neg_sample_rate=neg_sample_rate if t == 0 else 1.0)
+        y = labels if labels.ndim == 1 else labels[:, t]
+        p = logits if logits.ndim == 1 else logits[:, t]
+        acc.update(labels=y, preds=p, groups=groups, oracle=oracle if t == 0 else None)
+        out[name] = acc
+    return out
+
+
+def task_metrics(accumulators: dict[str, MetricAccumulator]) -> dict[str, dict[str, Any]]:
+    """Every task's scalar metrics (``auc``, ``gauc``, ``logloss``, ...), by label column; empty for a
+    single-task model (its numbers are the report's own)."""
+    if len(accumulators) < 2:
+        return {}
+    return {name: acc.compute().to_dict() for name, acc in accumulators.items()}
