@@ -23,7 +23,7 @@ from recpipe.data.types import Source
 SYNTHETIC = "synthetic:"
 ODPS = "odps://"
 # Options of each synthetic kind besides rows and seed: keyword arguments of recpipe.data.synthetic.generate.
-SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab", "hashed")}
+SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab", "hashed", "pairs")}
 # Column layouts a kind can generate, as URI query suffixes: criteo's Kaggle one and TorchEasyRec's
 # (hashed=1: int_k / cat_k, what its example configs read). synthetic_source_for tries each.
 SYNTHETIC_LAYOUTS = {"taobao": ("",), "criteo": ("", "&hashed=1")}
@@ -49,7 +49,8 @@ def parse_synthetic(uri: str) -> SyntheticSource:
     """``synthetic:taobao?rows=100000&seed=1`` → ``SyntheticSource("taobao", 100000, 1, {})``.
 
     Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
-    ``max_vocab`` (vocabulary cap) and ``hashed`` (1: TorchEasyRec's ``int_k``/``cat_k`` columns); anything
+    ``max_vocab`` (vocabulary cap), ``hashed`` (1: TorchEasyRec's ``int_k``/``cat_k`` columns) and ``pairs``
+    (0: no pair effects in the click model); anything
     else is an error naming the allowed keys.
 
     Raises:

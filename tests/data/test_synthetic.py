@@ -258,7 +258,7 @@ def test_dense_taobao_catalogue() -> None:
     assert taobao_gen.build_catalogue(0, 1_000_000).user_id.size == 1_000_000 // 12
     with pytest.raises(ValueError, match=r"ads must be in \[1, 846812\]"):
         taobao_gen.build_catalogue(0, 1000, ads=0)
-    with pytest.raises(ValueError, match="max_vocab and hashed are options of synthetic criteo data"):
+    with pytest.raises(ValueError, match="max_vocab, hashed and pairs are options of synthetic criteo data"):
         generate("taobao", 10, Path("unused"), max_vocab=5)
 
 
@@ -345,7 +345,29 @@ def test_criteo_hashed_is_torcheasyrecs_layout_of_the_same_rows(tmp_path: Path) 
     # Every id is a row of TorchEasyRec's tables (pre-encoded input uses ids as rows).
     assert all(pc.max(hashed[f"cat_{k}"]).as_py() < n for k, n in enumerate(TERABYTE_BUCKETS))
     assert pc.max(hashed["cat_5"]).as_py() == 2  # 24 Kaggle values into the Terabyte table's 3 buckets
-    with pytest.raises(ValueError, match="hashed must be 0 or 1"):
+    with pytest.raises(ValueError, match="hashed and pairs must be 0 or 1"):
         generate("criteo", 10, tmp_path / "x", hashed=2)
-    with pytest.raises(ValueError, match="max_vocab and hashed are options of synthetic criteo"):
+    with pytest.raises(ValueError, match="max_vocab, hashed and pairs are options of synthetic criteo"):
         generate("taobao", 10, tmp_path / "x", hashed=1)
+
+
+def test_criteo_without_pair_effects_keeps_the_rows_and_drops_only_the_pairs(tmp_path: Path) -> None:
+    """``pairs=0``: the same draws (columns, values, nulls), a click model of first-order effects only."""
+    with_pairs = criteo_gen.build_model(2, max_vocab=50)
+    first_order = criteo_gen.build_model(2, max_vocab=50, pairs=False)
+    table_a, _, prob_a = criteo_gen.make_chunk(with_pairs, 2, 0, 2000)
+    table_b, _, prob_b = criteo_gen.make_chunk(first_order, 2, 0, 2000)
+    assert table_a.drop_columns(["label", "true_prob"]).equals(table_b.drop_columns(["label", "true_prob"]))
+    # Rows whose pair columns are all present differ by the pair effects (and the recalibrated intercept).
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    diff = logit(prob_a.astype(np.float64)) - logit(prob_b.astype(np.float64))
+
+    def missing(pair: tuple[int, int]) -> np.ndarray:
+        return np.logical_or(*(table_a[f"C{k + 1}"].is_null().to_numpy(zero_copy_only=False) for k in pair))
+
+    one, two = (missing(pair) for pair in criteo_gen.PAIRS)
+    assert np.std(diff[~one & ~two]) > 0.2  # the pair effects (sd 0.4 each)
+    np.testing.assert_allclose(diff[one & two], with_pairs.base - first_order.base, atol=1e-4)
+    report = generate("criteo", 500, tmp_path / "f", seed=2, max_vocab=50, pairs=0)
+    assert json.loads((tmp_path / "f" / "_meta.json").read_text())["params"]["pairs"] is False
+    assert report.rows == 500

@@ -64,6 +64,7 @@ class CriteoModel:
     dense_missing_effect: np.ndarray
     pair_factors: list[tuple[np.ndarray, np.ndarray]]  # per pair: (card_a, PAIR_RANK), (card_b, PAIR_RANK)
     base: float = 0.0
+    pairs: bool = True  # False: no pair effects (first-order data, what a wide part plus an MLP fits)
 
 
 def hex_strings(values: np.ndarray) -> pa.Array:
@@ -88,13 +89,15 @@ def cardinalities(max_vocab: int | None = None) -> tuple[int, ...]:
     return tuple(min(c, max_vocab) if max_vocab else c for c in CARDINALITIES)
 
 
-def build_model(seed: int, max_vocab: int | None = None) -> CriteoModel:
+def build_model(seed: int, max_vocab: int | None = None, pairs: bool = True) -> CriteoModel:
     """Draw vocabularies and effects for ``seed`` and calibrate the intercept.
 
     Args:
         seed (int): random seed.
         max_vocab (int | None): caps every column's vocabulary (default: :data:`CARDINALITIES`,
             up to 100k values); a smaller vocabulary gives every value more impressions per row.
+        pairs (bool): add the pair effects (default); False leaves only first-order effects (the same
+            draws otherwise, the intercept recalibrated).
     """
     rng = np.random.default_rng([seed, _TAG, 1 << 40])
     vocab, samplers, effects = [], [], []
@@ -120,6 +123,7 @@ def build_model(seed: int, max_vocab: int | None = None) -> CriteoModel:
             for pair in PAIRS
         ],
     )
+    model.pairs = pairs
     calib = _draw(model, np.random.default_rng([seed, _TAG, (1 << 40) + 1]), 50_000)
     model.base = calibrate_base(calib["logit"], TARGET_POSITIVE_RATE)
     return model
@@ -146,6 +150,8 @@ def _draw(model: CriteoModel, rng: np.random.Generator, n: int) -> dict[str, obj
         cats.append(idx)
         cat_null.append(null)
     for (a, b), (u, v) in zip(PAIRS, model.pair_factors):
+        if not model.pairs:
+            break
         effect = np.einsum("nk,nk->n", u[cats[a]], v[cats[b]])
         logit += np.where(cat_null[a] | cat_null[b], 0.0, effect)
     return {"logit": logit, "dense": dense, "dense_null": dense_null, "cats": cats, "cat_null": cat_null}
