@@ -63,7 +63,9 @@ class ParityReport:
         max_abs_logit_diff (float): measured ``max |logit_backend - logit_eager|``.
         tolerance (float): the allowed maximum (``cfg.export.max_abs_logit_diff``).
         auc_eager (float), auc_backend (float): AUCs of both on the rows' labels.
-        passed (bool): ``max_abs_logit_diff <= tolerance`` and the AUCs agree to 4 decimals.
+        passed (bool): ``max_abs_logit_diff <= tolerance`` and the AUCs agree to 4 decimals (every task's).
+        tasks (dict[str, dict]): a multi-task model's parity per task (label column → ``max_abs_logit_diff``,
+            ``auc_eager``, ``auc_backend``); the top-level AUCs are the primary task's. Empty for one task.
     """
 
     rows: int
@@ -75,6 +77,7 @@ class ParityReport:
     auc_backend: float
     passed: bool
     seconds: float = 0.0
+    tasks: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass

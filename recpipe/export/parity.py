@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ class ParitySet:
         bounds (list[tuple[int, int]]): ``[start, stop)`` of each batch.
         history_lengths (list[int]): history lengths the edge rows guarantee (empty without sequences).
         dropped (int): held-out rows FG rejected, passed over.
+        label_names (list[str]): the label columns, one per task (``labels`` has a column each when several).
     """
 
     table: pa.Table
@@ -44,6 +45,7 @@ class ParitySet:
     bounds: list[tuple[int, int]]
     history_lengths: list[int]
     dropped: int = 0
+    label_names: list[str] = field(default_factory=lambda: ["label"])
 
     @property
     def labels(self) -> np.ndarray:
@@ -132,7 +134,7 @@ def build_parity_set(
         bounds.append((start, start + b))
         start += b
     features = FeatureGenerator(spec, on_bad_row="error", with_labels=True)(table, file="<parity rows>")
-    return ParitySet(table=table, features=features, bounds=bounds, history_lengths=lengths, dropped=dropped)
+    return ParitySet(table, features, bounds, lengths, dropped, list(spec.labels))
 
 
 def clean_rows(data: pa.Table, spec: FeatureSpec, wanted: int, chunk: int = 256) -> tuple[pa.Table, int]:
@@ -170,26 +172,40 @@ def compare(
     parity: ParitySet,
     seconds: float,
 ) -> ParityReport:
-    """The :class:`ParityReport` of ``backend`` logits against ``eager`` logits."""
-    eager = np.asarray(eager, np.float64).ravel()
-    backend = np.asarray(backend, np.float64).ravel()
+    """The :class:`ParityReport` of ``backend`` logits against ``eager`` logits: ``(N,)``, or ``(N, T)``
+    for a multi-task model (then every task is compared, and the top-level AUCs are the first task's)."""
+    eager, backend = _by_task(eager), _by_task(backend)
+    labels = np.asarray(labels).reshape(eager.shape[0], -1)
     if eager.shape != backend.shape:
-        raise ValueError(f"backend returned {backend.shape[0]} logits for {eager.shape[0]} rows")
+        raise ValueError(f"backend returned logits {backend.shape} for eager logits {eager.shape}")
     finite = bool(np.isfinite(backend).all())
-    diff = float(np.max(np.abs(eager - backend))) if finite else float("inf")
-    auc_e, auc_b = binary_auc(labels, eager), binary_auc(labels, backend)
-    same_auc = abs(auc_e - auc_b) < 0.5 * 10**-AUC_DECIMALS or (np.isnan(auc_e) and np.isnan(auc_b))
+    tasks = {}
+    for t, name in enumerate(parity.label_names):
+        e, b, y = eager[:, t], backend[:, t], labels[:, t]
+        diff = float(np.max(np.abs(e - b))) if finite else float("inf")
+        auc_e, auc_b = binary_auc(y, e), binary_auc(y, b)
+        same = abs(auc_e - auc_b) < 0.5 * 10**-AUC_DECIMALS or (np.isnan(auc_e) and np.isnan(auc_b))
+        tasks[name] = {"max_abs_logit_diff": diff, "auc_eager": auc_e, "auc_backend": auc_b, "same_auc": same}
+    first = tasks[parity.label_names[0]]
+    diff = max(t["max_abs_logit_diff"] for t in tasks.values())
     return ParityReport(
         rows=int(eager.shape[0]),
         batch_sizes=parity.batch_sizes,
         history_lengths=parity.history_lengths,
         max_abs_logit_diff=diff,
         tolerance=tolerance,
-        auc_eager=auc_e,
-        auc_backend=auc_b,
-        passed=finite and diff <= tolerance and bool(same_auc),
+        auc_eager=first["auc_eager"],
+        auc_backend=first["auc_backend"],
+        passed=finite and diff <= tolerance and all(bool(t.pop("same_auc")) for t in tasks.values()),
         seconds=round(seconds, 3),
+        tasks=tasks if len(tasks) > 1 else {},
     )
+
+
+def _by_task(logits: np.ndarray) -> np.ndarray:
+    """Logits as ``(N, T)`` float64 (``(N,)`` and ``(N, 1)`` are one task)."""
+    x = np.asarray(logits, np.float64)
+    return x.reshape(x.shape[0], -1)
 
 
 def score_batches(
@@ -199,8 +215,10 @@ def score_batches(
     t0 = time.perf_counter()
     out = []
     for a, b in parity.bounds:
-        logits = np.asarray(fn(parity.features.slice(a, b), parity.table.slice(a, b - a)), np.float64).ravel()
-        if logits.shape[0] != b - a:
-            raise ValueError(f"a batch of {b - a} rows returned {logits.shape[0]} logits")
+        logits = np.asarray(fn(parity.features.slice(a, b), parity.table.slice(a, b - a)), np.float64)
+        if logits.ndim == 2 and logits.shape[1] == 1:
+            logits = logits[:, 0]
+        if logits.ndim == 0 or logits.shape[0] != b - a:
+            raise ValueError(f"a batch of {b - a} rows returned logits of shape {logits.shape}")
         out.append(logits)
     return np.concatenate(out), time.perf_counter() - t0

@@ -50,13 +50,15 @@ class Scorer:
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
 
     def predict_batch(self, dense: Any, values: Any, lengths: Any) -> np.ndarray:
-        """Logits ``(B,)`` for ``dense (B, D)`` float32, ``values (N,)`` int64, ``lengths (F * B,)`` int."""
+        """Logits ``(B,)`` (``(B, T)`` for a multi-task model) for ``dense (B, D)`` float32, ``values (N,)``
+        int64, ``lengths (F * B,)`` int."""
         dense_t = as_tensor(dense, torch.float32)
         if dense_t.dim() != 2 or dense_t.shape[1] != self.spec.dense_dim:
             raise ValueError(f"dense must be (B, {self.spec.dense_dim}), got {tuple(dense_t.shape)}")
         batch = dense_t.shape[0]
+        shape = (batch,) if len(self.spec.labels) == 1 else (batch, len(self.spec.labels))
         if batch == 0:
-            return np.zeros(0, np.float32)
+            return np.zeros(shape, np.float32)
         lengths_t = as_tensor(lengths, torch.int32)
         if lengths_t.numel() != len(self.keys) * batch:
             raise ValueError(
@@ -64,7 +66,7 @@ class Scorer:
             )
         with torch.inference_mode():
             out = self._logits(dense_t, as_tensor(values, torch.int64), lengths_t)
-        return out.detach().to("cpu", torch.float32).numpy().reshape(batch)
+        return out.detach().to("cpu", torch.float32).numpy().reshape(shape)
 
     def predict(self, rows: Any, output: str = "probability") -> np.ndarray:
         """Click probabilities ``(B,)`` float64 for raw rows (``output="logit"``: the logits).
@@ -93,7 +95,23 @@ class Scorer:
             return np.asarray(logits, dtype=np.float64)
         p = sigmoid(np.asarray(logits, dtype=np.float64))
         rate = neg_sample_rate or float((self.manifest.model or {}).get("neg_sample_rate", 1.0))
-        return recalibrate(p, rate) if rate < 1.0 else p
+        if rate < 1.0:  # the sampling is the primary label's: only its probabilities are re-calibrated
+            if p.ndim == 2:
+                p[:, 0] = recalibrate(p[:, 0], rate)
+            else:
+                p = recalibrate(p, rate)
+        return p
+
+    def output_columns(self, output: str = "probability") -> list[str]:
+        """Names of the output's columns: ``[output]`` for one task, ``<output>_<label>`` for each task of a
+        multi-task model (``probability_clk``, ``probability_buy``)."""
+        return self.spec.output_columns(output)
+
+    def output_by_column(self, scores: np.ndarray, output: str = "probability") -> dict[str, np.ndarray]:
+        """``to_output``'s ``(B,)`` / ``(B, T)`` scores as named columns (:meth:`output_columns`)."""
+        names = self.output_columns(output)
+        columns = np.asarray(scores).reshape(len(scores), len(names))
+        return {name: columns[:, t] for t, name in enumerate(names)}
 
     def predict_raw(self, rows: Any) -> np.ndarray:
         """Logits ``(B,)`` float32 for raw feature rows (a DataFrame, an Arrow table or JSON records)."""

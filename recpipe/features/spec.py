@@ -211,6 +211,11 @@ class FeatureSpec:
         """Every label column, the primary one first (FG's ``labels`` columns, in this order)."""
         return [self.label, *self.extra_labels]
 
+    def output_columns(self, output: str = "probability") -> list[str]:
+        """A served model's output columns: ``[output]`` for one label; ``<output>_<label>`` for each label of
+        a multi-task model (``probability_clk``, ``probability_buy``)."""
+        return [output] if not self.extra_labels else [f"{output}_{label}" for label in self.labels]
+
     # ------------------------------------------------------------------ queries
     def sparse_keys(self) -> list[str]:
         return [f.name for f in self.sparse]

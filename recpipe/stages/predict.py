@@ -3,7 +3,7 @@
 Rows go through the same raw-value contract and FG as training and serving (``fg.json`` of the export),
 one source batch at a time, so memory stays bounded whatever the source's size. The output keeps the
 input's order: ``row`` (0-based position in the source), the ``keep`` columns, then ``probability``
-(or ``logit``). Under ``on_bad_row="skip"`` bad rows are left out and counted
+(or ``logit``; a multi-task model's ``probability_<label>`` for each of its labels). Under ``on_bad_row="skip"`` bad rows are left out and counted
 (``rows_read = rows_scored + rows_skipped``).
 """
 
@@ -111,7 +111,8 @@ def run(
                 columns = {"row": pa.array(position + kept, pa.int64())}
                 for c in keep:
                     columns[c] = sb.batch.column(c).take(pa.array(kept))
-                columns[output] = pa.array(scores, pa.float64())
+                for name, column in scorer.output_by_column(scores, output).items():
+                    columns[name] = pa.array(column, pa.float64())
                 table = pa.table(columns)
                 if writer is None:
                     writer = pq.ParquetWriter(out_path, table.schema)
@@ -123,9 +124,8 @@ def run(
             if writer is not None:
                 writer.close()
         if writer is None:  # an empty source still gets its (empty) output file
-            pq.write_table(
-                pa.table({"row": pa.array([], pa.int64()), output: pa.array([], pa.float64())}), out_path
-            )
+            empty = {name: pa.array([], pa.float64()) for name in scorer.output_columns(output)}
+            pq.write_table(pa.table({"row": pa.array([], pa.int64()), **empty}), out_path)
         t1 = time.perf_counter()
         st = fg.stats
         result = PredictResult(

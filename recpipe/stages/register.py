@@ -91,7 +91,7 @@ def run(
             {ARTIFACT: str(served)},
             MODEL_ARTIFACT,
             pip_requirements=_pins(),
-            signature=model_signature(),
+            signature=model_signature(spec.output_columns()),
             input_example=_example(example_data, spec),
             metadata={"raw_columns": raw_columns(spec)},
             uri=tracking_uri,

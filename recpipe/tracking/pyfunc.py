@@ -61,12 +61,18 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
             logits = self._scorer.predict_raw(model_input)
         except DataError as err:
             raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
-        return self._scorer.to_output(logits, output)
+        scores = self._scorer.to_output(logits, output)
+        if scores.ndim == 1:
+            return scores
+        import pandas as pd  # a multi-task model: one named column per task (probability_clk, ...)
+
+        return pd.DataFrame(self._scorer.output_by_column(scores, output))
 
 
-def model_signature() -> Any:
-    """The registered model's MLflow signature: the output (one probability, or logit, per row) and the
-    parameter ``output`` (``probability`` or ``logit``) — no input schema.
+def model_signature(outputs: list[str] | None = None) -> Any:
+    """The registered model's MLflow signature: the output (one probability, or logit, per row; a
+    multi-task model's named ``outputs`` columns, ``probability_<label>``) and the parameter ``output``
+    (``probability`` or ``logit``) — no input schema.
 
     The input columns are the raw-value contract (:func:`raw_columns`, stored as the model's metadata):
     every feature column optional, ids and raw values of any type (``123``, ``"123"`` and ``123.0`` are one
@@ -77,10 +83,14 @@ def model_signature() -> Any:
     DataFrame as it is; an extra column is ignored, an absent one is all missing, as before.
     """
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import ParamSchema, ParamSpec, Schema, TensorSpec
+    from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema, TensorSpec
 
+    if outputs and len(outputs) > 1:
+        schema = Schema([ColSpec("double", name) for name in outputs])
+    else:
+        schema = Schema([TensorSpec(np.dtype(np.float64), (-1,), "prediction")])
     return ModelSignature(
-        outputs=Schema([TensorSpec(np.dtype(np.float64), (-1,), "prediction")]),
+        outputs=schema,
         params=ParamSchema([ParamSpec("output", "string", "probability")]),
     )
 
