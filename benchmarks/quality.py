@@ -24,9 +24,11 @@ visible.
 Configs: ``configs/din_taobao_quality.yaml`` and ``configs/<model>_criteo_quality.yaml`` (the small
 configs' features and models; batch 1024 and learning rates tuned for one pass; DIN with unnormalized
 sigmoid attention weights, ``weighting: sigmoid``). One epoch, because a second pass over the same
-rows memorizes the per-id embeddings and the eval AUC falls. The Criteo models share one generated
-data set per run. MultiTower is measured on Criteo, the data it fits: Taobao's click model has a
-history term that only a model reading the click sequence (DIN) can see.
+rows memorizes the per-id embeddings and the eval AUC falls. The Criteo models share the generated data
+of one set of options per run. Each model is measured on data it fits: MultiTower on Criteo (Taobao's
+click model has a history term that only a model reading the click sequence, DIN, can see);
+WideAndDeep and MultiTower on Criteo without the pair effects (``pairs=0``; an MLP over concatenated
+embeddings learns the products of two columns' latent vectors slowly), DLRM and DeepFM with them.
 
 The DIN tower is ablated by the same MultiTowerDIN with the history mean-pooled
 (``attention: mean_pool``) over ``--ablation-seeds`` training seeds on a smaller sample of the same
@@ -62,10 +64,14 @@ from recpipe.train.loop import METRICS_FILE, train
 ROOT = Path(__file__).resolve().parent.parent
 DIN_CONFIG = ROOT / "configs" / "din_taobao_quality.yaml"
 DLRM_CONFIG = ROOT / "configs" / "dlrm_criteo_quality.yaml"
-# The models trained on generated Criteo, each with its config.
+# The models trained on generated Criteo: each one's config and the generator options of the data it fits.
+# DLRM's dot products and DeepFM's FM term model the click model's low-rank pair effects; WideAndDeep and
+# MultiTower (MLPs over concatenated embeddings) are measured on the same rows without them (pairs=0).
 CRITEO_MODELS = {
-    name: ROOT / "configs" / f"{name}_criteo_quality.yaml"
-    for name in ("dlrm", "deepfm", "wide_and_deep", "multi_tower")
+    "dlrm": (ROOT / "configs" / "dlrm_criteo_quality.yaml", ""),
+    "deepfm": (ROOT / "configs" / "deepfm_criteo_quality.yaml", ""),
+    "wide_and_deep": (ROOT / "configs" / "wide_and_deep_criteo_quality.yaml", "pairs=0"),
+    "multi_tower": (ROOT / "configs" / "multi_tower_criteo_quality.yaml", "pairs=0"),
 }
 MODELS = ("din", *CRITEO_MODELS)
 RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
@@ -312,11 +318,12 @@ def main() -> None:
                 dd = din["default_density"]
                 summary["din_default_density_gap"] = dd["runs"]["default"]["gap"]
         shared: dict[str, ingest.IngestResult] = {}
-        for name, config in CRITEO_MODELS.items():
+        for name, (config, fits) in CRITEO_MODELS.items():
             if name not in only:
                 continue
+            options = "&".join(o for o in (args.criteo_vocab, fits) if o)
             result = run_model(
-                name, "criteo", config, args.criteo_rows, args.criteo_vocab, args.seed, tmp, args.evals,
+                name, "criteo", config, args.criteo_rows, options, args.seed, tmp, args.evals,
                 args.epochs, shared=shared,
             )  # fmt: skip
             report[name] = result
