@@ -45,14 +45,24 @@ format: $(STAMP)
 clean:
 	rm -rf $(RUNS) .pytest_cache
 
-# ---- Images and the kind cluster (images/, manifests/, scripts/; docs/deploy.md) ----
-# `images` builds ghcr.io/recpipe/recpipe{,-cuda,-mlflow}:<version> with docker (tags from components/image.py)
-# and stops with a clear message where no Docker engine is reachable. `local-run` creates a kind cluster,
-# installs Kubeflow Pipelines, the training operator and MLflow from manifests/, loads the images and runs the
-# pipeline on the small Taobao config; `local-down` deletes the cluster.
-.PHONY: images local-run local-down
+# ---- Images, containers and the kind cluster (images/, manifests/, scripts/; docs/deploy.md) ----
+# `images` builds ghcr.io/recpipe/recpipe{,-mlflow}:<version> (tags from components/image.py) with docker
+# (BuildKit) or podman, installing podman first on a fresh machine of this kind, and from a base made offline
+# when the Dockerfile's base cannot be pulled (scripts/build_images.sh; `scripts/build_images.sh cuda` for the
+# CUDA image, which needs a registry). `run-containers` is `make run` with every step in its image
+# (`recpipe run --runner containers`). `container-test` checks the built images (hygiene) and runs a short
+# pipeline in containers; its last line is `containers: build_s=… run_s=… steps_in_containers=N/N`.
+# `local-run` creates a kind cluster, installs Kubeflow Pipelines, the training operator and MLflow from
+# manifests/, loads the images and runs the pipeline on the small Taobao config; `local-down` deletes it.
+.PHONY: images run-containers container-test local-run local-down
 images: $(STAMP)
 	scripts/build_images.sh
+
+run-containers: $(STAMP)
+	$(VENV)/bin/recpipe run --runner containers --runs $(RUNS)/containers || test $$? -eq 3
+
+container-test: $(STAMP)
+	scripts/container_test.sh
 
 local-run: $(STAMP)
 	scripts/local_run.sh up
