@@ -239,6 +239,8 @@ def gate_overrides(
 
 class EvalConfig(_Strict):
     gate: GateConfig = Field(default_factory=GateConfig)
+    # A multi-task model's gate per label column (e.g. buy: {min_auc: 0.7}); a label not listed has ``gate``.
+    task_gates: dict[str, GateConfig] = Field(default_factory=dict)
     threshold: float = Field(0.5, ge=0.0, le=1.0)
     gauc_group: str | None = None
 

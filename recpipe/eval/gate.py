@@ -145,6 +145,12 @@ class TaskGateDecision:
     reasons: list[str]
     tasks: dict[str, GateDecision]
     failed: list[str]
+    champion_source: str = "none"
+
+    @property
+    def champion_auc(self) -> float | None:
+        """The champion's AUC on the primary (first) task."""
+        return next(iter(self.tasks.values())).champion_auc
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,4 +203,5 @@ def decide_tasks(
         reasons=[f"[{task}] {r}" for task, d in decisions.items() for r in d.reasons],
         tasks=decisions,
         failed=[f"{task}.{name}" for task, d in decisions.items() for name in d.failed],
+        champion_source=next(iter(decisions.values())).champion_source,
     )

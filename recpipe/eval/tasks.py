@@ -25,8 +25,10 @@ def task_accumulators(
     groups: np.ndarray | None = None,
     neg_sample_rate: float = 1.0,
     oracle: np.ndarray | None = None,
+    from_logits: bool = True,
 ) -> dict[str, MetricAccumulator]:
-    """``label column → accumulator`` over ``labels``/``logits`` ``(N,)`` (one task) or ``(N, T)``.
+    """``label column → accumulator`` over ``labels``/``logits`` ``(N,)`` (one task) or ``(N, T)``
+    (``from_logits=False``: probabilities).
 
     Raises:
         ValueError: ``names`` does not give one name per column, or labels and logits differ in shape.
@@ -38,7 +40,7 @@ def task_accumulators(
         raise ValueError(f"{columns} label column(s) but task names {names}")
     out: dict[str, MetricAccumulator] = {}
     for t, name in enumerate(names):
-        acc = MetricAccumulator(from_logits=True, neg_sample_rate=neg_sample_rate if t == 0 else 1.0)
+        acc = MetricAccumulator(from_logits=from_logits, neg_sample_rate=neg_sample_rate if t == 0 else 1.0)
         y = labels if labels.ndim == 1 else labels[:, t]
         p = logits if logits.ndim == 1 else logits[:, t]
         acc.update(labels=y, preds=p, groups=groups, oracle=oracle if t == 0 else None)

@@ -86,34 +86,47 @@ def _confusion(c: dict[str, int]) -> list[list[int]]:
 
 
 def score_pyfunc(
-    model: Any, data_dir: str, label: str, group_column: str | None, neg_sample_rate: float = 1.0
+    model: Any,
+    data_dir: str,
+    label: str | list[str],
+    group_column: str | None,
+    neg_sample_rate: float = 1.0,
 ) -> Any:
-    """An ``EvalReport`` of a pyfunc model (raw columns in, click probabilities out) on ``data_dir``."""
+    """An ``EvalReport`` of a pyfunc model (raw columns in, click probabilities out) on ``data_dir``; a
+    multi-task model's (one probability column per label of ``label``) with every task's under ``tasks``."""
     import numpy as np
     import pyarrow as pa
 
     from recpipe.data.sharding import Shard
     from recpipe.data.sources import open_source
-    from recpipe.eval.metrics import MetricAccumulator
     from recpipe.eval.report import build_report
+    from recpipe.eval.tasks import task_accumulators, task_metrics
 
-    acc = MetricAccumulator(from_logits=False, neg_sample_rate=neg_sample_rate)
+    labels_of = [label] if isinstance(label, str) else list(label)
+    parts: list[tuple[np.ndarray, np.ndarray, Any]] = []
     for sb in open_source(data_dir).iter_batches(Shard(0, 1)):
         table = pa.Table.from_batches([sb.batch])
         for start in range(0, table.num_rows, PYFUNC_BATCH_ROWS):
             part = table.slice(start, PYFUNC_BATCH_ROWS)
-            df = part.to_pandas()
-            pred = np.asarray(model.predict(df), dtype=np.float64).reshape(-1)
-            labels = np.asarray(part.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
+            pred = np.asarray(model.predict(part.to_pandas()), dtype=np.float64)
+            pred = pred.reshape(len(pred), -1) if len(labels_of) > 1 else pred.reshape(-1)
+            y = np.stack([part.column(c).to_numpy(zero_copy_only=False) for c in labels_of], axis=1)
+            y = y.astype(np.float64) if len(labels_of) > 1 else y[:, 0].astype(np.float64)
             groups = None
             if group_column and group_column in part.column_names:
                 groups = np.asarray(part.column(group_column).to_numpy(zero_copy_only=False))
-            acc.update(labels=labels, preds=pred, groups=groups)
-    return build_report(acc)
+            parts.append((y, pred, groups))
+    y = np.concatenate([p[0] for p in parts])
+    pred = np.concatenate([p[1] for p in parts])
+    groups = None if any(p[2] is None for p in parts) else np.concatenate([p[2] for p in parts])
+    accs = task_accumulators(y, pred, labels_of, groups, neg_sample_rate, from_logits=False)
+    report = build_report(accs[labels_of[0]])
+    report.tasks = task_metrics(accs)
+    return report
 
 
 def champion_eval(
-    model_name: str, tracking_uri: str, data_dir: str, label: str, group_column: str | None
+    model_name: str, tracking_uri: str, data_dir: str, label: str | list[str], group_column: str | None
 ) -> ChampionEval | None:
     """The champion's numbers on ``data_dir``; None when ``model_name`` has no champion."""
     from recpipe import tracking
@@ -167,7 +180,7 @@ def run(
         log (RunLog): records the metrics, the decision as tags, the report and its plots.
     """
     from recpipe.config import load_config
-    from recpipe.eval.gate import decide
+    from recpipe.eval.gate import decide, decide_tasks
     from recpipe.train.checkpoint import read_config, resolve_checkpoint
     from recpipe.train.evaluate import evaluate_checkpoint
 
@@ -183,10 +196,15 @@ def run(
             if not tracking_uri:
                 raise ParameterError("tracking_uri", "is needed to find the champion")
             group = cfg.eval.gauc_group or cfg.data.group_column
-            champion = champion_eval(champion_model, tracking_uri, data_dir, cfg.data.label, group)
-        decision = decide(candidate, champion.report if champion else None, gate, **(
-            {"champion_source": champion.source} if champion else {}
-        ))  # fmt: skip
+            champion = champion_eval(champion_model, tracking_uri, data_dir, cfg.data.labels, group)
+        source = {"champion_source": champion.source} if champion else {}
+        if (
+            candidate.tasks
+        ):  # a multi-task model: every task gated on its own, against the champion's same task
+            gates = {label: cfg.eval.task_gates.get(label, gate) for label in candidate.tasks}
+            decision = decide_tasks(candidate.tasks, _task_results(champion), gates, **source)
+        else:
+            decision = decide(candidate, champion.report if champion else None, gate, **source)
         out_path = Path(out)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         doc = {
@@ -227,6 +245,22 @@ def read_report(path: str | Path) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{path} is not a recpipe evaluation report (missing {missing})")
     return doc
+
+
+def _task_results(champion: ChampionEval | None) -> dict[str, Any] | None:
+    """The champion's results per task: re-evaluated (``report.tasks``) or recorded at registration
+    (``<label>.auc`` / ``<label>.logloss`` metrics); None without a champion."""
+    if champion is None:
+        return None
+    tasks = getattr(champion.report, "tasks", None)
+    if tasks:
+        return tasks
+    recorded: dict[str, dict[str, Any]] = {}
+    for key, value in _metrics_dict(champion.report).items():
+        label, _, metric = str(key).rpartition(".")
+        if label and metric in ("auc", "logloss"):
+            recorded.setdefault(label, {})[metric] = value
+    return recorded
 
 
 def _metrics_dict(report: Any) -> dict[str, Any]:

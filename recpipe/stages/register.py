@@ -106,6 +106,7 @@ def run(
             gate_passed=bool(gate["passed"]),
             gate_reasons=gate["reasons"],
             data_digest=data_digest or report.get("data_digest") or "unknown",
+            tasks=cand.get("tasks"),
         )
         tags.update(
             {

@@ -60,9 +60,11 @@ def eval_version_tags(
     gate_passed: bool,
     gate_reasons: Sequence[str],
     data_digest: str,
+    tasks: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, str]:
-    """The version tags recorded for every registered candidate (``gate_reasons`` as a JSON list)."""
-    return {
+    """The version tags recorded for every registered candidate (``gate_reasons`` as a JSON list); a
+    multi-task model's every task's metrics too, as ``<label>.auc`` / ``<label>.gauc`` / ``<label>.logloss``."""
+    tags = {
         TAG_AUC: _fmt(auc),
         TAG_GAUC: _fmt(gauc),
         TAG_LOGLOSS: _fmt(logloss),
@@ -70,6 +72,9 @@ def eval_version_tags(
         TAG_GATE_REASONS: truncate(json.dumps(list(gate_reasons)), MAX_VERSION_TAG_VALUE),
         TAG_DATA_DIGEST: data_digest,
     }
+    for label, metrics in (tasks or {}).items():
+        tags.update({f"{label}.{k}": _fmt(metrics.get(k)) for k in METRIC_TAGS})
+    return tags
 
 
 def ensure_registered_model(uri: str, name: str) -> None:
@@ -183,7 +188,7 @@ def _version_dict(mv: Any, aliases: Mapping[str, int]) -> dict[str, Any]:
         "source": mv.source,
         "status": mv.status,
         "created_at": mv.creation_timestamp,
-        "metrics": {k: _float_tag(tags, k) for k in METRIC_TAGS if k in tags},
+        "metrics": {k: _float_tag(tags, k) for k in tags if k.rpartition(".")[2] in METRIC_TAGS},
         "gate_passed": None if gate is None else gate == "true",
         "tags": tags,
     }
