@@ -28,6 +28,7 @@ class RunSummary:
     gauc: float | None = None
     logloss: float | None = None
     oracle_auc: float | None = None
+    task_auc: dict[str, float] = field(default_factory=dict)  # a multi-task model's AUC per label column
     gate_passed: bool | None = None
     gate_reasons: list[str] = field(default_factory=list)
     champion_source: str | None = None
@@ -59,6 +60,8 @@ class RunSummary:
             ratio = f"  = {self.auc / self.oracle_auc:.1%} of oracle" if self.oracle_auc else ""
             lines.append(f"  AUC           {f(self.auc)} vs oracle {f(self.oracle_auc)}{ratio}")
             lines.append(f"  GAUC/logloss  {f(self.gauc)} / {f(self.logloss)}")
+            if self.task_auc:
+                lines.append("  AUC per task  " + ", ".join(f"{t} {f(v)}" for t, v in self.task_auc.items()))
         if self.gate_passed is not None:
             lines.append(
                 f"  gate          {'PASSED' if self.gate_passed else 'FAILED'} (champion: {self.champion_source})"
@@ -147,6 +150,11 @@ def summarize(
     s.model_name = tags.get("registered_model")
     s.auc, s.gauc, s.logloss = metrics.get("eval.auc"), metrics.get("eval.gauc"), metrics.get("eval.logloss")
     s.oracle_auc = metrics.get("eval.oracle_auc", metrics.get("data.oracle_auc"))
+    s.task_auc = {
+        k.split(".")[1]: v
+        for k, v in metrics.items()
+        if k.startswith("eval.") and k.count(".") == 2 and k.endswith(".auc")
+    }
     for name in ("train", "eval"):
         counts = {k: int(metrics[f"{name}.{k}"]) for k in ROW_COUNTS if f"{name}.{k}" in metrics}
         if counts:

@@ -70,3 +70,18 @@ def test_tasks_are_gated_registered_and_compared_with_the_champion_task_by_task(
     assert [r for r in refused.gate_reasons if "FAIL" in r] == [
         next(r for r in refused.gate_reasons if r.startswith("[buy] FAIL min_auc"))
     ]
+
+
+def test_the_run_summary_shows_every_tasks_auc():
+    from recpipe.pipeline.summary import RunSummary
+
+    s = RunSummary(
+        "r",
+        "FINISHED",
+        "sqlite:///x.db",
+        auc=0.6073,
+        oracle_auc=0.75,
+        task_auc={"clk": 0.6073, "buy": 0.6417},
+    )
+    assert "  AUC per task  clk 0.6073, buy 0.6417" in s.format().splitlines()
+    assert "AUC per task" not in RunSummary("r", "FINISHED", "sqlite:///x.db", auc=0.7).format()
