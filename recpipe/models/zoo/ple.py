@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from recpipe.config import ConfigSection, MlpConfig
 from recpipe.models.zoo.multitask import MultiTaskSection, build_multitask, tower_spec
@@ -32,13 +32,20 @@ if TYPE_CHECKING:
 
 
 class ExtractionNetworkConfig(ConfigSection):
-    """One PLE layer, with TorchEasyRec's field names."""
+    """One PLE layer, with TorchEasyRec's field names (``tzrec/protos/module.proto`` ExtractionNetwork:
+    ``share_num`` and ``share_expert_net`` optional, no shared experts without them)."""
 
     network_name: str = ""
     expert_num_per_task: int = Field(ge=0)
-    share_num: int = Field(ge=0)
+    share_num: int = Field(0, ge=0)
     task_expert_net: MlpConfig
-    share_expert_net: MlpConfig
+    share_expert_net: MlpConfig | None = None
+
+    @model_validator(mode="after")
+    def _shared(self) -> ExtractionNetworkConfig:
+        if self.share_num and self.share_expert_net is None:
+            raise ValueError(f"extraction network {self.network_name!r}: share_num needs a share_expert_net")
+        return self
 
 
 class PleConfig(MultiTaskSection):
@@ -59,7 +66,10 @@ def build(spec: FeatureSpec, cfg: PleConfig, device: torch.device | None = None)
     towers = [tower_spec(t, with_relations=False) for t in cfg.task_towers]
     layers = [
         ExtractionSpec(
-            n.share_num, n.expert_num_per_task, mlp_spec(n.share_expert_net), mlp_spec(n.task_expert_net)
+            n.share_num,
+            n.expert_num_per_task,
+            mlp_spec(n.share_expert_net or n.task_expert_net),  # unused without shared experts
+            mlp_spec(n.task_expert_net),
         )
         for n in cfg.extraction_networks
     ]
