@@ -32,6 +32,8 @@ from components.image import CUDA_IMAGE, IMAGE
 
 IMAGE_UID = 10001
 RUN_LABEL = "io.recpipe.run"
+TITLE_LABEL = "org.opencontainers.image.title"
+CUDA_TITLE = "recpipe-cuda"  # images/cuda/Dockerfile's title
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 
@@ -114,22 +116,24 @@ def engine_api(timeout_s: float = 30.0) -> Iterator[str]:
 
 
 def prepare(engine: str, label: str) -> ContainerRun:
-    """Check that the pipeline's images are in the engine; point ``CUDA_IMAGE`` at the CPU image where it is
-    missing. Raises ``ContainerEngineError`` naming a missing image and how to build it."""
+    """Check that the pipeline's images are in the engine; point ``CUDA_IMAGE`` at the CPU image where no
+    CUDA build has that tag (again after each CPU rebuild). Raises ``ContainerEngineError`` naming a missing
+    image and how to build it."""
     import docker
 
     client = docker.from_env()
     try:
         tags = {t for image in client.images.list() for t in image.tags}
-        # podman names images without a registry localhost/…; every one here has a registry.
         if IMAGE not in tags:
             raise ContainerEngineError(f"image {IMAGE} is not in {engine}: build it with `make images`")
         cpu = client.images.get(IMAGE)
-        if CUDA_IMAGE not in tags:
+        cuda = client.images.get(CUDA_IMAGE) if CUDA_IMAGE in tags else None
+        # A CUDA tag that is not a CUDA build is an earlier alias: it follows the CPU image as rebuilt since.
+        if cuda is None or (cuda.labels or {}).get(TITLE_LABEL) != CUDA_TITLE:
             repo, tag = CUDA_IMAGE.rsplit(":", 1)
             cpu.tag(repo, tag)
-        cuda_is_cpu = client.images.get(CUDA_IMAGE).id == cpu.id
-        train_image = f"{CUDA_IMAGE} = {IMAGE}" if cuda_is_cpu else CUDA_IMAGE
+            return ContainerRun(engine=engine, label=label, train_image=f"{CUDA_IMAGE} = {IMAGE}")
+        train_image = CUDA_IMAGE
     finally:
         client.close()
     return ContainerRun(engine=engine, label=label, train_image=train_image)

@@ -186,6 +186,7 @@ def test_no_package_caches_or_build_tools(image):
         "for d in /root/.cache /home/*/.cache /var/lib/apt/lists /var/cache/apt/archives; do "
         '  [ -d "$d" ] && find "$d" -mindepth 1 -maxdepth 1 ! -name partial ! -name lock '
         "    -printf 'cache %p\\n' 2>/dev/null; done; "
+        'for f in /var/cache/apt/*.bin; do [ -e "$f" ] && echo cache $f; done; '
         f"for t in {' '.join(BUILD_TOOLS)}; do command -v $t >/dev/null && echo tool $t; done; "
         "command -v gcc >/dev/null && echo compiler gcc; command -v g++ >/dev/null && echo compiler g++; "
         "find / -xdev -name '*.egg-info' -path '/opt/*' -printf 'leftover %p\\n' 2>/dev/null; true"
@@ -232,7 +233,22 @@ def test_the_pipeline_runs_every_step_in_its_image(tmp_path):
     started, tasks = int(m.group(1)), int(m.group(2))
     # start, ingest, fit, train, evaluate, export, register, promote, finish
     assert (started, tasks) == (9, 9), text[-4000:]
-    assert m.group(4) in (CUDA_IMAGE, f"{CUDA_IMAGE} = {IMAGE}")
+    # The train step's image: a CUDA build, or (here) the CPU image as rebuilt last under the CUDA tag.
+    fmt = '{{.Id}} {{index .Labels "org.opencontainers.image.title"}}'
+    (cpu_id, _), (cuda_id, cuda_title) = (
+        subprocess.run(
+            [engine(), "image", "inspect", "--format", fmt, image],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        for image in (IMAGE, CUDA_IMAGE)
+    )
+    if cuda_title == "recpipe-cuda":
+        assert m.group(4) == CUDA_IMAGE
+    else:  # an alias, and of the CPU image as it is now (not of an earlier build)
+        assert cuda_id == cpu_id and m.group(4) == f"{CUDA_IMAGE} = {IMAGE}"
     assert re.search(r"registered\s+\S+ v1", text) and "champion" in text, text[-4000:]
     assert (runs / "mlflow.db").is_file()
     # The steps wrote their artifacts as the image's user, into the mounted pipeline root.
