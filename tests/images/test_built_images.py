@@ -258,3 +258,67 @@ def test_the_pipeline_runs_every_step_in_its_image(tmp_path):
     report = os.environ.get("RECPIPE_CONTAINER_REPORT")
     if report:
         Path(report).write_text(json.dumps({"run_s": run_s, "started": started, "tasks": tasks}))
+
+
+def test_mlflow_image_serves_and_takes_the_pipeline_token(tmp_path):
+    """The MLflow image's entrypoint as the cluster runs it (read-only root, basic-auth, a sqlite store in a
+    mounted folder): /health answers, the API refuses an anonymous call and takes the pipeline's bearer token."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    workspace = tmp_path / "mlflow"
+    workspace.mkdir()
+    if os.geteuid() == 0:
+        os.chown(workspace, 10001, 10001)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = uuid.uuid4().hex
+    name = f"recpipe-test-mlflow-{uuid.uuid4().hex[:12]}"
+    env = {
+        "MLFLOW_AUTH_DATABASE_URI": "sqlite:////workspace/auth.db",
+        "MLFLOW_AUTH_ADMIN_USERNAME": "admin",
+        "MLFLOW_AUTH_ADMIN_PASSWORD": uuid.uuid4().hex,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": uuid.uuid4().hex,
+        "RECPIPE_PIPELINE_TOKEN": token,
+    }
+    argv = [engine(), "run", "-d", "--name", name, "--read-only", "--tmpfs", "/tmp", "--network", "host"]
+    argv += ["-v", f"{workspace}:/workspace", *(f"--env={k}={v}" for k, v in env.items()), MLFLOW_IMAGE]
+    argv += ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    argv += [
+        "--backend-store-uri",
+        "sqlite:////workspace/mlflow.db",
+        "--artifacts-destination",
+        "/workspace/a",
+    ]
+    url = f"http://127.0.0.1:{port}"
+
+    def status(path: str, headers: dict[str, str] | None = None) -> int:
+        try:
+            with urllib.request.urlopen(
+                urllib.request.Request(url + path, headers=headers or {}), timeout=60
+            ) as r:
+                return r.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    try:
+        subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if status("/health") == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, subprocess.run(
+                [engine(), "logs", name], capture_output=True, text=True, timeout=60
+            ).stderr[-3000:]
+            time.sleep(2)
+        search = "/api/2.0/mlflow/experiments/search?max_results=1"
+        assert status(search) == 401
+        assert status(search, {"Authorization": f"Bearer {token}"}) == 200
+        assert status(search, {"Authorization": "Bearer not-the-token"}) == 401
+    finally:
+        subprocess.run([engine(), "rm", "-f", name], capture_output=True, timeout=120)
