@@ -195,9 +195,12 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
     dc, p = msg.data_config, "data_config"
     out: dict[str, Any] = {}
     labels = list(dc.label_fields)
-    if len(labels) != 1:
-        found.problem(f"{p}.label_fields", f"recpipe trains one label; label_fields is {labels}")
-    out["label"] = labels[0] if labels else ""
+    if not labels:
+        found.problem(f"{p}.label_fields", "no label field")
+    if len(labels) > 1:  # a multi-task model's labels, one per task tower (its model section checks them)
+        out["label_fields"] = labels
+    else:
+        out["label"] = labels[0] if labels else ""
     weights = list(dc.sample_weight_fields)
     if len(weights) > 1:
         found.problem(f"{p}.sample_weight_fields", f"recpipe takes one sample weight; got {weights}")

@@ -9,7 +9,8 @@ from recpipe.tzrec.problems import Findings, Problem
 from recpipe.tzrec.schema import TZREC_MODELS
 
 _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
-MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep")
+MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "mmoe", "dbmtl", "ple")
+MULTI_TASK = ("mmoe", "dbmtl", "ple")
 
 
 def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:
@@ -104,12 +105,69 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         if kind == "deepfm":
             has_fm = any(g.group_name == "fm" for g in mc.feature_groups)
             model["fm_group"] = "fm" if has_fm else "deep"
+    elif kind in MULTI_TASK:
+        model = _multi_task(mc, kind, f"{p}.{kind}", found)
     else:
         model = {}
         # A TorchEasyRec model recpipe lacks is one problem, at its line, not also "no model set".
         if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
             found.problem(p, f"no model set; supported: {', '.join(MODELS)}")
     return model, eval_
+
+
+def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
+    """MMoE / DBMTL / PLE: TorchEasyRec's multi-task models read their one feature group's embeddings
+    (``embedding_group.group_names()[0]``, tzrec/models/mmoe.py, dbmtl.py, ple.py): a tower without an MLP
+    over it; their task towers name their labels (a loss other than binary cross-entropy is an unsupported
+    field of the schema, refused there)."""
+    m = getattr(mc, kind)
+    groups = [g.group_name for g in mc.feature_groups]
+    if len(groups) != 1:
+        found.problem(f"{path}", f"{kind} reads one feature group (TorchEasyRec's first); groups: {groups}")
+    out: dict[str, Any] = {"type": kind, "towers": [{"group": groups[0]}] if groups else []}
+    towers = []
+    for i, t in enumerate(m.task_towers):
+        tp = f"{path}.task_towers[{i}]"
+        tower: dict[str, Any] = {"name": t.tower_name, "label": t.label_name or t.tower_name}
+        if t.HasField("mlp"):
+            tower["mlp"] = _mlp(t.mlp, f"{tp}.mlp", found)
+        if t.weight != 1.0:
+            tower["weight"] = t.weight
+        if t.num_class != 1:
+            found.problem(f"{tp}.num_class", f"num_class {t.num_class}: recpipe's task towers are binary")
+        if t.metrics:
+            found.note(f"{tp}.metrics", "ignored: recpipe reports every task's AUC, GAUC and logloss")
+        if kind == "dbmtl":
+            if t.relation_tower_names:
+                tower["relation_tower_names"] = list(t.relation_tower_names)
+            if t.HasField("relation_mlp"):
+                tower["relation_mlp"] = _mlp(t.relation_mlp, f"{tp}.relation_mlp", found)
+        towers.append(tower)
+    out["task_towers"] = towers
+    if kind == "mmoe":
+        out.update(expert_mlp=_mlp(m.expert_mlp, f"{path}.expert_mlp", found), num_experts=m.num_expert)
+    if kind == "dbmtl":
+        if m.HasField("bottom_mlp"):
+            out["bottom_mlp"] = _mlp(m.bottom_mlp, f"{path}.bottom_mlp", found)
+        if m.HasField("expert_mlp"):  # num_expert (default 3) counts only with experts
+            out.update(expert_mlp=_mlp(m.expert_mlp, f"{path}.expert_mlp", found), num_experts=m.num_expert)
+    if kind in ("mmoe", "dbmtl") and m.HasField("gate_mlp"):
+        out["gate_mlp"] = _mlp(m.gate_mlp, f"{path}.gate_mlp", found)
+    if kind == "ple":
+        networks = []
+        for i, n in enumerate(m.extraction_networks):
+            np_ = f"{path}.extraction_networks[{i}]"
+            net: dict[str, Any] = {
+                "network_name": n.network_name,
+                "expert_num_per_task": n.expert_num_per_task,
+                "share_num": n.share_num,
+                "task_expert_net": _mlp(n.task_expert_net, f"{np_}.task_expert_net", found),
+            }
+            if n.HasField("share_expert_net"):
+                net["share_expert_net"] = _mlp(n.share_expert_net, f"{np_}.share_expert_net", found)
+            networks.append(net)
+        out["extraction_networks"] = networks
+    return out
 
 
 def _unsupported_model(q: Problem) -> str:

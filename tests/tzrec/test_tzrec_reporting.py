@@ -23,7 +23,7 @@ def test_an_unsupported_model_is_one_problem():
             40,
             "model_config.mask_net",
             "model 'mask_net' is not supported; supported: multi_tower_din, multi_tower, dlrm, deepfm, "
-            "wide_and_deep",
+            "wide_and_deep, mmoe, dbmtl, ple",
         )
     ]
 

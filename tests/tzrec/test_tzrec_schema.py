@@ -18,7 +18,18 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "multi_tower",
         "multi_tower_din",
         "wide_and_deep",
+        "mmoe",
+        "dbmtl",
+        "ple",
     ]
+    # tzrec/protos/model.proto: MMoE mmoe = 201; DBMTL dbmtl = 202; PLE ple = 203
+    assert [descriptor("ModelConfig").fields_by_name[m].number for m in ("mmoe", "dbmtl", "ple")] == [
+        201,
+        202,
+        203,
+    ]
+    assert descriptor("BayesTaskTower").fields_by_name["relation_mlp"].number == 9
+    assert descriptor("MMoE").fields_by_name["num_expert"].default_value == 3
     assert descriptor("ModelConfig").fields_by_name["multi_tower"].number == 102
     assert descriptor("ModelConfig").fields_by_name["deepfm"].number == 101
     assert descriptor("ModelConfig").fields_by_name["wide_and_deep"].number == 105

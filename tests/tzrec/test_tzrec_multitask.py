@@ -1,0 +1,113 @@
+"""TorchEasyRec's multi-task configs (dbmtl_taobao, mmoe_taobao, ple_taobao) import and train.
+
+The fixtures reproduce their constructs on this folder's Taobao features: ``label_fields`` clk and buy, one DEEP
+group ``all`` that the model reads as it is (TorchEasyRec's multi-task models take
+``embedding_group.group_names()[0]``), task towers with ``tower_name``/``label_name``/``mlp``/``metrics``/
+``losses``, DBMTL's ``bottom_mlp`` and ``relation_tower_names``/``relation_mlp`` (tzrec/models/dbmtl.py), MMoE's
+``expert_mlp``/``num_expert`` (tzrec/modules/mmoe.py) and PLE's ``extraction_networks`` (tzrec/modules/extraction_net.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import pytest
+from test_train_imported import _splits
+from tzrec_fixtures import DIN_CONFIG
+
+from recpipe.config import parse_config
+from recpipe.features.build import build_feature_spec
+from recpipe.train.loop import train
+from recpipe.tzrec import import_tzrec
+from recpipe.tzrec.problems import TzrecImportError
+
+TOWER = """
+        task_towers {{
+            tower_name: "{name}"
+            label_name: "{label}"
+            mlp {{ hidden_units: [32, 16] }}
+            metrics {{ auc {{ thresholds: 1000 }} }}
+            losses {{ binary_cross_entropy {{}} }}
+            {extra}
+        }}"""
+HEADS = {
+    "dbmtl": "bottom_mlp { hidden_units: [64] }"
+    + TOWER.format(name="ctr", label="clk", extra="")
+    + TOWER.format(
+        name="cvr", label="buy", extra='relation_tower_names: "ctr" relation_mlp { hidden_units: [16] }'
+    ),
+    "mmoe": "expert_mlp { hidden_units: [64, 32] } num_expert: 3"
+    + TOWER.format(name="ctr", label="clk", extra="")
+    + TOWER.format(name="cvr", label="buy", extra=""),
+    "ple": """
+        extraction_networks { network_name: "layer1" expert_num_per_task: 2 share_num: 2
+            task_expert_net { hidden_units: [64, 32] } share_expert_net { hidden_units: [64, 32] } }
+        extraction_networks { network_name: "layer2" expert_num_per_task: 3 share_num: 3
+            task_expert_net { hidden_units: [32, 16] } share_expert_net { hidden_units: [32, 16] } }"""
+    + TOWER.format(name="ctr", label="clk", extra="")
+    + TOWER.format(name="cvr", label="buy", extra=""),
+}
+
+
+def multitask_config(kind: str) -> str:
+    """The DIN fixture's data and features with two labels and a ``kind`` model over group ``all``."""
+    text = DIN_CONFIG.read_text()
+    text = text.replace('label_fields: "clk"', 'label_fields: "clk"\n    label_fields: "buy"')
+    head = text[: text.index("model_config {")]
+    deep = re.search(r'group_name: "deep"(.*?)group_type: DEEP', text, re.S).group(1)
+    return (
+        head
+        + f"""model_config {{
+    feature_groups {{
+        group_name: "all"{deep}group_type: DEEP
+    }}
+    {kind} {{{HEADS[kind]}
+    }}
+}}
+"""
+    )
+
+
+@pytest.mark.parametrize("kind", ["dbmtl", "mmoe", "ple"])
+def test_multitask_config_imports_as_shipped_and_trains(kind, tmp_path):
+    imported = import_tzrec(multitask_config(kind), f"{kind}_taobao.config")
+    assert "0 refused" in imported.summary
+    data = imported.data
+    assert data["data"]["label_fields"] == ["clk", "buy"] and "label" not in data["data"]
+    model = data["model"]
+    assert model["type"] == kind and model["towers"] == [{"group": "all"}]
+    assert [(t["name"], t["label"]) for t in model["task_towers"]] == [("ctr", "clk"), ("cvr", "buy")]
+    if kind == "dbmtl":
+        assert model["bottom_mlp"] == {"hidden_units": [64]} and "expert_mlp" not in model
+        assert model["task_towers"][1]["relation_tower_names"] == ["ctr"]
+    if kind == "mmoe":
+        assert model["num_experts"] == 3
+    if kind == "ple":
+        assert [n["share_num"] for n in model["extraction_networks"]] == [2, 3]
+    # It trains on generated Taobao rows (which have clk and buy), tables shrunk as in test_train_imported.
+    small = copy.deepcopy(data)
+    for f in small["features"]:
+        for item in (f, *f.get("sub_features", [])):
+            for key in ("num_buckets", "hash_bucket_size"):
+                if item.get(key, 0) > 1000:
+                    item[key] //= 100
+    small["data"].update(batch_size=64, num_workers=0)
+    small["train"].update(max_steps=12, log_every_steps=4, checkpoint_every_steps=1000)
+    cfg = parse_config(small)
+    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
+    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
+    assert result.steps == 12 and set(result.eval["tasks"]) == {"clk", "buy"}
+    assert all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())
+
+
+def test_unsupported_multitask_parts_are_reported_once_each():
+    """A task tower's loss other than binary cross-entropy is refused, once, at its line."""
+    text = multitask_config("dbmtl").replace(
+        "losses { binary_cross_entropy {} }", "losses { binary_cross_entropy {} } losses { l2_loss {} }", 1
+    )
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(text, "x.config")
+    found = err.value.problems
+    assert len(found) == 1 and "l2_loss" in found[0].message and found[0].line is not None, found
