@@ -12,7 +12,8 @@ What maps to what (TorchEasyRec → recpipe):
   ``data.train`` / ``data.eval`` (``odps://`` URIs are checked as recpipe ODPS sources); each ``{NAME}``
   placeholder (``{PROJECT}``) is kept and listed in ``data.params``, resolved at run time; ``data.split``
   becomes a hashed 10% (TorchEasyRec names no time column); ``data_config``: ``batch_size``, ``num_workers`` (TorchEasyRec's
-  defaults 1024 and 8 when unset), ``label_fields`` (exactly one) → ``label``,
+  defaults 1024 and 8 when unset), ``label_fields`` (one → ``label``; several →
+  ``label_fields``, a multi-task model's),
   ``sample_weight_fields`` (at most one) → ``weight``, ``CsvDataset``'s ``delimiter``/``with_header``/
   ``input_fields`` → ``data.csv``; ``dataset_type`` is checked; ``fg_mode`` (or the deprecated
   ``fg_encoded``, as TorchEasyRec resolves them) FG_DAG/FG_NORMAL: raw columns, recpipe's FG; FG_NONE:
@@ -29,7 +30,9 @@ What maps to what (TorchEasyRec → recpipe):
   ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final), ``deepfm`` and
   ``wide_and_deep`` (``deep``, ``final``; groups ``wide``/``deep``/``fm``; ``wide_embedding_dim`` → the WIDE
   groups' ``embedding_dim``; see :mod:`recpipe.tzrec.models`) and ``dlrm`` (``final`` → ``over_mlp``,
-  ``sparse_group: sparse``, ``arch_with_sparse``, which TorchEasyRec defaults to true);
+  ``sparse_group: sparse``, ``arch_with_sparse``, which TorchEasyRec defaults to true); ``mmoe``, ``dbmtl``
+  and ``ple`` (their one group read as it is, ``task_towers`` → ``task_towers`` by name and label, DBMTL's
+  relations, MMoE's and DBMTL's experts, PLE's ``extraction_networks``);
   ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
   ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
   ``losses`` ``binary_cross_entropy {}`` (recpipe's loss); ``num_class: 1``.
