@@ -345,7 +345,7 @@ def test_criteo_hashed_is_torcheasyrecs_layout_of_the_same_rows(tmp_path: Path) 
     # Every id is a row of TorchEasyRec's tables (pre-encoded input uses ids as rows).
     assert all(pc.max(hashed[f"cat_{k}"]).as_py() < n for k, n in enumerate(TERABYTE_BUCKETS))
     assert pc.max(hashed["cat_5"]).as_py() == 2  # 24 Kaggle values into the Terabyte table's 3 buckets
-    with pytest.raises(ValueError, match="hashed and pairs must be 0 or 1"):
+    with pytest.raises(ValueError, match="hashed must be 0 or 1 and pairs 0, 1 or 2"):
         generate("criteo", 10, tmp_path / "x", hashed=2)
     with pytest.raises(ValueError, match="max_vocab, hashed and pairs are options of synthetic criteo"):
         generate("taobao", 10, tmp_path / "x", hashed=1)
@@ -369,5 +369,27 @@ def test_criteo_without_pair_effects_keeps_the_rows_and_drops_only_the_pairs(tmp
     assert np.std(diff[~one & ~two]) > 0.2  # the pair effects (sd 0.4 each)
     np.testing.assert_allclose(diff[one & two], with_pairs.base - first_order.base, atol=1e-4)
     report = generate("criteo", 500, tmp_path / "f", seed=2, max_vocab=50, pairs=0)
-    assert json.loads((tmp_path / "f" / "_meta.json").read_text())["params"]["pairs"] is False
+    assert json.loads((tmp_path / "f" / "_meta.json").read_text())["params"]["pairs"] == 0
     assert report.rows == 500
+
+
+def test_criteo_fm_pair_effects_are_a_factorization_machines(tmp_path: Path) -> None:
+    """``pairs=2``: the same first-order draws, plus sum over every column pair of <w_a[C_a], w_b[C_b]> (the
+    term TorchEasyRec's DeepFM models, tzrec/modules/fm.py), null columns left out, sd about 0.57."""
+    first_order = criteo_gen.build_model(2, max_vocab=50, pairs=0)
+    fm = criteo_gen.build_model(2, max_vocab=50, pairs=2)
+    table_a, _, prob_a = criteo_gen.make_chunk(first_order, 2, 0, 3000)
+    table_b, _, prob_b = criteo_gen.make_chunk(fm, 2, 0, 3000)
+    assert table_a.drop_columns(["label", "true_prob"]).equals(table_b.drop_columns(["label", "true_prob"]))
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    diff = logit(prob_b.astype(np.float64)) - logit(prob_a.astype(np.float64)) - (fm.base - first_order.base)
+    # The FM term by brute force over the 325 pairs, for a few rows.
+    vocab = [{v: i for i, v in enumerate(fm.vocab[c].to_pylist())} for c in range(26)]
+    for r in range(5):
+        vecs = []
+        for c in range(26):
+            value = table_b[f"C{c + 1}"][r].as_py()
+            vecs.append(np.zeros(criteo_gen.FM_RANK) if value is None else fm.fm_factors[c][vocab[c][value]])
+        brute = sum(vecs[a] @ vecs[b] for a in range(26) for b in range(a + 1, 26))
+        assert diff[r] == pytest.approx(brute, abs=1e-4)
+    assert 0.35 < np.std(diff) < 0.8

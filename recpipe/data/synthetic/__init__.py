@@ -46,7 +46,7 @@ def generate(
         hashed (int | bool): criteo only: TorchEasyRec's column layout, ``int_0..int_12`` and integer ids
             ``cat_0..cat_25`` (see :func:`recpipe.data.synthetic.criteo.make_chunk`); 0 or 1.
         pairs (int | bool): criteo only: 1 (default) adds the click model's two pair effects, 0 leaves
-            first-order effects only.
+            first-order effects only, 2 adds a factorization machine's pair effects over every column pair.
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC (of every label: ``tasks``), seconds.
@@ -63,8 +63,8 @@ def generate(
         raise ValueError(f"users and ads are options of synthetic taobao data, not of {kind!r}")
     if kind != "criteo" and (max_vocab is not None or hashed or not pairs):
         raise ValueError(f"max_vocab, hashed and pairs are options of synthetic criteo data, not of {kind!r}")
-    if hashed not in (0, 1) or pairs not in (0, 1):
-        raise ValueError(f"hashed and pairs must be 0 or 1, got {hashed!r} and {pairs!r}")
+    if hashed not in (0, 1) or pairs not in (0, 1, 2):
+        raise ValueError(f"hashed must be 0 or 1 and pairs 0, 1 or 2, got {hashed!r} and {pairs!r}")
     if kind == "taobao":
         cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
         params = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
@@ -79,12 +79,12 @@ def generate(
             taobao.LABELS,
         )
     if kind == "criteo":
-        model = criteo.build_model(seed, max_vocab, bool(pairs))
+        model = criteo.build_model(seed, max_vocab, int(pairs))
         params = {
             "base": model.base,
             "cardinalities": list(criteo.cardinalities(max_vocab)),
             "hashed": bool(hashed),
-            "pairs": bool(pairs),
+            "pairs": int(pairs),
         }
         return write_chunks(
             kind,

@@ -11,6 +11,11 @@ vectors of :data:`PAIR_RANK` dims per value (standard deviation :data:`PAIR_EFFE
 structure that factorization machines and DLRM's dot interaction assume (a value's taste for the
 other column's values), learnable from a value's own impressions, unlike an arbitrary table over
 every pair of values.
+
+With ``pairs=2`` the pair effects are a factorization machine's instead: one latent vector ``w_c[C_c]``
+of :data:`FM_RANK` dims per value of every categorical column, and ``sum over all column pairs a < b of
+<w_a[C_a], w_b[C_b]>`` (TorchEasyRec's DeepFM FM term, ``tzrec/modules/fm.py``, models exactly this),
+scaled to about the two pairs' total standard deviation; the first-order terms are the same draws.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ TERABYTE_BUCKETS = (
 PAIR_EFFECT_SD = 0.4
 PAIRS = ((1, 13), (5, 10))  # 0-based column indices: (C2, C14), (C6, C11)
 PAIR_RANK = 4
+FM_RANK = 4
+FM_EFFECT_SD = 0.57  # about sqrt(2) * PAIR_EFFECT_SD: the two pairs' total
 TARGET_POSITIVE_RATE = 0.25
 _TAG = 0xC817E0
 
@@ -65,6 +72,7 @@ class CriteoModel:
     pair_factors: list[tuple[np.ndarray, np.ndarray]]  # per pair: (card_a, PAIR_RANK), (card_b, PAIR_RANK)
     base: float = 0.0
     pairs: bool = True  # False: no pair effects (first-order data, what a wide part plus an MLP fits)
+    fm_factors: list[np.ndarray] | None = None  # pairs=2: one (card, FM_RANK) latent table per column
 
 
 def hex_strings(values: np.ndarray) -> pa.Array:
@@ -89,15 +97,16 @@ def cardinalities(max_vocab: int | None = None) -> tuple[int, ...]:
     return tuple(min(c, max_vocab) if max_vocab else c for c in CARDINALITIES)
 
 
-def build_model(seed: int, max_vocab: int | None = None, pairs: bool = True) -> CriteoModel:
+def build_model(seed: int, max_vocab: int | None = None, pairs: int | bool = True) -> CriteoModel:
     """Draw vocabularies and effects for ``seed`` and calibrate the intercept.
 
     Args:
         seed (int): random seed.
         max_vocab (int | None): caps every column's vocabulary (default: :data:`CARDINALITIES`,
             up to 100k values); a smaller vocabulary gives every value more impressions per row.
-        pairs (bool): add the pair effects (default); False leaves only first-order effects (the same
-            draws otherwise, the intercept recalibrated).
+        pairs (int | bool): 1 adds the two pair effects (default); 0 leaves only first-order effects;
+            2 adds a factorization machine's pair effects over every pair of columns instead (the same
+            first-order draws either way, the intercept recalibrated).
     """
     rng = np.random.default_rng([seed, _TAG, 1 << 40])
     vocab, samplers, effects = [], [], []
@@ -123,7 +132,14 @@ def build_model(seed: int, max_vocab: int | None = None, pairs: bool = True) -> 
             for pair in PAIRS
         ],
     )
-    model.pairs = pairs
+    model.pairs = int(pairs) == 1
+    if int(pairs) == 2:
+        # A stream of its own, so the other draws are those of pairs=0/1. Each of the C(26, 2) = 325 pair
+        # products of N(0, s^2) vectors of k dims has variance k s^4: s makes their sum's sd FM_EFFECT_SD.
+        fm_rng = np.random.default_rng([seed, _TAG, (1 << 40) + 2])
+        pairs_n = len(effects) * (len(effects) - 1) // 2
+        s = (FM_EFFECT_SD**2 / (pairs_n * FM_RANK)) ** 0.25
+        model.fm_factors = [fm_rng.normal(0.0, s, (len(e), FM_RANK)) for e in effects]
     calib = _draw(model, np.random.default_rng([seed, _TAG, (1 << 40) + 1]), 50_000)
     model.base = calibrate_base(calib["logit"], TARGET_POSITIVE_RATE)
     return model
@@ -154,6 +170,10 @@ def _draw(model: CriteoModel, rng: np.random.Generator, n: int) -> dict[str, obj
             break
         effect = np.einsum("nk,nk->n", u[cats[a]], v[cats[b]])
         logit += np.where(cat_null[a] | cat_null[b], 0.0, effect)
+    if model.fm_factors is not None:  # sum over pairs = ((sum of vectors)^2 - sum of squares) / 2, nulls out
+        vecs = [np.where(cat_null[c][:, None], 0.0, w[cats[c]]) for c, w in enumerate(model.fm_factors)]
+        total = np.sum(vecs, axis=0)
+        logit += 0.5 * ((total**2).sum(1) - sum((v**2).sum(1) for v in vecs))
     return {"logit": logit, "dense": dense, "dense_null": dense_null, "cats": cats, "cat_null": cat_null}
 
 
