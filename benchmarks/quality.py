@@ -67,6 +67,7 @@ DLRM_CONFIG = ROOT / "configs" / "dlrm_criteo_quality.yaml"
 # The models trained on generated Criteo: each one's config and the generator options of the data it fits.
 # DLRM's dot products and DeepFM's FM term model the click model's low-rank pair effects; WideAndDeep and
 # MultiTower (MLPs over concatenated embeddings) are measured on the same rows without them (pairs=0).
+# (DeepFM on a factorization machine's pair effects over every column pair, pairs=2, did worse: RESULTS.md.)
 CRITEO_MODELS = {
     "dlrm": (ROOT / "configs" / "dlrm_criteo_quality.yaml", ""),
     "deepfm": (ROOT / "configs" / "deepfm_criteo_quality.yaml", ""),
