@@ -304,6 +304,7 @@ class MetricAccumulator:
         # Which optional columns this accumulator carries; fixed by the first non-empty batch.
         self._has: dict[str, bool] | None = None
         self._cache: dict[str, np.ndarray | None] | None = None
+        self._metrics: EvalMetrics | None = None  # compute()'s result until the next rows arrive
 
     # ----------------------------------------------------------------------------- collecting
     def update(
@@ -346,6 +347,7 @@ class MetricAccumulator:
             if v is not None:
                 self._chunks[k].append(v)
         self._cache = None
+        self._metrics = None
 
     @property
     def rows(self) -> int:
@@ -406,7 +408,13 @@ class MetricAccumulator:
         return sigmoid(s) if self.from_logits else s
 
     def compute(self) -> EvalMetrics:
-        """All scalar metrics over every row seen so far."""
+        """All scalar metrics over every row seen so far (computed once until more rows arrive: a report
+        and a multi-task evaluation both ask for them)."""
+        if self._metrics is None:
+            self._metrics = self._compute()
+        return self._metrics
+
+    def _compute(self) -> EvalMetrics:
         a = self._arrays()
         y, s, w = a["labels"], a["scores"], a["weights"]
         n = int(y.size)

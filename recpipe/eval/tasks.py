@@ -19,33 +19,39 @@ from recpipe.eval.metrics import MetricAccumulator
 
 
 def task_accumulators(
-    labels: np.ndarray,
-    logits: np.ndarray,
-    names: list[str],
-    groups: np.ndarray | None = None,
-    neg_sample_rate: float = 1.0,
-    oracle: np.ndarray | None = None,
-    from_logits: bool = True,
+    names: list[str], neg_sample_rate: float = 1.0, from_logits: bool = True
 ) -> dict[str, MetricAccumulator]:
-    """``label column → accumulator`` over ``labels``/``logits`` ``(N,)`` (one task) or ``(N, T)``
-    (``from_logits=False``: probabilities).
+    """An empty accumulator per label column in ``names`` (the primary first: only its predictions are
+    re-calibrated with ``neg_sample_rate``); :func:`update_tasks` fills them."""
+    return {
+        name: MetricAccumulator(from_logits=from_logits, neg_sample_rate=neg_sample_rate if t == 0 else 1.0)
+        for t, name in enumerate(names)
+    }
+
+
+def update_tasks(
+    accumulators: dict[str, MetricAccumulator],
+    labels: np.ndarray,
+    preds: np.ndarray,
+    groups: np.ndarray | None = None,
+    oracle: np.ndarray | None = None,
+) -> dict[str, MetricAccumulator]:
+    """Add rows to every task's accumulator: ``labels``/``preds`` ``(N,)`` (one task) or ``(N, T)``, one
+    column per accumulator in order; ``oracle`` is the primary task's. Returns ``accumulators``.
 
     Raises:
-        ValueError: ``names`` does not give one name per column, or labels and logits differ in shape.
+        ValueError: not one column per task, or labels and predictions differ in shape.
     """
-    if labels.shape != logits.shape:
-        raise ValueError(f"labels {labels.shape} and logits {logits.shape} differ in shape")
+    if labels.shape != preds.shape:
+        raise ValueError(f"labels {labels.shape} and predictions {preds.shape} differ in shape")
     columns = 1 if labels.ndim == 1 else labels.shape[1]
-    if len(names) != columns:
-        raise ValueError(f"{columns} label column(s) but task names {names}")
-    out: dict[str, MetricAccumulator] = {}
-    for t, name in enumerate(names):
-        acc = MetricAccumulator(from_logits=from_logits, neg_sample_rate=neg_sample_rate if t == 0 else 1.0)
+    if len(accumulators) != columns:
+        raise ValueError(f"{columns} label column(s) but tasks {list(accumulators)}")
+    for t, acc in enumerate(accumulators.values()):
         y = labels if labels.ndim == 1 else labels[:, t]
-        p = logits if logits.ndim == 1 else logits[:, t]
+        p = preds if preds.ndim == 1 else preds[:, t]
         acc.update(labels=y, preds=p, groups=groups, oracle=oracle if t == 0 else None)
-        out[name] = acc
-    return out
+    return accumulators
 
 
 def task_metrics(accumulators: dict[str, MetricAccumulator]) -> dict[str, dict[str, Any]]:

@@ -100,26 +100,22 @@ def score_pyfunc(
     from recpipe.data.sharding import Shard
     from recpipe.data.sources import open_source
     from recpipe.eval.report import build_report
-    from recpipe.eval.tasks import task_accumulators, task_metrics
+    from recpipe.eval.tasks import task_accumulators, task_metrics, update_tasks
 
     labels_of = [label] if isinstance(label, str) else list(label)
-    parts: list[tuple[np.ndarray, np.ndarray, Any]] = []
+    accs = task_accumulators(labels_of, neg_sample_rate, from_logits=False)
     for sb in open_source(data_dir).iter_batches(Shard(0, 1)):
         table = pa.Table.from_batches([sb.batch])
         for start in range(0, table.num_rows, PYFUNC_BATCH_ROWS):
             part = table.slice(start, PYFUNC_BATCH_ROWS)
             pred = np.asarray(model.predict(part.to_pandas()), dtype=np.float64)
-            pred = pred.reshape(len(pred), -1) if len(labels_of) > 1 else pred.reshape(-1)
             y = np.stack([part.column(c).to_numpy(zero_copy_only=False) for c in labels_of], axis=1)
-            y = y.astype(np.float64) if len(labels_of) > 1 else y[:, 0].astype(np.float64)
+            if len(labels_of) == 1:  # one task: (N,) labels and probabilities
+                pred, y = pred.reshape(-1), y[:, 0]
             groups = None
             if group_column and group_column in part.column_names:
                 groups = np.asarray(part.column(group_column).to_numpy(zero_copy_only=False))
-            parts.append((y, pred, groups))
-    y = np.concatenate([p[0] for p in parts])
-    pred = np.concatenate([p[1] for p in parts])
-    groups = None if any(p[2] is None for p in parts) else np.concatenate([p[2] for p in parts])
-    accs = task_accumulators(y, pred, labels_of, groups, neg_sample_rate, from_logits=False)
+            update_tasks(accs, y.astype(np.float64), pred.reshape(y.shape), groups)
     report = build_report(accs[labels_of[0]])
     report.tasks = task_metrics(accs)
     return report
@@ -198,9 +194,8 @@ def run(
             group = cfg.eval.gauc_group or cfg.data.group_column
             champion = champion_eval(champion_model, tracking_uri, data_dir, cfg.data.labels, group)
         source = {"champion_source": champion.source} if champion else {}
-        if (
-            candidate.tasks
-        ):  # a multi-task model: every task gated on its own, against the champion's same task
+        # A multi-task model: every task gated on its own, against the champion's same task.
+        if candidate.tasks:
             gates = {label: cfg.eval.task_gates.get(label, gate) for label in candidate.tasks}
             decision = decide_tasks(candidate.tasks, _task_results(champion), gates, **source)
         else:

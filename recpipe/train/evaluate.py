@@ -15,7 +15,7 @@ from recpipe.batch import Batch
 from recpipe.config import CsvOptions
 from recpipe.eval.metrics import MetricAccumulator, gather_across_ranks
 from recpipe.eval.report import EvalReport, build_report
-from recpipe.eval.tasks import task_accumulators, task_metrics
+from recpipe.eval.tasks import task_accumulators, task_metrics, update_tasks
 from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
@@ -120,7 +120,7 @@ def evaluate_distributed(
     labels, logits, groups = predict_dataset(
         model, spec, uri, global_batch_size, rank, world_size, on_bad_row, csv
     )
-    accs = task_accumulators(labels, logits, spec.labels, groups, neg_sample_rate)
+    accs = update_tasks(task_accumulators(spec.labels, neg_sample_rate), labels, logits, groups)
     if world_size > 1:
         accs = {name: gather_across_ranks(acc, group=group) for name, acc in accs.items()}
     out = metrics_dict(accs[spec.label])  # the primary task's numbers; a multi-task model's all under "tasks"
@@ -180,7 +180,9 @@ def evaluate_checkpoint(
                 oracle = np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
         except (KeyError, ValueError, OSError):
             oracle = None
-    accs = task_accumulators(labels, logits, spec.labels, groups, cfg.data.neg_sample_rate, oracle)
+    accs = update_tasks(
+        task_accumulators(spec.labels, cfg.data.neg_sample_rate), labels, logits, groups, oracle
+    )
     info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
     report = build_report(accs[spec.label], threshold=threshold, model_info=info)
     report.tasks = task_metrics(accs)
