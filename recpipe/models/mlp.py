@@ -40,6 +40,11 @@ def mlp_spec(cfg: MlpConfig) -> MlpSpec:
     return MlpSpec(tuple(cfg.hidden_units), cfg.activation, cfg.batch_norm, cfg.dropout)
 
 
+def optional_mlp_spec(cfg: MlpConfig | None) -> MlpSpec | None:
+    """:func:`mlp_spec` of an optional MLP (``None`` stays ``None``: the part is left out)."""
+    return None if cfg is None else mlp_spec(cfg)
+
+
 class Dice(nn.Module):
     """DIN's data-adaptive activation: ``p·x + (1−p)·α·x`` with ``p = sigmoid(BN(x))``.
 

@@ -62,10 +62,8 @@ def bce_loss(
         per_task = per_row.mean(dim=0)
     else:
         w = weights.to(logits.dtype)
-        w = w.unsqueeze(1) if per_row.dim() == 2 else w
-        per_task = (per_row * w).sum(dim=0) / weights.to(logits.dtype).sum().clamp_min(
-            torch.finfo(logits.dtype).tiny
-        )
+        total = w.sum().clamp_min(torch.finfo(logits.dtype).tiny)
+        per_task = (per_row * (w.unsqueeze(1) if per_row.dim() == 2 else w)).sum(dim=0) / total
     if per_row.dim() == 1:
         return per_task
     if task_weights is not None:

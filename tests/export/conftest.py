@@ -68,28 +68,28 @@ def wide_and_deep(tmp_path_factory) -> Trained:
     )
 
 
+def _exported(m: Trained, tmp_path_factory, folder: str) -> tuple[Trained, ExportResult]:
+    return m, export(m.model, m.spec, m.cfg, FAST_BACKENDS, tmp_path_factory.mktemp(folder), m.held_out)
+
+
 @pytest.fixture(scope="session")
 def din_export(din, tmp_path_factory) -> tuple[Trained, ExportResult]:
-    out = tmp_path_factory.mktemp("din_export")
-    return din, export(din.model, din.spec, din.cfg, FAST_BACKENDS, out, din.held_out)
+    return _exported(din, tmp_path_factory, "din_export")
 
 
 @pytest.fixture(scope="session")
 def dlrm_export(dlrm, tmp_path_factory) -> tuple[Trained, ExportResult]:
-    out = tmp_path_factory.mktemp("dlrm_export")
-    return dlrm, export(dlrm.model, dlrm.spec, dlrm.cfg, FAST_BACKENDS, out, dlrm.held_out)
+    return _exported(dlrm, tmp_path_factory, "dlrm_export")
 
 
 @pytest.fixture(scope="session")
 def deepfm_export(deepfm, tmp_path_factory) -> tuple[Trained, ExportResult]:
-    out = tmp_path_factory.mktemp("deepfm_export")
-    return deepfm, export(deepfm.model, deepfm.spec, deepfm.cfg, FAST_BACKENDS, out, deepfm.held_out)
+    return _exported(deepfm, tmp_path_factory, "deepfm_export")
 
 
 @pytest.fixture(scope="session")
 def wide_and_deep_export(wide_and_deep, tmp_path_factory) -> tuple[Trained, ExportResult]:
-    out, m = tmp_path_factory.mktemp("wd_export"), wide_and_deep
-    return m, export(m.model, m.spec, m.cfg, FAST_BACKENDS, out, m.held_out)
+    return _exported(wide_and_deep, tmp_path_factory, "wd_export")
 
 
 @pytest.fixture(params=["din", "dlrm", "deepfm", "wide_and_deep"])

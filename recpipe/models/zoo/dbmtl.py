@@ -54,19 +54,15 @@ Config = DbmtlConfig
 
 def build(spec: FeatureSpec, cfg: DbmtlConfig, device: torch.device | None = None) -> MultiTowerDIN:
     """DBMTL over the spec's feature groups (see :func:`~recpipe.models.zoo.multitask.build_multitask`)."""
-    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.mlp import optional_mlp_spec as spec_of
     from recpipe.models.multitask_dense import DbmtlHead
 
     towers = [tower_spec(t, with_relations=True) for t in cfg.task_towers]
-
-    def spec_or_none(mlp: MlpConfig | None):  # noqa: ANN202
-        return mlp_spec(mlp) if mlp is not None else None
-
     return build_multitask(
         spec, cfg,
         lambda width: DbmtlHead(
-            width, towers, spec_or_none(cfg.bottom_mlp), spec_or_none(cfg.expert_mlp), cfg.num_experts,
-            spec_or_none(cfg.gate_mlp), device,
+            width, towers, spec_of(cfg.bottom_mlp), spec_of(cfg.expert_mlp), cfg.num_experts,
+            spec_of(cfg.gate_mlp), device,
         ),
         device,
     )  # fmt: skip

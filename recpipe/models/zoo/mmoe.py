@@ -45,11 +45,11 @@ Config = MmoeConfig
 
 def build(spec: FeatureSpec, cfg: MmoeConfig, device: torch.device | None = None) -> MultiTowerDIN:
     """MMoE over the spec's feature groups (see :func:`~recpipe.models.zoo.multitask.build_multitask`)."""
-    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.mlp import mlp_spec, optional_mlp_spec
     from recpipe.models.multitask_dense import MmoeHead
 
     towers = [tower_spec(t, with_relations=False) for t in cfg.task_towers]
-    gate = mlp_spec(cfg.gate_mlp) if cfg.gate_mlp is not None else None
+    gate = optional_mlp_spec(cfg.gate_mlp)
     return build_multitask(
         spec, cfg, lambda width: MmoeHead(width, mlp_spec(cfg.expert_mlp), cfg.num_experts, towers, gate, device),
         device,

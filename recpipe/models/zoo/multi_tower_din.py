@@ -99,7 +99,7 @@ def tower_specs(
     Raises:
         ValueError: a tower over a group of the wrong type (deep vs sequence).
     """
-    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.mlp import mlp_spec, optional_mlp_spec
     from recpipe.models.multi_tower_din import DeepTower, DinTower
 
     dense_names = spec.dense_names()
@@ -109,7 +109,7 @@ def tower_specs(
         if group.type != "deep":
             raise ValueError(f"tower over group {t.group!r} needs a deep group, it is {group.type!r}")
         cols = tuple(dense_names.index(n) for n in group.dense)
-        mlp = mlp_spec(t.mlp) if t.mlp is not None else None
+        mlp = optional_mlp_spec(t.mlp)
         deep.append(DeepTower(group.name, tuple(group.sparse), mlp, cols))
     max_length = {s.name: s.max_length for s in spec.sequences}
     din = []

@@ -88,16 +88,16 @@ class MultiTaskSection(ModelSection):
 
 def tower_spec(t: TaskTowerConfig, with_relations: bool) -> TowerSpec:
     """A task tower's :class:`~recpipe.models.multitask_dense.TowerSpec` (relations: DBMTL only)."""
-    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.mlp import optional_mlp_spec
     from recpipe.models.multitask_dense import TowerSpec
 
     if not with_relations and (t.relation_tower_names or t.relation_mlp is not None):
         raise ValueError(f"task tower {t.name!r}: relation_tower_names / relation_mlp are DBMTL's")
     return TowerSpec(
         t.name,
-        mlp_spec(t.mlp) if t.mlp is not None else None,
+        optional_mlp_spec(t.mlp),
         tuple(t.relation_tower_names),
-        mlp_spec(t.relation_mlp) if t.relation_mlp is not None else None,
+        optional_mlp_spec(t.relation_mlp),
     )
 
 

@@ -98,14 +98,14 @@ def build(spec: FeatureSpec, cfg: WideAndDeepConfig, device: torch.device | None
         cfg (WideAndDeepConfig): the model section.
         device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
     """
-    from recpipe.models.mlp import mlp_spec
+    from recpipe.models.mlp import mlp_spec, optional_mlp_spec
     from recpipe.models.wide_deep import WideDeep
 
     return WideDeep(
         spec.tables(),
         wide_deep_groups(spec, cfg.wide_group, cfg.deep_group),
         mlp_spec(cfg.deep),
-        mlp_spec(cfg.final) if cfg.final is not None else None,
+        optional_mlp_spec(cfg.final),
         dense_in_features=spec.dense_dim,
         pooling=spec.pooling(),
         device=device,
