@@ -212,6 +212,13 @@ def export(
     return result
 
 
+def _logits_output(labels: list[str]) -> dict[str, Any]:
+    """The manifest's ``logits`` entry: ``(B,)``, or ``(B, T)`` with the label of each column."""
+    if len(labels) == 1:
+        return {"dtype": "float32", "shape": ["B"]}
+    return {"dtype": "float32", "shape": ["B", len(labels)], "tasks": list(labels)}
+
+
 def _export_one(
     ctx: ExportContext, name: str, folder: Path, model_info: dict, eager_logits: np.ndarray, tolerance: float
 ) -> BackendResult:
@@ -235,7 +242,7 @@ def _export_one(
         backend=name,
         files=record_files(folder),
         inputs=inputs,
-        outputs={"logits": {"dtype": "float32", "shape": ["B"]}},
+        outputs={"logits": _logits_output(ctx.spec.labels)},
         model=model_info,
         extra=extra,
     )

@@ -111,10 +111,14 @@ def _write_tables(ctx: ExportContext, folder: Path) -> list[str]:
 
 
 def build_onnx(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]:
-    from recpipe.export.onnx import ONNX_OPSET, write_onnx
+    from recpipe.export.onnx import ONNX_OPSET, task_output_names, write_onnx
 
-    files = _write_tables(ctx, folder) + write_onnx(folder, ctx.dense_program(), ctx.split.input_names)
-    return files, ctx.split_signature(), {"opset": str(ONNX_OPSET)}
+    labels = ctx.spec.labels
+    files = _write_tables(ctx, folder) + write_onnx(folder, ctx.dense_program(), ctx.split.input_names, labels)
+    extra = {"opset": str(ONNX_OPSET)}
+    if len(labels) > 1:
+        extra["task_outputs"] = ",".join(task_output_names(labels))
+    return files, ctx.split_signature(), extra
 
 
 def build_rtp(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]:

@@ -3,7 +3,9 @@
 The folder is the RTP layout with ``dense.onnx`` in place of ``dense.pt2``: onnxruntime serves the
 dense part, the sparse part is a table lookup over the same safetensors shards. Inputs are named by
 ``dense_input_names()``: ``dense``, pooled embeddings, ``<group>__values`` (jagged) and
-``<group>__offsets``; dynamic batch and item counts.
+``<group>__offsets``; dynamic batch and item counts. The output is ``logits`` (``(B,)``, or ``(B, T)`` for a
+multi-task model, which adds one named ``(B,)`` output per task, ``logit_<label>``, so a server reads each
+task by name instead of by column position).
 
 ``repeat_interleave(lengths, output_size=T)`` (segment ids of jagged rows) has no usable ONNX
 translation in onnxscript (the stock one rejects ``output_size`` and is O(B·T)); we translate it as
@@ -56,10 +58,33 @@ def _rename_clashes(graph: Any, names: set[str]) -> None:
                 taken.add(value.name)
 
 
+def task_output_names(labels: list[str]) -> list[str]:
+    """The per-task outputs of a multi-task graph (``logit_clk``, ``logit_buy``); none for one task."""
+    return [f"logit_{label}" for label in labels] if len(labels) > 1 else []
+
+
+def _add_task_outputs(graph: Any, labels: list[str]) -> None:
+    """Add a ``Gather(logits, t, axis=1)`` output named ``logit_<label>`` per task of a ``(B, T)`` graph."""
+    import onnx_ir as ir
+
+    logits = graph.outputs[0]
+    for t, name in enumerate(task_output_names(labels)):
+        index = ir.node("Constant", [], {"value": ir.tensor(np.array(t, dtype=np.int64))}, name=f"{name}_index")
+        gather = ir.node("Gather", [logits, index.outputs[0]], {"axis": 1}, name=name)
+        out = gather.outputs[0]
+        out.name, out.dtype, out.shape = name, logits.dtype, ir.Shape([logits.shape[0]])
+        graph.extend([index, gather])
+        graph.outputs.append(out)
+
+
 def write_onnx(
-    folder: str | Path, dense_program: torch.export.ExportedProgram, input_names: list[str]
+    folder: str | Path,
+    dense_program: torch.export.ExportedProgram,
+    input_names: list[str],
+    labels: list[str] | None = None,
 ) -> list[str]:
-    """Write ``dense.onnx`` from the exported dense program; returns the file names."""
+    """Write ``dense.onnx`` from the exported dense program; returns the file names. ``labels``: the
+    model's label columns in task order; two or more add the per-task outputs (:func:`task_output_names`)."""
     path = Path(folder) / DENSE_ONNX
     onnx_program = torch.onnx.export(
         dense_program,
@@ -71,7 +96,10 @@ def write_onnx(
         external_data=False,
         verbose=False,
     )
-    _rename_clashes(onnx_program.model.graph, set(input_names) | {"logits"})
+    outputs = ["logits", *task_output_names(labels or [])]
+    _rename_clashes(onnx_program.model.graph, set(input_names) | set(outputs))
+    if len(outputs) > 1:
+        _add_task_outputs(onnx_program.model.graph, list(labels or []))
     onnx_program.save(str(path))
     return [DENSE_ONNX]
 
@@ -94,10 +122,14 @@ class OnnxScorer(Scorer):
             str(self.folder / DENSE_ONNX), options, providers=["CPUExecutionProvider"]
         )
         self.input_names = [i.name for i in self.session.get_inputs()]
+        # a multi-task graph is read through its named per-task outputs, so parity checks those
+        self.output_names = task_output_names(self.spec.labels) or ["logits"]
 
     def run_dense(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        """The dense part alone on named numpy inputs (``dense`` and the lookup outputs)."""
-        return self.session.run(["logits"], {n: inputs[n] for n in self.input_names})[0]
+        """The dense part alone on named numpy inputs (``dense`` and the lookup outputs): ``(B,)`` logits,
+        or ``(B, T)`` stacked from the per-task outputs of a multi-task model."""
+        outs = self.session.run(self.output_names, {n: inputs[n] for n in self.input_names})
+        return outs[0] if len(outs) == 1 else np.stack(outs, axis=1)
 
     def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         inputs = {"dense": dense.numpy()}

@@ -16,6 +16,7 @@ from recpipe.eval.metrics import sigmoid
 from recpipe.export.api import export
 from recpipe.export.layout import backend_folder
 from recpipe.export.loaders import load_backend
+from recpipe.export.manifest import read_manifest
 from recpipe.tracking.pyfunc import ARTIFACT, RawRowsModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,12 @@ def test_every_backend_passes_parity_per_task_and_outputs_a_column_per_task(dbmt
         _check(result, backend)
         logits = load_backend(tmp_path / backend).predict(rows.to_pandas(), output="logit")
         np.testing.assert_allclose(logits, eager, atol=1e-4)
+    session = load_backend(tmp_path / "onnx").session  # the graph names each task's output
+    assert [o.name for o in session.get_outputs()] == ["logits", "logit_clk", "logit_buy"]
+    assert [o.shape[1:] for o in session.get_outputs()] == [[2], [], []]
+    manifest = read_manifest(tmp_path / "onnx")
+    assert manifest.outputs["logits"] == {"dtype": "float32", "shape": ["B", 2], "tasks": ["clk", "buy"]}
+    assert manifest.extra["task_outputs"] == "logit_clk,logit_buy"
     model = RawRowsModel()
     model.load_context(SimpleNamespace(artifacts={ARTIFACT: str(backend_folder(tmp_path / "rtp"))}))
     served = model.predict(None, rows.to_pandas())
