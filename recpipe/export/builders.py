@@ -114,7 +114,9 @@ def build_onnx(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]
     from recpipe.export.onnx import ONNX_OPSET, task_output_names, write_onnx
 
     labels = ctx.spec.labels
-    files = _write_tables(ctx, folder) + write_onnx(folder, ctx.dense_program(), ctx.split.input_names, labels)
+    files = _write_tables(ctx, folder) + write_onnx(
+        folder, ctx.dense_program(), ctx.split.input_names, labels
+    )
     extra = {"opset": str(ONNX_OPSET)}
     if len(labels) > 1:
         extra["task_outputs"] = ",".join(task_output_names(labels))

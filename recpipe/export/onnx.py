@@ -69,7 +69,9 @@ def _add_task_outputs(graph: Any, labels: list[str]) -> None:
 
     logits = graph.outputs[0]
     for t, name in enumerate(task_output_names(labels)):
-        index = ir.node("Constant", [], {"value": ir.tensor(np.array(t, dtype=np.int64))}, name=f"{name}_index")
+        index = ir.node(
+            "Constant", [], {"value": ir.tensor(np.array(t, dtype=np.int64))}, name=f"{name}_index"
+        )
         gather = ir.node("Gather", [logits, index.outputs[0]], {"axis": 1}, name=name)
         out = gather.outputs[0]
         out.name, out.dtype, out.shape = name, logits.dtype, ir.Shape([logits.shape[0]])
