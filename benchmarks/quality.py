@@ -1,5 +1,5 @@
 """Model quality against the oracle: MultiTowerDIN on generated Taobao data; DLRM, DeepFM, WideAndDeep and
-MultiTower on generated Criteo.
+MultiTower on generated Criteo; the multi-task MMoE, DBMTL and PLE on Taobao's two labels.
 
 The generators know every row's true click probability (``true_prob``), so the best AUC any model can
 reach on the eval rows, the oracle AUC, is known. Each model is trained in this process (a 1-rank gloo
@@ -30,15 +30,24 @@ click model has a history term that only a model reading the click sequence, DIN
 WideAndDeep and MultiTower on Criteo without the pair effects (``pairs=0``; an MLP over concatenated
 embeddings learns the products of two columns' latent vectors slowly), DLRM and DeepFM with them.
 
+Multi-task (``dbmtl``, ``mmoe``, ``ple``, and the single-task baselines ``single_clk`` and ``single_buy``):
+the DIN run's Taobao rows, whose ``buy`` label (only after a click, ~12% of clicks) has its own oracle
+(``true_buy_prob``), so each task's gap is measured. ``configs/dbmtl_taobao_quality.yaml`` is the DBMTL;
+MMoE and PLE take the same towers (the deep tower and the DIN tower over ``click_50_seq``) and task towers
+under their own head (3 experts of 64; PLE: 2 layers of 2 shared + 2 per-task experts of 64). The
+single-task models are ``configs/din_taobao_quality.yaml`` on ``clk`` or on ``buy``. ``buy_vs_single_task``
+is each head's buy AUC minus the single-task buy model's.
+
 The DIN tower is ablated by the same MultiTowerDIN with the history mean-pooled
 (``attention: mean_pool``) over ``--ablation-seeds`` training seeds on a smaller sample of the same
 catalogue (``--ablation-rows``), where TorchEasyRec's softmax-normalized attention (``weighting:
 softmax``) is trained too. Every run evaluates a few times during its epoch
 (``curve``: AUC against rows trained).
 
-Run: ``.venv/bin/python benchmarks/quality.py`` (about 12 minutes for DIN and 10 for each Criteo model
-on 2 idle cores; ``--only deepfm,wide_and_deep`` runs those, keeping the others' results in ``--out``).
-The last line is ``quality: din_auc=… din_oracle_auc=… dlrm_auc=… dlrm_oracle_auc=… …``.
+Run: ``.venv/bin/python benchmarks/quality.py`` (about 12 minutes for DIN and for each multi-task
+model, 10 for each Criteo model, on 2 idle cores; ``--only deepfm,wide_and_deep`` runs those, keeping the others'
+results in ``--out``). The last line is ``quality: din_auc=… din_oracle_auc=… dlrm_auc=… … clk_oracle_auc=…
+buy_oracle_auc=… dbmtl_clk_auc=… dbmtl_buy_auc=… …``.
 """
 
 from __future__ import annotations
@@ -54,8 +63,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import torch
+import yaml
 
+from recpipe.auc import binary_auc
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
 from recpipe.stages import ingest
@@ -74,10 +86,31 @@ CRITEO_MODELS = {
     "wide_and_deep": (ROOT / "configs" / "wide_and_deep_criteo_quality.yaml", "pairs=0"),
     "multi_tower": (ROOT / "configs" / "multi_tower_criteo_quality.yaml", "pairs=0"),
 }
-MODELS = ("din", *CRITEO_MODELS)
+# Multi-task (issue 19) on the DIN run's Taobao rows: each label and its true probability, the DBMTL config
+# (MMoE and PLE take its towers under their own head: ``multitask_config``) and the single-task baselines
+# (the DIN config on one label).
+TASKS = {"clk": "true_prob", "buy": "true_buy_prob"}
+MULTITASK_CONFIG = ROOT / "configs" / "dbmtl_taobao_quality.yaml"
+EXPERT = {"hidden_units": [64]}
+HEADS: dict[str, dict[str, Any]] = {
+    "mmoe": {"expert_mlp": EXPERT, "num_experts": 3},
+    "ple": {
+        "extraction_networks": [
+            {"network_name": f"layer{i}", "expert_num_per_task": 2, "share_num": 2,
+             "task_expert_net": EXPERT, "share_expert_net": EXPERT}
+            for i in (1, 2)
+        ]
+    },
+}  # fmt: skip
+MULTITASK_MODELS = ("dbmtl", "mmoe", "ple", "single_clk", "single_buy")
+MODELS = ("din", *CRITEO_MODELS, *MULTITASK_MODELS)
 RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
 TARGET_GAP = 0.01
-SUMMARY_KEYS = tuple(f"{m}_{k}" for m in MODELS for k in ("auc", "oracle_auc"))
+SUMMARY_KEYS = (
+    *(f"{m}_{k}" for m in ("din", *CRITEO_MODELS) for k in ("auc", "oracle_auc")),
+    *(f"{label}_oracle_auc" for label in TASKS),
+    *(f"{m}_{label}_auc" for m in MULTITASK_MODELS for label in TASKS),
+)
 
 
 def prepare(kind: str, rows: int, options: str, out: Path, config: Path, seed: int) -> ingest.IngestResult:
@@ -100,6 +133,7 @@ def train_and_evaluate(
     epochs: int | None = None,
     din: dict[str, str] | None = None,
     train_seed: int = 0,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``config`` on ``data``'s train split and evaluate on its eval split.
 
@@ -111,13 +145,16 @@ def train_and_evaluate(
         epochs (int | None): overrides ``train.epochs``.
         din (dict | None): fields set on every DIN tower (``{"attention": "mean_pool"}`` for the ablation).
         train_seed (int): ``train.seed`` (the initial weights; the row order is fixed by the data).
+        overrides (dict | None): more config overrides (``{"data.label": "buy"}``).
 
     Returns:
-        dict: eval AUC, GAUC, logloss, rows, steps, seconds, and ``curve`` (eval AUC against rows trained).
+        dict: eval AUC, GAUC, logloss, rows, steps, seconds, ``curve`` (eval AUC against rows trained) and,
+        for a multi-task model, ``tasks`` (each label's AUC, GAUC, logloss and positive rate).
     """
-    cfg = load_config(config)
+    cfg = load_config(config, overrides)
     steps_per_epoch = -(-data.train_rows // cfg.data.batch_size)
-    overrides: dict[str, Any] = {
+    overrides = {
+        **(overrides or {}),
         # the last of ``evals`` evaluations per epoch is the final one, after the loop
         "train.eval_every_steps": max(1, -(-steps_per_epoch // max(evals, 1))),
         "train.seed": train_seed,
@@ -147,7 +184,12 @@ def train_and_evaluate(
         for r in records
         if "eval_auc" in r
     ]
+    tasks = {
+        label: {k: m[k] for k in ("auc", "gauc", "logloss", "positive_rate")}
+        for label, m in (result.eval.get("tasks") or {}).items()
+    }
     return {
+        **({"tasks": tasks} if tasks else {}),
         "auc": result.eval["auc"],
         "gauc": result.eval.get("gauc"),
         "logloss": result.eval["logloss"],
@@ -238,6 +280,71 @@ def run_model(
     return report
 
 
+def multitask_config(model: str, folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The config file and overrides of a multi-task benchmark model: the DBMTL config, its towers under an
+    MMoE / PLE head (written into ``folder``), or the single-task DIN config on one label."""
+    if model.startswith("single_"):
+        label = model.removeprefix("single_")
+        return DIN_CONFIG, {"data.label": label, "data.oracle_column": TASKS[label]}
+    if model == "dbmtl":
+        return MULTITASK_CONFIG, {}
+    data = yaml.safe_load(MULTITASK_CONFIG.read_text())
+    m = data["model"]
+    towers = [{k: v for k, v in t.items() if not k.startswith("relation")} for t in m["task_towers"]]
+    data["model"] = {"type": model, "towers": m["towers"], "din_towers": m["din_towers"],
+                     "task_towers": towers, **HEADS[model]}  # fmt: skip
+    data["name"] = f"taobao-{model}-quality"
+    path = folder / f"{model}_taobao_quality.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path, {}
+
+
+def task_oracle_aucs(eval_dir: Path) -> dict[str, float]:
+    """Each label's oracle AUC on the eval rows (its true probability against the drawn label)."""
+    table = pq.read_table(eval_dir, columns=[*TASKS, *TASKS.values()])
+    return {
+        label: binary_auc(table[label].to_numpy(), table[truth].to_numpy()) for label, truth in TASKS.items()
+    }
+
+
+def run_multitask(
+    models: list[str],
+    rows: int,
+    options: str,
+    seed: int,
+    tmp: Path,
+    evals: int,
+    epochs: int | None,
+    shared: dict[str, ingest.IngestResult],
+) -> dict[str, dict[str, Any]]:
+    """Train each multi-task model (and single-task baseline) on the same Taobao rows; each one's report
+    has ``tasks``: every label it predicts with its AUC, oracle AUC and gap."""
+    key = f"taobao-{rows}-{options}-{seed}"
+    if key not in shared:
+        shared[key] = prepare("taobao", rows, options, tmp / key, DIN_CONFIG, seed)
+    data = shared[key]
+    oracle = task_oracle_aucs(Path(data.eval_dir))
+    print(
+        "multi-task oracle AUC on the same eval rows: " + ", ".join(f"{k} {v:.4f}" for k, v in oracle.items())
+    )
+    reports = {}
+    for model in models:
+        out = tmp / f"{model}-{rows}"
+        config, overrides = multitask_config(model, tmp)
+        r = train_and_evaluate(config, data, out, evals, epochs, overrides=overrides)
+        shutil.rmtree(out, ignore_errors=True)
+        label = model.removeprefix("single_")
+        tasks = r.pop("tasks", None) or {label: {k: r[k] for k in ("auc", "gauc", "logloss")}}
+        for t, m in tasks.items():
+            m.update(oracle_auc=oracle[t], gap=oracle[t] - m["auc"])
+        r.update(config=str(config.relative_to(ROOT)) if config.is_relative_to(ROOT) else config.name,
+                 overrides=overrides, rows=rows, generator_options=options, tasks=tasks)  # fmt: skip
+        reports[model] = r
+        print(f"{model}: " + ", ".join(f"{t} AUC {m['auc']:.4f} (oracle {m['oracle_auc']:.4f}, gap {m['gap']:.4f})"
+              for t, m in tasks.items()) + f"; {r['train_s']:.0f}s ({r['rows_per_s']:,} rows/s)", flush=True)  # fmt: skip
+    return reports
+
+
 def _differences(seed_aucs: dict[str, dict[str, float]], a: str, b: str) -> dict[str, Any]:
     diffs = [seed_aucs[a][s] - seed_aucs[b][s] for s in seed_aucs[a]]
     return {
@@ -287,10 +394,11 @@ def main() -> None:
     summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="recpipe-quality-") as tmp_dir:
         tmp = Path(tmp_dir)
+        shared: dict[str, ingest.IngestResult] = {}  # data generated once per (kind, rows, options, seed)
         if "din" in only:
             din = run_model(
                 "din", "taobao", DIN_CONFIG, args.taobao_rows, args.taobao_catalogue, args.seed, tmp,
-                args.evals, args.epochs,
+                args.evals, args.epochs, shared=shared,
             )  # fmt: skip
             if args.ablation_seeds:
                 din["ablation"] = run_model(
@@ -318,7 +426,17 @@ def main() -> None:
             if "default_density" in din:
                 dd = din["default_density"]
                 summary["din_default_density_gap"] = dd["runs"]["default"]["gap"]
-        shared: dict[str, ingest.IngestResult] = {}
+        multitask = [m for m in MULTITASK_MODELS if m in only]
+        if multitask:
+            reports = run_multitask(
+                multitask, args.taobao_rows, args.taobao_catalogue, args.seed, tmp, args.evals, args.epochs,
+                shared,
+            )  # fmt: skip
+            for model, r in reports.items():
+                report[model] = r
+                for label, m in r["tasks"].items():
+                    summary.update({f"{label}_oracle_auc": m["oracle_auc"], f"{model}_{label}_auc": m["auc"],
+                                    f"{model}_{label}_gap": m["gap"]})  # fmt: skip
         for name, (config, fits) in CRITEO_MODELS.items():
             if name not in only:
                 continue
@@ -357,6 +475,11 @@ def main() -> None:
     for name in MODELS:
         if f"{name}_gap" in summary:
             print(f"{name}: gap to oracle {summary[f'{name}_gap']:.4f} (target <= {TARGET_GAP})")
+        for label in TASKS:
+            if f"{name}_{label}_gap" in summary:
+                print(
+                    f"{name} ({label}): gap to oracle {summary[f'{name}_{label}_gap']:.4f} (target <= {TARGET_GAP})"
+                )
     if args.only and args.out.exists():
         # Some models were rerun: keep the others' results (and say when each was measured).
         previous = json.loads(args.out.read_text())
@@ -370,7 +493,18 @@ def main() -> None:
             summary.update(
                 {k: v for k, v in previous.get("summary", {}).items() if k.startswith(f"{other}_")}
             )
-        summary = {k: summary[k] for m in MODELS for k in list(summary) if k.startswith(f"{m}_")}
+        for label in TASKS:  # the multi-task oracles, unless rerun
+            key = f"{label}_oracle_auc"
+            if key not in summary and key in previous.get("summary", {}):
+                summary[key] = previous["summary"][key]
+        summary = {k: summary[k] for m in (*MODELS, *TASKS) for k in list(summary) if k.startswith(f"{m}_")}
+    if "single_buy" in report:  # the rarer task is where sharing should pay
+        single = report["single_buy"]["tasks"]["buy"]["auc"]
+        report["buy_vs_single_task"] = {
+            m: report[m]["tasks"]["buy"]["auc"] - single for m in ("dbmtl", "mmoe", "ple") if m in report
+        }
+        for m, d in report["buy_vs_single_task"].items():
+            print(f"{m}: buy AUC {d:+.4f} vs the single-task buy model")
     report["summary"] = summary
     report["environment"] = {
         "torch": torch.__version__,
