@@ -1,13 +1,34 @@
-"""Fixtures shared by every test folder: planted payloads for the tamper tests."""
+"""Fixtures shared by every test folder: planted payloads for the tamper tests. Also keeps pytest's log
+capture off torch's structured-trace logger (below)."""
 
 from __future__ import annotations
 
+import logging
 import pickle
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+
+def _keep_pytest_handlers_off_torch_trace() -> None:
+    """pytest (9.x) attaches its capture handlers to every non-propagating logger, torch's ``torch.__trace``
+    included. torch builds a structured-trace payload whenever that logger has a handler. So under pytest,
+    every graph that torch.export or AOTInductor compiled was also printed for a trace nobody reads: ~15 s of a
+    DeepFM AOTI export, none of it outside pytest. torch's own handler (which removes itself when no trace is
+    asked for) is still accepted."""
+    trace = logging.getLogger("torch.__trace")
+    add = trace.addHandler
+
+    def add_torch_handlers_only(handler: logging.Handler) -> None:
+        if type(handler).__module__.startswith("torch"):
+            add(handler)
+
+    trace.addHandler = add_torch_handlers_only  # type: ignore[method-assign]
+
+
+_keep_pytest_handlers_off_torch_trace()
 
 
 class _TouchOnUnpickle:
