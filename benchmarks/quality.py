@@ -35,7 +35,8 @@ the DIN run's Taobao rows, whose ``buy`` label (only after a click, ~12% of clic
 (``true_buy_prob``), so each task's gap is measured. ``configs/dbmtl_taobao_quality.yaml`` is the DBMTL;
 MMoE and PLE take the same towers (the deep tower and the DIN tower over ``click_50_seq``) and task towers
 under their own head (3 experts of 64; PLE: 2 layers of 2 shared + 2 per-task experts of 64). The
-single-task models are ``configs/din_taobao_quality.yaml`` on ``clk`` or on ``buy``. ``buy_vs_single_task``
+single-task models are ``configs/din_taobao_quality.yaml`` on ``clk`` (the DIN run itself, when it runs
+too) or on ``buy``. ``buy_vs_single_task``
 is each head's buy AUC minus the single-task buy model's.
 
 The DIN tower is ablated by the same MultiTowerDIN with the history mean-pooled
@@ -431,16 +432,24 @@ def main() -> None:
                 dd = din["default_density"]
                 summary["din_default_density_gap"] = dd["runs"]["default"]["gap"]
         multitask = [m for m in MULTITASK_MODELS if m in only]
+        reports: dict[str, dict[str, Any]] = {}
+        if "din" in report and "single_clk" in multitask:
+            # The DIN run is the single-task click model: the same config on the same rows.
+            multitask.remove("single_clk")
+            run = report["din"]["runs"]["default"]
+            clk = {k: run[k] for k in ("auc", "gauc", "logloss")}
+            clk.update(oracle_auc=report["din"]["oracle_auc"], gap=run["gap"])
+            reports["single_clk"] = {"same_run_as": "din", "tasks": {"clk": clk}}
         if multitask:
-            reports = run_multitask(
+            reports.update(run_multitask(
                 multitask, args.taobao_rows, args.taobao_catalogue, args.seed, tmp, args.evals, args.epochs,
                 shared,
-            )  # fmt: skip
-            for model, r in reports.items():
-                report[model] = r
-                for label, m in r["tasks"].items():
-                    summary.update({f"{label}_oracle_auc": m["oracle_auc"], f"{model}_{label}_auc": m["auc"],
-                                    f"{model}_{label}_gap": m["gap"]})  # fmt: skip
+            ))  # fmt: skip
+        for model, r in reports.items():
+            report[model] = r
+            for label, m in r["tasks"].items():
+                summary.update({f"{label}_oracle_auc": m["oracle_auc"], f"{model}_{label}_auc": m["auc"],
+                                f"{model}_{label}_gap": m["gap"]})  # fmt: skip
         for name, (config, fits, rows) in CRITEO_MODELS.items():
             if name not in only:
                 continue
