@@ -109,6 +109,7 @@ MULTITASK_MODELS = ("dbmtl", "mmoe", "ple", "single_clk", "single_buy")
 MODELS = ("din", *CRITEO_MODELS, *MULTITASK_MODELS)
 RESULTS = Path(__file__).resolve().parent / "results" / "quality.json"
 TARGET_GAP = 0.01
+CRITEO_ROWS = 12_000_000  # rows of every Criteo model that names none
 SUMMARY_KEYS = (
     *(f"{m}_{k}" for m in ("din", *CRITEO_MODELS) for k in ("auc", "oracle_auc")),
     *(f"{label}_oracle_auc" for label in TASKS),
@@ -126,6 +127,23 @@ def prepare(kind: str, rows: int, options: str, out: Path, config: Path, seed: i
     )
     shutil.rmtree(out / "raw", ignore_errors=True)  # the generator's unsplit copy
     return result
+
+
+def shared_data(
+    kind: str,
+    rows: int,
+    options: str,
+    seed: int,
+    tmp: Path,
+    config: Path,
+    shared: dict[str, ingest.IngestResult],
+) -> ingest.IngestResult:
+    """The split data of ``(kind, rows, options, seed)``, generated into ``tmp`` (split as ``config`` says)
+    the first time it is asked for and kept in ``shared`` for the next model on the same rows."""
+    key = f"{kind}-{rows}-{options}-{seed}"
+    if key not in shared:
+        shared[key] = prepare(kind, rows, options, tmp / key, config, seed)
+    return shared[key]
 
 
 def train_and_evaluate(
@@ -233,14 +251,11 @@ def run_model(
     seed's runs in full, ``seed_aucs`` every seed's AUC. With ``shared``, the data is generated once per
     ``(kind, rows, options, seed)`` and kept there for the next model."""
     t0 = time.perf_counter()
-    key = f"{kind}-{rows}-{options}-{seed}"
-    data_dir = tmp / (key if shared is not None else f"{name}-{rows}-data")
-    if shared is not None and key in shared:
-        data = shared[key]
+    data_dir = tmp / f"{name}-{rows}-data"
+    if shared is not None:
+        data = shared_data(kind, rows, options, seed, tmp, config, shared)
     else:
         data = prepare(kind, rows, options, data_dir, config, seed)
-        if shared is not None:
-            shared[key] = data
     prepare_s = time.perf_counter() - t0
     if data.oracle_auc is None:
         raise RuntimeError(f"{kind} data has no oracle column")
@@ -322,10 +337,7 @@ def run_multitask(
 ) -> dict[str, dict[str, Any]]:
     """Train each multi-task model (and single-task baseline) on the same Taobao rows; each one's report
     has ``tasks``: every label it predicts with its AUC, oracle AUC and gap."""
-    key = f"taobao-{rows}-{options}-{seed}"
-    if key not in shared:
-        shared[key] = prepare("taobao", rows, options, tmp / key, DIN_CONFIG, seed)
-    data = shared[key]
+    data = shared_data("taobao", rows, options, seed, tmp, DIN_CONFIG, shared)
     oracle = task_oracle_aucs(Path(data.eval_dir))
     print(
         "multi-task oracle AUC on the same eval rows: " + ", ".join(f"{k} {v:.4f}" for k, v in oracle.items())
@@ -455,7 +467,7 @@ def main() -> None:
                 continue
             options = "&".join(o for o in (args.criteo_vocab, fits) if o)
             result = run_model(
-                name, "criteo", config, args.criteo_rows or rows or 12_000_000, options, args.seed, tmp, args.evals,
+                name, "criteo", config, args.criteo_rows or rows or CRITEO_ROWS, options, args.seed, tmp, args.evals,
                 args.epochs, shared=shared,
             )  # fmt: skip
             report[name] = result
