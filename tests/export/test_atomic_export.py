@@ -7,7 +7,6 @@ import builtins
 import copy
 import os
 import shutil
-import socket
 import traceback
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from local_http import free_port
 from torch import nn
 
 from recpipe.export import load_backend
@@ -128,15 +128,9 @@ def test_a_crash_at_any_file_operation_keeps_the_previous_export(dlrm, tmp_path,
     assert outcomes[0] == "old" and outcomes == sorted(outcomes, key=["old", "new"].index)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def one_rank():
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 

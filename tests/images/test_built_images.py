@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from local_http import free_port, http_status
 
 import recpipe
 from components.image import CUDA_IMAGE, IMAGE
@@ -263,17 +264,11 @@ def test_the_pipeline_runs_every_step_in_its_image(tmp_path):
 def test_mlflow_image_serves_and_takes_the_pipeline_token(tmp_path):
     """The MLflow image's entrypoint as the cluster runs it (read-only root, basic-auth, a sqlite store in a
     mounted folder): /health answers, the API refuses an anonymous call and takes the pipeline's bearer token."""
-    import socket
-    import urllib.error
-    import urllib.request
-
     workspace = tmp_path / "mlflow"
     workspace.mkdir()
     if os.geteuid() == 0:
         os.chown(workspace, 10001, 10001)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     token = uuid.uuid4().hex
     name = f"recpipe-test-mlflow-{uuid.uuid4().hex[:12]}"
     env = {
@@ -295,13 +290,7 @@ def test_mlflow_image_serves_and_takes_the_pipeline_token(tmp_path):
     url = f"http://127.0.0.1:{port}"
 
     def status(path: str, headers: dict[str, str] | None = None) -> int:
-        try:
-            with urllib.request.urlopen(
-                urllib.request.Request(url + path, headers=headers or {}), timeout=60
-            ) as r:
-                return r.status
-        except urllib.error.HTTPError as err:
-            return err.code
+        return http_status(url + path, headers, timeout=60)
 
     try:
         subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import configparser
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from local_http import free_port, http_status
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "images" / "mlflow"))
@@ -104,24 +104,10 @@ def test_pipeline_user_follows_the_secret(tmp_path):
 # ---- a real server -------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _status(url: str, headers: dict[str, str] | None = None) -> int:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=30) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
 @pytest.fixture
 def mlflow_server(tmp_path):
     pytest.importorskip("flask_wtf", reason="the MLflow auth app needs Flask-WTF (mlflow[auth])")
-    port = _free_port()
+    port = free_port()
     env = dict(
         os.environ,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -148,7 +134,7 @@ def mlflow_server(tmp_path):
         while True:
             assert proc.poll() is None, (tmp_path / "server.log").read_text()
             try:
-                if _status(url + "/health") == 200:
+                if http_status(url + "/health") == 200:
                     break
             except OSError:
                 pass
@@ -169,9 +155,9 @@ def mlflow_server(tmp_path):
 def test_the_pipeline_token_logs_runs_and_artifacts_and_nothing_else_gets_in(mlflow_server, monkeypatch):
     url, tmp_path = mlflow_server
     search = f"{url}/api/2.0/mlflow/experiments/search?max_results=1"
-    assert _status(search) == 401
-    assert _status(search, {"Authorization": "Bearer not-the-token"}) == 401
-    assert _status(search, {"Authorization": f"Bearer {TOKEN}"}) == 200
+    assert http_status(search) == 401
+    assert http_status(search, {"Authorization": "Bearer not-the-token"}) == 401
+    assert http_status(search, {"Authorization": f"Bearer {TOKEN}"}) == 200
 
     from mlflow import MlflowClient
 

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from local_http import free_port
 from manifest_tools import MANIFESTS, kubectl, pod_specs, render
 
 SCRIPT = MANIFESTS / "checks" / "base" / "ddp_check.py"
 MOUNT = "/etc/recpipe-check"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.skipif(kubectl() is None, reason="kubectl is not installed (nothing is installed)")
@@ -35,7 +29,7 @@ def test_the_manifests_command_all_reduces_across_two_pods(tmp_path: Path):
     assert command[0] == "torchrun" and command[1].startswith(MOUNT + "/")
     # The mounted ConfigMap is the repo's file; torchrun is the venv's, as in the image.
     command = [str(Path(sys.executable).with_name("torchrun")), str(SCRIPT)]
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(2):
         env = dict(

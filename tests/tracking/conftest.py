@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from local_http import free_port
 
 from recpipe.tracking import tracking_uri
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +50,7 @@ def sqlite_uri(tmp_path: Path, _empty_db: Path) -> str:
 def server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real MLflow server on 127.0.0.1 (sqlite backend, proxied artifacts), killed at teardown."""
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # skips the job runner: ~7 s faster start
     log = open(root / "server.log", "w")  # noqa: SIM115 - closed at teardown

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
+from local_http import free_port
 from raw_rows import json_records, taobao_rows, typed
 
 from recpipe.config import load_config
@@ -30,12 +30,6 @@ TINY = ROOT / "tests" / "pipelines" / "data" / "tiny_din.yaml"
 MODEL = "tiny-din-served"
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +48,7 @@ def served(tmp_path_factory):
     export.run(str(root / "ckpt"), "rtp", str(root / "export"), data_uri=str(root / "data" / "eval"))
     version = register.run(str(root / "export"), report.report_path, MODEL, uri).version
     promote.run(MODEL, version, uri, force=True, reason="serving test: the tiny model need not pass its gate")
-    port = _free_port()
+    port = free_port()
     log = open(root / "server.log", "w")  # noqa: SIM115 - closed below
     recpipe = Path(sys.executable).with_name("recpipe")  # `recpipe serve` becomes `mlflow models serve`
     server = subprocess.Popen(
