@@ -60,6 +60,20 @@ _REQ, _REP = "required", "repeated"
 _LR = _f("lr", 1, "double", _REQ, "0.002")
 _MLP = "MLP"
 
+
+def _task_tower(label_name: str) -> list[FieldSpec]:
+    """tower.proto's TaskTower fields 1-7; ``label_name`` is the label of field 2 (required in TaskTower)."""
+    return [
+        _f("tower_name", 1, "string", _REQ),
+        _f("label_name", 2, "string", label_name),
+        _f("metrics", 3, "MetricConfig", _REP),
+        _f("losses", 4, "LossConfig", _REP),
+        _f("num_class", 5, "uint32", default="1"),
+        _f("mlp", 6, _MLP),
+        _f("weight", 7, "double", default="1.0"),
+    ]
+
+
 _FIELD_TYPES = [
     "INT32", "INT64", "STRING", "FLOAT", "DOUBLE",
     "ARRAY_INT32", "ARRAY_INT64", "ARRAY_STRING", "ARRAY_FLOAT", "ARRAY_DOUBLE",
@@ -248,23 +262,10 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     ],
     "PLE": [_f("extraction_networks", 1, "ExtractionNetwork", _REP), _f("task_towers", 2, "TaskTower", _REP)],
     # tower.proto: the task-space and pareto fields, train_metrics and sample_weight_name are left out.
-    "TaskTower": [
-        _f("tower_name", 1, "string", _REQ),
-        _f("label_name", 2, "string", _REQ),
-        _f("metrics", 3, "MetricConfig", _REP),
-        _f("losses", 4, "LossConfig", _REP),
-        _f("num_class", 5, "uint32", default="1"),
-        _f("mlp", 6, _MLP),
-        _f("weight", 7, "double", default="1.0"),
-    ],
+    # BayesTaskTower (DBMTL's) is TaskTower with an optional label_name and the relation fields.
+    "TaskTower": _task_tower(label_name=_REQ),
     "BayesTaskTower": [
-        _f("tower_name", 1, "string", _REQ),
-        _f("label_name", 2, "string"),
-        _f("metrics", 3, "MetricConfig", _REP),
-        _f("losses", 4, "LossConfig", _REP),
-        _f("num_class", 5, "uint32", default="1"),
-        _f("mlp", 6, _MLP),
-        _f("weight", 7, "double", default="1.0"),
+        *_task_tower(label_name="optional"),
         _f("relation_tower_names", 8, "string", _REP),
         _f("relation_mlp", 9, _MLP),
     ],
