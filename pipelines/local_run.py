@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.config import ParameterError, gate_overrides
+from recpipe.config.catalogue import LOCAL_RUN_BACKENDS
 from recpipe.pipeline import RunSummary, summarize
 from recpipe.pipeline.params import (
     check_data_fits,
@@ -30,7 +31,6 @@ from recpipe.pipeline.params import (
 DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 # Sized for < 10 minutes end to end on 2 cores (see the README's measured timings).
 DEFAULT_ROWS = 1_000_000
-DEFAULT_BACKENDS = "jit,onnx,rtp"
 DEFAULT_PROCESSES = 2
 RUNNERS = ("subprocess", "containers")
 
@@ -67,7 +67,7 @@ def run_local(
         ParameterError: the data source is unreadable or lacks the config's columns, or no generated data
             fits the config.
         workers, gpus_per_worker: as on a cluster; here ``workers × gpus_per_worker`` CPU processes.
-        backends: export backends (default ``jit,onnx,rtp``; ``aoti`` compiles C++ for minutes on 2 cores).
+        backends: export backends (default :data:`~recpipe.config.catalogue.LOCAL_RUN_BACKENDS`, ``jit,onnx,rtp``).
         min_auc, max_auc_drop, max_logloss_rise: gate thresholds (default: the config's ``eval.gate``).
         auto_promote: promote a version that passed the gate to ``champion``.
         overrides: dotted config overrides, e.g. ``{"train.max_steps": 50}``.
@@ -116,7 +116,7 @@ def run_local(
         "workers": workers,
         "gpus_per_worker": DEFAULT_PROCESSES if gpus_per_worker is None else gpus_per_worker,
         "accelerator_type": "",
-        "backends": backends or DEFAULT_BACKENDS,
+        "backends": backends or ",".join(LOCAL_RUN_BACKENDS),
         "mlflow_uri": uri,
         "model_name": model_name,
         "auto_promote": auto_promote,

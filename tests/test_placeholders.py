@@ -4,7 +4,7 @@ time from ``data.params`` or the environment."""
 import pytest
 
 from recpipe.config import ConfigError, parse_config
-from recpipe.placeholders import UnresolvedPlaceholder, env_var, placeholders, resolve
+from recpipe.config.placeholders import UnresolvedPlaceholder, env_var, placeholders, resolve
 
 URI = "odps://{PROJECT}/tables/criteo_train/ds={DS}"
 

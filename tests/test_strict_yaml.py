@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from recpipe.config import ConfigError, load_config
-from recpipe.strict_yaml import DuplicateKeyError, load_yaml
+from recpipe.config.strict_yaml import DuplicateKeyError, load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_OK
+from recpipe.config.catalogue import LOCAL_RUN_BACKENDS
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -86,7 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--gpus-per-worker", type=int, default=None, help="torchrun processes per worker (CPU here)"
     )
-    r.add_argument("--backends", default=None, help="export backends (default: jit,onnx,rtp)")
+    r.add_argument(
+        "--backends", default=None, help=f"export backends (default: {','.join(LOCAL_RUN_BACKENDS)})"
+    )
     r.add_argument("--min-auc", type=float, default=None, help="gate AUC floor (default: the config's)")
     r.add_argument("--no-promote", action="store_true", help="register as challenger only")
     r.add_argument(

@@ -11,6 +11,7 @@ from typing import Any
 
 from recpipe.cli.console import EXIT_GATE, job_succeeded
 from recpipe.config import parse_overrides
+from recpipe.config.catalogue import DEFAULT_BACKENDS, EXPORT_BACKENDS
 
 
 def _print(result: Any) -> None:
@@ -87,7 +88,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from recpipe.export import ExportError
+    from recpipe.export.manifest import ExportError
     from recpipe.stages import export
 
     try:
@@ -247,7 +248,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     x.add_argument(
         "--checkpoint", required=True, help="training output folder (its latest checkpoint) or a ckpt-<step>"
     )
-    x.add_argument("--backends", default="jit,aoti,onnx,rtp", help="comma-separated: jit,aoti,onnx,rtp,trt")
+    x.add_argument(
+        "--backends",
+        default=",".join(DEFAULT_BACKENDS),
+        help=f"comma-separated, of {','.join(EXPORT_BACKENDS)} (default: %(default)s)",
+    )
     x.add_argument("--out", required=True, help="export folder: one sub-folder per backend")
     x.add_argument("--data", required=True, help="held-out rows with labels for the parity check")
     x.add_argument("--run-id", default=None, help="MLflow run to record the parity on")

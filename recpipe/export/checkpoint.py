@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from recpipe.config.placeholders import resolve
 from recpipe.export.api import ExportResult, export
 from recpipe.export.backends import parse_backends
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES
-from recpipe.placeholders import resolve
 
 
 def export_checkpoint(
@@ -25,7 +25,7 @@ def export_checkpoint(
         backends (list[str] | str): e.g. ``["jit", "aoti", "onnx", "rtp", "trt"]`` or ``"jit,rtp"``.
         out_dir (str | Path): where ``<backend>/`` folders go.
         data_uri (str | None): held-out rows (Parquet/CSV/ODPS URI) with labels, for parity; default: the
-            checkpoint config's ``data.eval`` (its ``{NAME}`` placeholders resolved: :mod:`recpipe.placeholders`).
+            checkpoint config's ``data.eval`` (its ``{NAME}`` placeholders resolved: :mod:`recpipe.config.placeholders`).
 
     Example::
 

@@ -1,101 +1,53 @@
-"""The model registry: each model's name → the module that declares it. The only list of models.
+"""Build the model a config names: the catalogue line (:data:`recpipe.config.catalogue.MODELS`, or an entry
+point of group ``recpipe.models``) gives its builder.
 
-A model module declares three things:
+A model is declared by its folder ``recpipe/models/<name>/``:
 
-- ``Config``: the pydantic class of its config section, a :class:`recpipe.config.ModelSection` with
-  ``type: Literal["<name>"]``; ``recpipe.config`` validates the ``model:`` section with it.
-- ``Config.check_groups(groups)``: raises ``ValueError`` when the section names a feature group the
-  config does not define (``RecpipeConfig`` calls it with ``feature_groups``).
+- its config section (``Config``, a :class:`~recpipe.config.sections.ModelSection` with ``type:
+  Literal["<name>"]`` and ``check_groups(groups)``), in a file that imports only ``recpipe.config``;
+  ``recpipe.config`` validates the ``model:`` section with it;
 - ``build(spec, cfg, device=None) -> nn.Module``: the model, meeting
   :class:`~recpipe.models.protocol.RankingModel` (export needs nothing else).
 
-Adding a model is that one file plus one line in :data:`MODELS`. A package outside recpipe declares its
-models with the same one line as an entry point in group ``recpipe.models`` (``[project.entry-points.
-"recpipe.models"]`` ``my_model = "my_package.my_model"`` in its ``pyproject.toml``): every process that
-loads a config finds it, training workers and cluster pods included.
-
-This module imports no torch, and neither do the shipped models' modules at the top: their builders
-import the ``nn.Module`` s, so loading a config (ingest, fit, the pipeline's parameter check) never
-imports torch. A model module that imports torch at the top still works; loading a config that names
-it then imports torch (about 4 s and 400 MB with torchrec).
+Adding a model is that folder plus one line in the catalogue. This module imports no torch at the top.
 """
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from recpipe.config.root import model_entry, resolve
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from recpipe.config.sections import ModelSection
     from recpipe.features.spec import FeatureSpec
 
-MODELS: dict[str, str] = {
-    "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
-    "dlrm": "recpipe.models.zoo.dlrm",
-    "multi_tower": "recpipe.models.zoo.multi_tower",
-    "deepfm": "recpipe.models.zoo.deepfm",
-    "wide_and_deep": "recpipe.models.zoo.wide_and_deep",
-    "mmoe": "recpipe.models.zoo.mmoe",
-    "dbmtl": "recpipe.models.zoo.dbmtl",
-    "ple": "recpipe.models.zoo.ple",
-}
-ENTRY_POINT_GROUP = "recpipe.models"
 
-
-def _declared(name: str) -> str | None:
-    """The module declaring ``name``: :data:`MODELS`, else an installed package's entry point."""
-    if name in MODELS:
-        return MODELS[name]
-    found = [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-    return found[0] if found else None
-
-
-def model_names() -> list[str]:
-    """Every declared model: :data:`MODELS` and the entry points of group ``recpipe.models``."""
-    return sorted(set(MODELS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
-
-
-def model_module(name: str) -> ModuleType:
-    """The module that declares model ``name``.
+def builder(name: str) -> Any:
+    """The ``build`` function of model ``name``.
 
     Raises:
-        ValueError: an unknown name, or a module that lacks ``Config``, ``Config.check_groups`` or ``build``.
+        ValueError: an unknown model, or a declaration whose builder is missing or not callable.
     """
-    path = _declared(name)
-    if path is None:
-        raise ValueError(f"unknown model type {name!r}; known: {model_names()}")
-    module = importlib.import_module(path)
-    missing = [
-        attr
-        for attr, ok in (
-            ("Config", hasattr(module, "Config")),
-            ("Config.check_groups", hasattr(getattr(module, "Config", None), "check_groups")),
-            ("build", callable(getattr(module, "build", None))),
-        )
-        if not ok
-    ]
-    if missing:
-        raise ValueError(f"model {name!r}: module {path} does not declare {missing}")
-    return module
+    entry = model_entry(name)
+    fn = resolve(entry.build)
+    if not callable(fn):
+        raise ValueError(f"model {name!r}: {entry.build} is not callable")
+    return fn
 
 
-def config_class(name: str) -> type:
-    """The pydantic class of model ``name``'s config section."""
-    return model_module(name).Config
-
-
-def build_model(spec: FeatureSpec, model_cfg: Any, device: torch.device | str | None = None) -> nn.Module:
+def build_model(
+    spec: FeatureSpec, model_cfg: ModelSection, device: torch.device | str | None = None
+) -> nn.Module:
     """Build the model ``model_cfg.type`` names on ``device`` (default ``cpu``; ``meta`` builds without
     allocating, for DistributedModelParallel to shard).
 
     Args:
         spec (FeatureSpec): the features, tables and groups.
-        model_cfg (ModelSection): the config's ``model`` section (typed ``Any`` here: naming
-            ``recpipe.config`` would make an import circle, as the config validates through this registry).
+        model_cfg (ModelSection): the config's ``model`` section.
         device (torch.device | str | None): where the parameters go.
 
     Returns:
@@ -108,6 +60,6 @@ def build_model(spec: FeatureSpec, model_cfg: Any, device: torch.device | str | 
     """
     import torch
 
-    return model_module(model_cfg.type).build(
+    return builder(model_cfg.type)(
         spec, model_cfg, device=torch.device(device) if device is not None else None
     )

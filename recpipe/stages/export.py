@@ -71,7 +71,7 @@ def run(
     # Backends this machine cannot build (trt without CUDA) are skipped before the checkpoint is loaded.
     unusable = {n: reason for n in names if (reason := BACKENDS[n].unavailable_reason())}
     with failing(log, "export"):
-        from recpipe.export import export_checkpoint
+        from recpipe.export.checkpoint import export_checkpoint
 
         out = ExportStageResult(out_dir=str(out_dir))
         for name, reason in unusable.items():

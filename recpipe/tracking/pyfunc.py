@@ -35,7 +35,7 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
         self._scorer: Any = None
 
     def load_context(self, context: Any) -> None:
-        from recpipe.export import load_backend
+        from recpipe.export.loaders import load_backend
 
         self._scorer = load_backend(context.artifacts[ARTIFACT])  # verifies every file's sha256
 

@@ -309,7 +309,7 @@ def load_model_for_inference(ckpt_dir: str | Path) -> tuple[nn.Module, FeatureSp
         model, spec, cfg = load_model_for_inference("runs/x/train")
         logits = model(batch.dense, batch.sparse)      # (B,)
     """
-    from recpipe.models import build_model
+    from recpipe.models.registry import build_model
 
     ckpt = resolve_checkpoint(ckpt_dir)
     cfg = read_config(ckpt)  # verifies the whole folder, DCP metadata included

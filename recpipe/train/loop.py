@@ -29,7 +29,8 @@ from recpipe.config import RecpipeConfig
 from recpipe.data.types import DataError
 from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import TrainModel, build_model
+from recpipe.models.registry import build_model
+from recpipe.models.train_model import TrainModel
 from recpipe.train.checkpoint import (
     CheckpointMeta,
     latest_checkpoint,

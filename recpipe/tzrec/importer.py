@@ -55,8 +55,8 @@ from typing import Any
 from google.protobuf import text_format
 
 from recpipe.config import RecpipeConfig, parse_config
+from recpipe.config.placeholders import PLACEHOLDER, placeholders
 from recpipe.data.odps import parse_odps_uri
-from recpipe.placeholders import PLACEHOLDER, placeholders
 from recpipe.tzrec.features import map_features
 from recpipe.tzrec.models import check_dlrm_groups, check_model_groups, map_model, wide_embedding_dim
 from recpipe.tzrec.problems import Findings, Problem, TzrecImportError, parse_error_problem
@@ -222,7 +222,7 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
         if _check_input(uri, odps, dataset, src, found):
             out[key] = uri
             # TorchEasyRec fills {PROJECT} with str.format at run time (tzrec/benchmark/benchmark.py);
-            # recpipe keeps the path and resolves each name when a run reads it (recpipe.placeholders).
+            # recpipe keeps the path and resolves each name when a run reads it (recpipe.config.placeholders).
             params.update(dict.fromkeys(placeholders(uri)))
     if params:
         out["params"] = params

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from raw_rows import json_records, typed
 
 from recpipe.eval.metrics import sigmoid
-from recpipe.export import load_backend
+from recpipe.export.loaders import load_backend
 from recpipe.features.raw import to_arrow
 from recpipe.tracking.pyfunc import RawRowsModel
 

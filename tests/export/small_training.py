@@ -19,7 +19,8 @@ from recpipe.export.split import model_tables
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import bce_loss, build_model
+from recpipe.models.registry import build_model
+from recpipe.models.train_model import bce_loss
 
 TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
 

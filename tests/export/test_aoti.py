@@ -15,8 +15,8 @@ from hypothesis import given
 from raw_contract_check import SETTINGS, probabilities_agree
 from raw_rows import criteo_rows, taobao_rows
 
-from recpipe.export import load_backend
 from recpipe.export.api import export
+from recpipe.export.loaders import load_backend
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ LOADER = textwrap.dedent(
     import sys
     import numpy as np
     import pyarrow.parquet as pq
-    from recpipe.export import load_backend   # imports fbgemm_gpu before loading the package
+    from recpipe.export.loaders import load_backend   # imports fbgemm_gpu before loading the package
 
     np.save(sys.argv[3], load_backend(sys.argv[1]).predict_raw(pq.read_table(sys.argv[2])))
     """
@@ -86,7 +86,7 @@ def test_aoti_package_from_another_torch_is_refused(aoti_export, tmp_path):
     import os
     import shutil
 
-    from recpipe.export import ArtifactError
+    from recpipe.export.manifest import ArtifactError
 
     _, result = aoti_export
     folder = tmp_path / "aoti"
@@ -105,7 +105,7 @@ def test_aoti_package_with_a_planted_shared_object_is_refused(aoti_export, tmp_p
     import shutil
     import zipfile
 
-    from recpipe.export import ArtifactError
+    from recpipe.export.manifest import ArtifactError
 
     _, result = aoti_export
     folder = tmp_path / "aoti"

@@ -13,12 +13,12 @@ import torch
 
 import recpipe
 from recpipe.batch import to_batch
-from recpipe.export import load_backend, read_manifest
 from recpipe.export.api import RESULT_NAME, export
-from recpipe.export.manifest import sha256_file
+from recpipe.export.loaders import load_backend
+from recpipe.export.manifest import read_manifest, sha256_file
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import build_model
+from recpipe.models.registry import build_model
 
 TOL = 1e-4
 

@@ -18,9 +18,9 @@ import torch.distributed.checkpoint as dcp
 from local_http import free_port
 from torch import nn
 
-from recpipe.export import load_backend
 from recpipe.export.api import export
 from recpipe.export.layout import STAGING_PREFIX, VERSIONS, clean_stale, read_pointer
+from recpipe.export.loaders import load_backend
 from recpipe.train.checkpoint import (
     CheckpointMeta,
     latest_checkpoint,

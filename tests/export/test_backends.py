@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from recpipe.config import ExportConfig
-from recpipe.export.backends import BACKENDS, DEFAULT_BACKENDS, SERVING_PREFERENCE, _resolve, parse_backends
+from recpipe.config.root import resolve
+from recpipe.export.backends import BACKENDS, DEFAULT_BACKENDS, SERVING_PREFERENCE, parse_backends
 
 
 def test_names_defaults_and_serving_order() -> None:
@@ -22,9 +23,9 @@ def test_names_defaults_and_serving_order() -> None:
 
 def test_every_builder_scorer_and_check_resolves() -> None:
     for name, b in BACKENDS.items():
-        assert callable(_resolve(b.builder)), name
-        assert callable(_resolve(b.scorer)), name
-        assert b.unavailable is None or callable(_resolve(b.unavailable)), name
+        assert callable(resolve(b.entry.builder)), name
+        assert callable(resolve(b.entry.scorer)), name
+        assert b.entry.unavailable is None or callable(resolve(b.entry.unavailable)), name
 
 
 def test_parse_backends() -> None:

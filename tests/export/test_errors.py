@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recpipe.export import ArtifactError, ExportError, load_backend, read_manifest
 from recpipe.export.api import export
+from recpipe.export.loaders import load_backend
+from recpipe.export.manifest import ArtifactError, ExportError, read_manifest
 from recpipe.export.split import SpecMismatchError
 from recpipe.features.spec import FeatureSpec, IdMapping
 

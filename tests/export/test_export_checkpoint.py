@@ -11,9 +11,9 @@ import torch
 import torch.distributed.checkpoint as dcp
 import yaml
 
-from recpipe.export import load_backend
+from recpipe.config.placeholders import UnresolvedPlaceholder
 from recpipe.export.checkpoint import export_checkpoint
-from recpipe.placeholders import UnresolvedPlaceholder
+from recpipe.export.loaders import load_backend
 from recpipe.train.checkpoint import (
     CONFIG,
     META,

@@ -13,7 +13,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from recpipe.export import load_backend
+from recpipe.export.loaders import load_backend
 from recpipe.stages import predict
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from raw_contract_check import SETTINGS, probabilities_agree
 from raw_rows import criteo_rows, taobao_rows
 
-from recpipe.export import load_backend
+from recpipe.export.loaders import load_backend
 
 
 @SETTINGS

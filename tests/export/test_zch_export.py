@@ -31,10 +31,10 @@ from torch import nn
 from recpipe.batch import to_batch
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.data.synthetic import generate
-from recpipe.export import ArtifactError, load_backend
 from recpipe.export.api import export
 from recpipe.export.layout import backend_folder
-from recpipe.export.manifest import MANIFEST_NAME, sha256_file
+from recpipe.export.loaders import load_backend
+from recpipe.export.manifest import MANIFEST_NAME, ArtifactError, sha256_file
 from recpipe.export.remap import ZCH_FILE, ZCH_METADATA, ZchRemap
 from recpipe.export.split import split_model
 from recpipe.export.tables import SPARSE_META, write_tables
@@ -43,7 +43,7 @@ from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.hashing import zch_key_py
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import build_model
+from recpipe.models.registry import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-4

@@ -10,7 +10,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import TrainModel
+from recpipe.models.train_model import TrainModel
 
 
 def make_kjt(keys: list[str], per_key: dict[str, list[list[int]]]) -> KeyedJaggedTensor:

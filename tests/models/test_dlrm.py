@@ -6,8 +6,10 @@ from model_batches import capped_spec, dense_inputs, dlrm_batch, train_losses
 from torch.export import Dim
 from torchrec.models.dlrm import InteractionArch
 
-from recpipe.models import DLRM, DenseArchModule, MlpSpec, build_model
-from recpipe.models.dlrm import DotInteraction, interaction_width, over_arch_width
+from recpipe.models.dlrm import DLRM, DotInteraction, interaction_width, over_arch_width
+from recpipe.models.mlp import MlpSpec
+from recpipe.models.protocol import DenseArchModule
+from recpipe.models.registry import build_model
 
 
 def test_interaction_equals_naive_double_loop() -> None:

@@ -12,8 +12,12 @@ import torch
 import yaml
 
 from recpipe.config import ConfigError, MlpConfig, parse_config
-from recpipe.models import DLRM, MODELS, MultiTowerDIN, RankingModel, build_model
-from recpipe.models.registry import config_class, model_module, model_names
+from recpipe.config.catalogue import MODELS, ModelEntry
+from recpipe.config.root import config_class, model_names
+from recpipe.models.dlrm import DLRM
+from recpipe.models.multi_tower_din import MultiTowerDIN
+from recpipe.models.protocol import RankingModel
+from recpipe.models.registry import build_model, builder
 from recpipe.models.zoo import dlrm as dlrm_zoo
 from recpipe.models.zoo.dlrm import DlrmConfig
 from recpipe.models.zoo.multi_tower_din import MultiTowerDinConfig
@@ -26,16 +30,16 @@ def _raw(name: str) -> dict:
 
 
 def test_registry_is_explicit() -> None:
-    assert MODELS == {
-        "multi_tower_din": "recpipe.models.zoo.multi_tower_din",
-        "dlrm": "recpipe.models.zoo.dlrm",
-        "multi_tower": "recpipe.models.zoo.multi_tower",
-        "deepfm": "recpipe.models.zoo.deepfm",
-        "wide_and_deep": "recpipe.models.zoo.wide_and_deep",
-        "mmoe": "recpipe.models.zoo.mmoe",
-        "dbmtl": "recpipe.models.zoo.dbmtl",
-        "ple": "recpipe.models.zoo.ple",
-    }
+    assert list(MODELS) == [
+        "multi_tower_din",
+        "dlrm",
+        "multi_tower",
+        "deepfm",
+        "wide_and_deep",
+        "mmoe",
+        "dbmtl",
+        "ple",
+    ]
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
 
@@ -90,16 +94,20 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
         ValueError,
         match=r"unknown model type 'half'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep'\]",
     ):
-        model_module("half")
+        builder("half")
     declare_model("half = recpipe.models.mlp")  # a module that declares no model
     assert model_names() == sorted([*MODELS, "half"])
     with pytest.raises(
-        ValueError,
-        match=r"module recpipe.models.mlp does not declare \['Config', 'Config.check_groups', 'build'\]",
+        ValueError, match=r"recpipe.models.mlp:Config: module recpipe.models.mlp has no 'Config'"
     ):
-        model_module("half")
-    monkeypatch.setitem(MODELS, "half", "recpipe.models.zoo.dlrm")  # the in-tree line wins
-    assert model_module("half") is dlrm_zoo
+        config_class("half")
+    with pytest.raises(
+        ValueError, match=r"recpipe.models.mlp:build: module recpipe.models.mlp has no 'build'"
+    ):
+        builder("half")
+    entry = ModelEntry("recpipe.models.zoo.dlrm:DlrmConfig", "recpipe.models.zoo.dlrm:build")
+    monkeypatch.setitem(MODELS, "half", entry)  # the in-tree line wins
+    assert builder("half") is dlrm_zoo.build
 
 
 def test_build_on_meta(din_spec, din_cfg, dlrm_spec, dlrm_cfg) -> None:

@@ -18,9 +18,10 @@ import yaml
 
 from recpipe.auc import binary_auc
 from recpipe.config import load_config
+from recpipe.config.root import model_names
 from recpipe.data.synthetic import generate
-from recpipe.export import load_backend, read_manifest
-from recpipe.models.registry import model_names
+from recpipe.export.loaders import load_backend
+from recpipe.export.manifest import read_manifest
 from recpipe.stages import evaluate, export, train
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 4000, 1000, 200

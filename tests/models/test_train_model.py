@@ -7,7 +7,7 @@ from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
-from recpipe.models import TrainModel, bce_loss
+from recpipe.models.train_model import TrainModel, bce_loss
 
 
 class _Fixed(nn.Module):

@@ -22,7 +22,7 @@ from local_http import free_port
 from raw_rows import json_records, taobao_rows, typed
 
 from recpipe.config import load_config
-from recpipe.export import load_backend
+from recpipe.export.loaders import load_backend
 from recpipe.stages import evaluate, export, fit, ingest, promote, register, train
 
 ROOT = Path(__file__).resolve().parents[2]

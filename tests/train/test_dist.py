@@ -4,7 +4,7 @@ import pytest
 
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
-from recpipe.models import build_model
+from recpipe.models.registry import build_model
 from recpipe.train.dist import sharding_constraints
 
 

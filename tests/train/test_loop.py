@@ -143,7 +143,7 @@ def test_dense_gradient_clipping_bounds_the_update(taobao, tmp_path):
     over = {"train.dense_optimizer.type": "sgd", "train.dense_optimizer.lr": 1.0, "train.max_steps": 1}
     spec = build_feature_spec(_cfg(taobao["config"]))
     torch.manual_seed(0)
-    from recpipe.models import build_model
+    from recpipe.models.registry import build_model
 
     initial = build_model(spec, _cfg(taobao["config"]).model).state_dict()
     moved = {}

@@ -11,7 +11,7 @@ import yaml
 
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
-from recpipe.models import bce_loss
+from recpipe.models.train_model import bce_loss
 from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.evaluate import evaluate_checkpoint, predict_dataset
 from recpipe.train.loop import train

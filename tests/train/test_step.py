@@ -5,7 +5,8 @@ import torch
 from torchrec.distributed.train_pipeline.tracing import Tracer
 
 from recpipe.config import load_config
-from recpipe.models import TrainModel, build_model
+from recpipe.models.registry import build_model
+from recpipe.models.train_model import TrainModel
 from recpipe.train.data import StepBatches, normalize_step_weights
 from recpipe.train.step import PipelineStep
 

@@ -22,8 +22,8 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from recpipe.config import OptimizerConfig, load_config
 from recpipe.features.build import build_feature_spec
 from recpipe.launch import launch_local
-from recpipe.models import build_model
 from recpipe.models.embedding import EmbeddingInit, managed_collision_ec
+from recpipe.models.registry import build_model
 from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.dist import init_distributed, plan_sharding, shard_model, sharding_constraints, shutdown
 from recpipe.train.evaluate import evaluate_checkpoint

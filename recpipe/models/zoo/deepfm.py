@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from recpipe.config import FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
+from recpipe.config.features import FeatureGroupConfig
+from recpipe.config.sections import MlpConfig, ModelSection, check_group_refs
 from recpipe.models.zoo.wide_and_deep import check_group_types, wide_deep_groups
 
 if TYPE_CHECKING:

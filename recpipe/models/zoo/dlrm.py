@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from recpipe.config import FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
+from recpipe.config.features import FeatureGroupConfig
+from recpipe.config.sections import MlpConfig, ModelSection, check_group_refs
 
 if TYPE_CHECKING:
     import torch

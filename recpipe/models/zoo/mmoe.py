@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from recpipe.config import MlpConfig
+from recpipe.config.sections import MlpConfig
 from recpipe.models.zoo.multitask import MultiTaskSection, build_multitask, tower_spec
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from recpipe.config import ConfigSection, FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
+from recpipe.config.features import FeatureGroupConfig
+from recpipe.config.sections import ConfigSection, MlpConfig, ModelSection, check_group_refs
 
 if TYPE_CHECKING:
     import torch

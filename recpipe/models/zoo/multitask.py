@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from recpipe.config import ConfigSection, FeatureGroupConfig, MlpConfig, ModelSection, check_group_refs
+from recpipe.config.features import FeatureGroupConfig
+from recpipe.config.sections import ConfigSection, MlpConfig, ModelSection, check_group_refs
 from recpipe.models.zoo.multi_tower_din import DinTowerConfig
 
 if TYPE_CHECKING:

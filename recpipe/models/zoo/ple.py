@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from recpipe.config import ConfigSection, MlpConfig
+from recpipe.config.sections import ConfigSection, MlpConfig
 from recpipe.models.zoo.multitask import MultiTaskSection, build_multitask, tower_spec
 
 if TYPE_CHECKING:

@@ -8,8 +8,9 @@ arguments.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
-from collections.abc import Iterable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,18 +23,23 @@ from pydantic import (
     model_validator,
 )
 
-from recpipe.export.backends import DEFAULT_BACKENDS
-from recpipe.export.backends import check_names as check_backend_names
-from recpipe.feature_config import FeatureConfig as FeatureConfig
-from recpipe.feature_config import FeatureGroupConfig as FeatureGroupConfig
-from recpipe.feature_config import IdFeatureConfig as IdFeatureConfig
-from recpipe.feature_config import RawFeatureConfig as RawFeatureConfig
-from recpipe.feature_config import SequenceFeatureConfig as SequenceFeatureConfig
-from recpipe.feature_config import Strict
-from recpipe.feature_config import SubFeatureConfig as SubFeatureConfig
-from recpipe.models.registry import config_class, model_names
-from recpipe.placeholders import check_declared
-from recpipe.strict_yaml import DuplicateKeyError, load_yaml
+from recpipe.config.catalogue import (
+    DEFAULT_BACKENDS,
+    MODEL_ENTRY_POINTS,
+    MODELS,
+    ModelEntry,
+    check_backend_names,
+)
+from recpipe.config.features import (
+    FeatureConfig,
+    FeatureGroupConfig,
+    IdFeatureConfig,
+    RawFeatureConfig,
+    SequenceFeatureConfig,
+)
+from recpipe.config.placeholders import check_declared
+from recpipe.config.sections import ModelSection, Strict
+from recpipe.config.strict_yaml import DuplicateKeyError, load_yaml
 
 
 class ConfigError(ValueError):
@@ -49,11 +55,8 @@ class ParameterError(ValueError):
         super().__init__(f"parameter {name}: {message}")
 
 
-_Strict = Strict
-
-
 # ----------------------------------------------------------------------------------------------- data
-class CsvOptions(_Strict):
+class CsvOptions(Strict):
     delimiter: str = ","
     header: bool = True
     # Explicit column names (and types, "int64"/"float64"/"string") for files without a header.
@@ -65,7 +68,7 @@ class CsvOptions(_Strict):
     text_columns: list[str] = Field(default_factory=list)
 
 
-class SplitConfig(_Strict):
+class SplitConfig(Strict):
     """How ingest splits one table into train and eval: the last ``eval_last_days`` of ``time_column``,
     or a deterministic hashed ``eval_fraction`` of rows."""
 
@@ -74,7 +77,7 @@ class SplitConfig(_Strict):
     eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)
 
 
-class DataConfig(_Strict):
+class DataConfig(Strict):
     train: str | None = None
     eval: str | None = None
     csv: CsvOptions = Field(default_factory=CsvOptions)
@@ -126,32 +129,55 @@ class DataConfig(_Strict):
 
 
 # ---------------------------------------------------------------------------------------------- model
-class MlpConfig(_Strict):
-    hidden_units: list[int] = Field(min_length=1)
-    activation: Literal["relu", "gelu", "silu", "dice"] = "relu"
-    batch_norm: bool = False
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+def model_names() -> list[str]:
+    """Every declared model: :data:`~recpipe.config.catalogue.MODELS` and the entry points of group
+    ``recpipe.models``."""
+    return sorted(set(MODELS) | {ep.name for ep in entry_points(group=MODEL_ENTRY_POINTS)})
 
 
-class ConfigSection(_Strict):
-    """A part of the config declared outside this module (a model's section and its parts): unknown keys
-    are errors, as everywhere in the config."""
+def model_entry(name: str) -> ModelEntry:
+    """Where model ``name`` is declared: its catalogue line, else an installed package's entry point (a
+    module with ``Config`` and ``build``).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name in MODELS:
+        return MODELS[name]
+    found = [ep.value for ep in entry_points(group=MODEL_ENTRY_POINTS) if ep.name == name]
+    if not found:
+        raise ValueError(f"unknown model type {name!r}; known: {model_names()}")
+    module = found[0].partition(":")[0]
+    return ModelEntry(config=f"{module}:Config", build=f"{module}:build")
 
 
-class ModelSection(ConfigSection):
-    """Base of a model's config section. Each model declares its subclass in its own module (with
-    ``type: Literal["<name>"]`` and ``check_groups``); :mod:`recpipe.models.registry` maps ``type`` to it."""
+def resolve(path: str) -> Any:
+    """The attribute a ``"module:attribute"`` string names (imported now).
 
-    type: str
+    Raises:
+        ValueError: the module or the attribute does not exist.
+    """
+    module, _, attr = path.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr, None)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"{path}: no module {err.name!r}") from None
+    if found is None:
+        raise ValueError(f"{path}: module {module} has no {attr!r}")
+    return found
 
 
-def check_group_refs(used: Iterable[str], groups: Sequence[FeatureGroupConfig]) -> None:
-    """What a model config's ``check_groups`` calls: raise ``ValueError`` naming every group in ``used``
-    that ``groups`` does not define."""
-    defined = {g.name for g in groups}
-    bad = [g for g in used if g not in defined]
-    if bad:
-        raise ValueError(f"model refers to unknown feature groups {bad}; defined: {sorted(defined)}")
+def config_class(name: str) -> type[ModelSection]:
+    """The pydantic class of model ``name``'s config section.
+
+    Raises:
+        ValueError: an unknown model, or a declaration without its section class or ``check_groups``.
+    """
+    entry = model_entry(name)
+    cls = resolve(entry.config)
+    if not (isinstance(cls, type) and callable(getattr(cls, "check_groups", None))):
+        raise ValueError(f"model {name!r}: {entry.config} is not a config section with check_groups")
+    return cls
 
 
 def _model_section(value: Any) -> Any:
@@ -168,14 +194,14 @@ ModelConfig = Annotated[Any, BeforeValidator(_model_section)]
 
 
 # ---------------------------------------------------------------------------------------------- train
-class OptimizerConfig(_Strict):
+class OptimizerConfig(Strict):
     type: Literal["adagrad", "rowwise_adagrad", "adam", "sgd"]
     lr: float = Field(gt=0.0)
     eps: float = 1e-8
     weight_decay: float = Field(0.0, ge=0.0)
 
 
-class TrainConfig(_Strict):
+class TrainConfig(Strict):
     sparse_optimizer: OptimizerConfig = Field(
         default_factory=lambda: OptimizerConfig(type="adagrad", lr=1e-3)
     )
@@ -197,7 +223,7 @@ class TrainConfig(_Strict):
 
 
 # ------------------------------------------------------------------------------------ eval and export
-class GateConfig(_Strict):
+class GateConfig(Strict):
     """The promotion gate's thresholds: the only place their defaults are written. Pipeline and
     command-line parameters override them through :func:`gate_overrides` when (and only when) set."""
 
@@ -237,7 +263,7 @@ def gate_overrides(
     return out
 
 
-class EvalConfig(_Strict):
+class EvalConfig(Strict):
     gate: GateConfig = Field(default_factory=GateConfig)
     # A multi-task model's gate per label column (e.g. buy: {min_auc: 0.7}); a label not listed has ``gate``.
     task_gates: dict[str, GateConfig] = Field(default_factory=dict)
@@ -245,8 +271,8 @@ class EvalConfig(_Strict):
     gauc_group: str | None = None
 
 
-class ExportConfig(_Strict):
-    # Names of recpipe.export.backends.BACKENDS, the one list of backends.
+class ExportConfig(Strict):
+    # Names of recpipe.config.catalogue.EXPORT_BACKENDS, the one list of backends.
     backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
     max_abs_logit_diff: float = Field(1e-4, gt=0.0)
 
@@ -257,14 +283,14 @@ class ExportConfig(_Strict):
         return v
 
 
-class TrackingConfig(_Strict):
+class TrackingConfig(Strict):
     uri: str | None = None
     experiment: str = "recpipe"
     registered_model: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- root
-class RecpipeConfig(_Strict):
+class RecpipeConfig(Strict):
     name: str
     data: DataConfig
     features: list[FeatureConfig] = Field(min_length=1)

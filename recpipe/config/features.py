@@ -1,18 +1,14 @@
-"""The ``features:`` and ``feature_groups:`` sections of the recpipe config (split from
-:mod:`recpipe.config`, which re-exports every name here)."""
+"""The ``features:`` and ``feature_groups:`` sections of the recpipe config (:mod:`recpipe.config`
+re-exports every name here)."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-
-class Strict(BaseModel):
-    """A config section: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=False)
+from recpipe.config.sections import Strict
 
 
 # ------------------------------------------------------------------------------------------- features

@@ -1,0 +1,172 @@
+"""The catalogues of names: every model and every export backend recpipe knows, name → where it lives.
+
+The one list of each. Entries name modules by ``"module:attribute"`` strings and this module imports
+nothing, so the config (the ground floor) can validate ``model.type`` and ``export.backends`` without
+importing torch or any package above it. Each string is resolved by one module, the one named in its
+entry class's ``RESOLVED_BY`` (``tests/arch/test_imports.py`` reads these strings as imports *of that
+module*, and holds them to the floors):
+
+- :attr:`ModelEntry.config` by :mod:`recpipe.config.root` (so a model's section file imports only
+  ``recpipe.config`` modules: it stands on the ground floor, however deep its folder is);
+- :attr:`ModelEntry.build` by :mod:`recpipe.models.registry`;
+- :class:`BackendEntry`'s builder, scorer and availability check by :mod:`recpipe.export.backends`.
+
+Adding a model: its folder ``recpipe/models/<name>/`` and one line in :data:`MODELS`. A package outside
+recpipe declares a model by an entry point of group ``recpipe.models`` instead (``my_model =
+"my_package.my_model"``, a module with ``Config`` and ``build``): every process that loads a config finds it,
+training workers and cluster pods included.
+
+Example::
+
+    MODELS["dlrm"].config                  # 'recpipe.models.dlrm.config:DlrmConfig'
+    EXPORT_BACKENDS["rtp"].full_model      # False: raw rows in, FG inside
+    DEFAULT_BACKENDS                       # ('jit', 'aoti', 'onnx', 'rtp')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model.
+
+    Args:
+        config (str): ``"module:Class"``, its :class:`~recpipe.config.sections.ModelSection` (the YAML
+            section under ``model:``, with ``check_groups``); the module imports only ``recpipe.config``.
+        build (str): ``"module:function"``, ``build(spec, cfg, device=None) -> nn.Module`` (a
+            :class:`~recpipe.models.base.SplitModel`).
+    """
+
+    RESOLVED_BY: ClassVar[dict[str, str]] = {
+        "config": "recpipe.config.root",
+        "build": "recpipe.models.registry",
+    }
+
+    config: str
+    build: str
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """One export backend.
+
+    Args:
+        builder (str): ``"module:function"``, ``(ctx: ExportContext, folder) -> (files, inputs, extra)``
+            writes the backend's files into ``folder``.
+        scorer (str): ``"module:Class"``, ``Class(folder, manifest)`` loads a verified folder as a Scorer.
+        full_model (bool): the folder holds the whole model and scores FG tensors (``predict_batch``);
+            otherwise it holds tables plus the dense program and scores raw rows (``predict_raw``).
+        default (bool): exported when the config does not list backends.
+        serving_rank (int | None): preference of the registered pyfunc (0 first); None: never served.
+        unavailable (str | None): ``"module:function"`` returning why the backend cannot be built on
+            this machine (it is then recorded as skipped), or None when it always can.
+    """
+
+    RESOLVED_BY: ClassVar[dict[str, str]] = {
+        "builder": "recpipe.export.backends",
+        "scorer": "recpipe.export.backends",
+        "unavailable": "recpipe.export.backends",
+    }
+
+    builder: str
+    scorer: str
+    full_model: bool
+    default: bool = True
+    serving_rank: int | None = None
+    unavailable: str | None = None
+
+
+MODELS: dict[str, ModelEntry] = {
+    "multi_tower_din": ModelEntry(
+        "recpipe.models.zoo.multi_tower_din:MultiTowerDinConfig", "recpipe.models.zoo.multi_tower_din:build"
+    ),
+    "dlrm": ModelEntry("recpipe.models.zoo.dlrm:DlrmConfig", "recpipe.models.zoo.dlrm:build"),
+    "multi_tower": ModelEntry(
+        "recpipe.models.zoo.multi_tower:MultiTowerConfig", "recpipe.models.zoo.multi_tower:build"
+    ),
+    "deepfm": ModelEntry("recpipe.models.zoo.deepfm:DeepFMConfig", "recpipe.models.zoo.deepfm:build"),
+    "wide_and_deep": ModelEntry(
+        "recpipe.models.zoo.wide_and_deep:WideAndDeepConfig", "recpipe.models.zoo.wide_and_deep:build"
+    ),
+    "mmoe": ModelEntry("recpipe.models.zoo.mmoe:MmoeConfig", "recpipe.models.zoo.mmoe:build"),
+    "dbmtl": ModelEntry("recpipe.models.zoo.dbmtl:DbmtlConfig", "recpipe.models.zoo.dbmtl:build"),
+    "ple": ModelEntry("recpipe.models.zoo.ple:PleConfig", "recpipe.models.zoo.ple:build"),
+}
+MODEL_ENTRY_POINTS = "recpipe.models"  # the entry-point group of models declared outside recpipe
+
+# Serving ranks: every served backend scores raw rows with FG inside; RTP and ONNX need neither torchrec
+# nor fbgemm at serving time, so they come first. TensorRT needs a GPU at serving time.
+EXPORT_BACKENDS: dict[str, BackendEntry] = {
+    "jit": BackendEntry(
+        builder="recpipe.export.builders:build_jit",
+        scorer="recpipe.export.jit:JitScorer",
+        full_model=True,
+        serving_rank=2,
+    ),
+    "aoti": BackendEntry(
+        builder="recpipe.export.builders:build_aoti",
+        scorer="recpipe.export.aoti:AotiScorer",
+        full_model=True,
+        serving_rank=3,
+    ),
+    "onnx": BackendEntry(
+        builder="recpipe.export.builders:build_onnx",
+        scorer="recpipe.export.onnx:OnnxScorer",
+        full_model=False,
+        serving_rank=1,
+    ),
+    "rtp": BackendEntry(
+        builder="recpipe.export.builders:build_rtp",
+        scorer="recpipe.export.rtp:RtpModel",
+        full_model=False,
+        serving_rank=0,
+    ),
+    "trt": BackendEntry(
+        builder="recpipe.export.builders:build_trt",
+        scorer="recpipe.export.trt:TrtScorer",
+        full_model=False,
+        default=False,
+        unavailable="recpipe.export.trt:trt_unavailable_reason",
+    ),
+}
+
+DEFAULT_BACKENDS: tuple[str, ...] = tuple(name for name, b in EXPORT_BACKENDS.items() if b.default)
+# `recpipe run` (the embedded pipeline) leaves out aoti unless asked: compiling its C++ takes minutes on 2 cores.
+LOCAL_RUN_BACKENDS: tuple[str, ...] = tuple(name for name in DEFAULT_BACKENDS if name != "aoti")
+SERVING_PREFERENCE: tuple[str, ...] = tuple(
+    sorted(
+        (name for name, b in EXPORT_BACKENDS.items() if b.serving_rank is not None),
+        key=lambda name: EXPORT_BACKENDS[name].serving_rank,  # type: ignore[arg-type, return-value]
+    )
+)
+
+
+def check_backend_names(names: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming every entry of ``names`` that is not a backend."""
+    unknown = [b for b in names if b not in EXPORT_BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend(s) {unknown}; choose from {list(EXPORT_BACKENDS)}")
+
+
+def parse_backends(backends: str | Sequence[str]) -> list[str]:
+    """``"jit, ONNX"`` or ``["jit", "onnx"]`` → ``["jit", "onnx"]`` (stripped, lower-cased, first
+    occurrence kept): the one parser of a backend list, for the config, the CLI and the pipeline.
+
+    Raises:
+        ValueError: an unknown backend, or none at all.
+
+    Example::
+
+        parse_backends("rtp,jit,rtp")    # ['rtp', 'jit']
+        parse_backends("jit,tflite")     # ValueError: unknown backend(s) ['tflite']; choose from [...]
+    """
+    items = backends.split(",") if isinstance(backends, str) else backends
+    names = [str(b).strip().lower() for b in items if str(b).strip()]
+    if not names:
+        raise ValueError(f"no backend given; choose from {list(EXPORT_BACKENDS)}")
+    check_backend_names(names)
+    return list(dict.fromkeys(names))

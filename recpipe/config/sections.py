@@ -1,0 +1,52 @@
+"""The base classes of every config section, and the parts a model's section is made of.
+
+A model declares its ``model:`` section in its own folder (``recpipe/models/<name>/config.py``) on
+:class:`ModelSection`; such a file imports only ``recpipe.config`` modules (the ground floor), so loading a
+config never imports torch or any model code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """A config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class MlpConfig(Strict):
+    hidden_units: list[int] = Field(min_length=1)
+    activation: Literal["relu", "gelu", "silu", "dice"] = "relu"
+    batch_norm: bool = False
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+
+class ConfigSection(Strict):
+    """A part of the config declared outside ``recpipe/config/`` (a model's section and its parts): unknown
+    keys are errors, as everywhere in the config."""
+
+
+class ModelSection(ConfigSection):
+    """Base of a model's config section. Each model declares its subclass in its own folder (with
+    ``type: Literal["<name>"]`` and ``check_groups``); :data:`recpipe.config.catalogue.MODELS` maps ``type``
+    to it."""
+
+    type: str
+
+
+class _Named(Protocol):
+    name: str
+
+
+def check_group_refs(used: Iterable[str], groups: Sequence[_Named]) -> None:
+    """What a model config's ``check_groups`` calls: raise ``ValueError`` naming every group in ``used``
+    that ``groups`` (the config's :class:`~recpipe.config.features.FeatureGroupConfig` s) does not define."""
+    defined = {g.name for g in groups}
+    bad = [g for g in used if g not in defined]
+    if bad:
+        raise ValueError(f"model refers to unknown feature groups {bad}; defined: {sorted(defined)}")
