@@ -108,6 +108,16 @@ class SubFeatureConfig(_IdMappingMixin):
     name: str
 
 
+SUB_KEY_SEPARATOR = "__"
+
+
+def sub_feature_key(sequence: str, sub: str) -> str:
+    """The feature key of sub-feature ``sub`` of sequence ``sequence``: the one spelling of it, in the config,
+    the FeatureSpec, fg.json and the KJT (``sub_feature_key("click_50_seq", "cate_id")`` is
+    ``"click_50_seq__cate_id"``)."""
+    return f"{sequence}{SUB_KEY_SEPARATOR}{sub}"
+
+
 class SequenceFeatureConfig(Strict):
     kind: Literal["sequence"]
     name: str
@@ -116,6 +126,10 @@ class SequenceFeatureConfig(Strict):
     delimiter: str = "|"
     sub_delimiter: str = "\x03"
     sub_features: list[SubFeatureConfig] = Field(min_length=1)
+
+    def sub_keys(self) -> list[str]:
+        """The keys of its sub-features, in order (:func:`sub_feature_key`)."""
+        return [sub_feature_key(self.name, s.name) for s in self.sub_features]
 
 
 FeatureConfig = Annotated[

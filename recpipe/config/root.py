@@ -212,7 +212,6 @@ class TrainConfig(Strict):
     eval_every_steps: int | None = Field(None, ge=1)
     checkpoint_every_steps: int | None = Field(None, ge=1)
     keep_last_checkpoints: int = Field(2, ge=1)
-    nproc_per_node: int = Field(1, ge=1)
     seed: int = 0
     log_every_steps: int = Field(50, ge=1)
     allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
@@ -307,7 +306,7 @@ class RecpipeConfig(Strict):
         for f in self.features:
             names.append(f.name)
             if isinstance(f, SequenceFeatureConfig):
-                names.extend(f"{f.name}__{s.name}" for s in f.sub_features)
+                names.extend(f.sub_keys())
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"duplicate feature names {dup}")

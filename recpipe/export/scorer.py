@@ -14,9 +14,9 @@ import torch
 from recpipe.export.manifest import ArtifactError, Manifest
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.raw import to_arrow
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FG_JSON, FeatureSpec
 
-FG_NAME = "fg.json"
+FG_NAME = FG_JSON
 OUTPUTS = ("probability", "logit")
 
 

@@ -13,6 +13,7 @@ from recpipe.config import (
     SequenceFeatureConfig,
     SubFeatureConfig,
 )
+from recpipe.config.features import sub_feature_key
 from recpipe.features.spec import (
     DenseFeature,
     FeatureGroup,
@@ -135,10 +136,8 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
                 raise FeatureSpecError(
                     f"sequence feature {f.name!r}: pre-encoded sequences (data.fg_encoded) are not supported"
                 )
-            keys = []
-            for sub in f.sub_features:
-                key = f"{f.name}__{sub.name}"
-                keys.append(key)
+            keys = f.sub_keys()
+            for key, sub in zip(keys, f.sub_features, strict=True):
                 sparse.append(
                     SparseFeature(
                         name=key,
@@ -231,8 +230,8 @@ def _group(spec: FeatureSpec, name: str, gtype: str, features: list[str]) -> Fea
             f"sequence group {name!r} needs one query feature per history sub-feature; "
             f"got query {query} and history {history}"
         )
-    # Pair query and history by the sub-feature suffix (click_50_seq__cate_id ↔ cate_id).
-    by_suffix = {h.split("__", 1)[1]: h for h in history}
+    # Pair query and history by the sub-feature's name (click_50_seq__cate_id ↔ cate_id).
+    by_suffix = {h.removeprefix(sub_feature_key(str(seq_of[h]), "")): h for h in history}
     missing = [q for q in query if q not in by_suffix]
     if missing:
         raise FeatureSpecError(

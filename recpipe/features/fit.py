@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from recpipe.config import IdFeatureConfig, RawFeatureConfig, RecpipeConfig, SequenceFeatureConfig
+from recpipe.config.features import sub_feature_key
 from recpipe.data.sharding import Shard
 from recpipe.data.types import Source
 from recpipe.features.build import WIDE_SUFFIX, build_feature_spec, parse_normalizer
@@ -31,7 +32,7 @@ def _needs(cfg: RecpipeConfig) -> tuple[dict[str, str], dict[str, int], dict[str
         elif isinstance(f, SequenceFeatureConfig):
             for s in f.sub_features:
                 if s.min_freq is not None:
-                    vocab[f"{f.name}__{s.name}"] = f.name
+                    vocab[sub_feature_key(f.name, s.name)] = f.name
         elif isinstance(f, RawFeatureConfig):
             if f.num_quantile_buckets is not None and f.boundaries is None:
                 quant[f.name] = f.num_quantile_buckets
@@ -169,7 +170,7 @@ def _min_freq(cfg: RecpipeConfig, key: str) -> int:
             return int(f.min_freq or 1)
         if isinstance(f, SequenceFeatureConfig):
             for s in f.sub_features:
-                if f"{f.name}__{s.name}" == key:
+                if sub_feature_key(f.name, s.name) == key:
                     return int(s.min_freq or 1)
     raise KeyError(key)
 

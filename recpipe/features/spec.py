@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+# The FeatureSpec's file name wherever one is written (a dataset, a checkpoint, an export folder).
+FG_JSON = "fg.json"
+
 FG_FORMAT_VERSION = 1
 
 
@@ -330,7 +333,7 @@ class FeatureSpec:
     def load(cls, path: str | Path) -> FeatureSpec:
         path = Path(path)
         if path.is_dir():
-            path = path / "fg.json"
+            path = path / FG_JSON
         try:
             return cls.from_dict(json.loads(path.read_text()))
         except FileNotFoundError:

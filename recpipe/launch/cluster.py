@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recpipe.features.spec import FG_JSON
 from recpipe.launch.command import worker_command
 from recpipe.launch.errors import TrainingFailed
 from recpipe.launch.pytorchjob import (
@@ -79,7 +80,7 @@ def _stage_inputs(
     for src, key in ((train_dir, "train"), (eval_dir, "eval")):
         shutil.copytree(src, paths[key], dirs_exist_ok=True)
     if fg_json:
-        paths["fg"] = str(job_dir / "fg.json")
+        paths["fg"] = str(job_dir / FG_JSON)
         shutil.copyfile(fg_json, paths["fg"])
     paths["out"] = str(job_dir / "out")
     return paths

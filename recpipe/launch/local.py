@@ -109,7 +109,7 @@ def launch_local(
         config_path (str | Path): the config YAML.
         train_uri (str), eval_uri (str | None): the data.
         out_dir (str | Path): training output folder (checkpoints, metrics).
-        nproc_per_node (int | None): processes; default ``train.nproc_per_node`` of the config.
+        nproc_per_node (int | None): processes (default 1; the train stage passes its world size).
         overrides (Mapping | None): dotted config overrides, ``{"train.max_steps": 100}``.
         resume (bool): continue from the latest checkpoint in ``out_dir``.
         spec_path (str | None): the fitted FeatureSpec (default: ``out_dir/fg.json``, beside the data, or
@@ -125,8 +125,8 @@ def launch_local(
                             "runs/x/train", nproc_per_node=2, overrides={"train.max_steps": 200})
     """
     overrides = dict(overrides or {})
-    cfg = load_config(config_path, overrides)  # fail here, once, on a bad config
-    nproc = nproc_per_node or cfg.train.nproc_per_node
+    load_config(config_path, overrides)  # fail here, once, on a bad config
+    nproc = 1 if nproc_per_node is None else nproc_per_node
     if nproc < 1:
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc}")
     Path(out_dir).mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ def check_data_fits(cfg: RecpipeConfig, source: str) -> None:
         source (str): the data source (already readable: :func:`check_data_source`).
     """
     from recpipe.features.build import build_feature_spec
-    from recpipe.features.fits import SchemaMismatch, check_source
+    from recpipe.features.schema_check import SchemaMismatch, check_source
 
     try:
         check_source(build_feature_spec(cfg), source, cfg.csv_options())
@@ -58,7 +58,7 @@ def synthetic_source_for(cfg: RecpipeConfig, rows: int) -> str:
     """
     from recpipe.data.sources import SYNTHETIC_LAYOUTS
     from recpipe.features.build import build_feature_spec
-    from recpipe.features.fits import schema_problems, source_schema
+    from recpipe.features.schema_check import schema_problems, source_schema
 
     spec = build_feature_spec(cfg)
     misses = {}

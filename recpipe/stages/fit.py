@@ -11,7 +11,7 @@ from recpipe.config import load_config
 from recpipe.data.sources import open_source
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fit import fit_feature_spec
-from recpipe.features.fits import check_source
+from recpipe.features.schema_check import check_source
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 

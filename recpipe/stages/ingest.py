@@ -21,7 +21,7 @@ from recpipe.auc import binary_auc
 from recpipe.config import CsvOptions, SplitConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
-from recpipe.features.fits import check_source
+from recpipe.features.schema_check import check_source
 from recpipe.features.spec import FeatureSpec
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
@@ -117,7 +117,7 @@ def run(
             ``out_dir/eval`` (a pipeline's two dataset artifacts).
         log (RunLog): records both splits as dataset inputs and the row counts and oracle AUC as metrics.
         spec (FeatureSpec | None): the config's features: the source's schema is checked against them
-            before any row is read (:class:`~recpipe.features.fits.SchemaMismatch` lists every problem).
+            before any row is read (:class:`~recpipe.features.schema_check.SchemaMismatch` lists every problem).
     """
     with failing(log, "ingest"):
         if spec is not None:

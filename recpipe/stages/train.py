@@ -171,7 +171,7 @@ def check_data(
     """
     from recpipe.config import load_config
     from recpipe.features.build import build_feature_spec
-    from recpipe.features.fits import check_source
+    from recpipe.features.schema_check import check_source
     from recpipe.features.spec import FeatureSpec
 
     cfg = load_config(config_path, dict(overrides))

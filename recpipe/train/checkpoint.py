@@ -34,7 +34,7 @@ import yaml
 from torch import nn
 
 from recpipe.config import RecpipeConfig, parse_config
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.integrity import (
     IntegrityError,
     read_json,
@@ -50,7 +50,7 @@ CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
 META = "meta.json"
 CONFIG = "config.yaml"
-SPEC = "fg.json"
+SPEC = FG_JSON
 MANIFEST = "manifest.json"
 _NAME = re.compile(r"^ckpt-(\d+)$")
 

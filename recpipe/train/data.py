@@ -46,7 +46,7 @@ from recpipe.config import CsvOptions
 from recpipe.data.sharding import Shard
 from recpipe.data.sources import open_source
 from recpipe.features.fg import FeatureGenerator, FGOutput, FGStats
-from recpipe.features.fits import check_schema
+from recpipe.features.schema_check import check_schema
 from recpipe.features.spec import FeatureSpec
 from recpipe.train.prefetch import WorkerKind, ordered_prefetch
 

@@ -16,7 +16,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from recpipe.config import RecpipeConfig, load_config, parse_overrides
 from recpipe.features.fit import check_spec_matches, fit_feature_spec
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FG_JSON, FeatureSpec
 
 
 def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_uri: str) -> FeatureSpec:
@@ -26,7 +26,7 @@ def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_ur
         spec = FeatureSpec.load(spec_path)
         check_spec_matches(spec, cfg, spec_path)  # fitted from another feature definition: refused
         return spec
-    for candidate in (out_dir / "fg.json", Path(train_uri) / "fg.json", Path(train_uri).parent / "fg.json"):
+    for candidate in (out_dir / FG_JSON, Path(train_uri) / FG_JSON, Path(train_uri).parent / FG_JSON):
         if candidate.is_file():
             spec = FeatureSpec.load(candidate)
             check_spec_matches(spec, cfg, str(candidate))

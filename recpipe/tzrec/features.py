@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from recpipe.config.features import sub_feature_key
 from recpipe.tzrec.problems import Findings
 
 # recpipe reads the column an expression names; inputs computed by other features or constants are
@@ -222,7 +223,7 @@ def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Memb
         # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
         # "782577\x037511\x03" is id 0, not a bad row.
         sub_out.setdefault("default_value", "0")
-        key = f"{name}__{sub.feature_name}"
+        key = sub_feature_key(name, sub.feature_name)
         table = sub.embedding_name or f"{key}_emb"
         tables.setdefault(table, []).append(_Member(sub_out, key, True, sub_path))
         out["sub_features"].append(sub_out)

@@ -55,6 +55,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from recpipe.config import RecpipeConfig, parse_config
+from recpipe.config.features import sub_feature_key
 from recpipe.config.placeholders import PLACEHOLDER, placeholders
 from recpipe.data.odps import parse_odps_uri
 from recpipe.tzrec.features import map_features
@@ -66,7 +67,7 @@ from recpipe.tzrec.schema import descriptor, new_config
 
 FROM_DEFAULTS: dict[str, str] = {
     "data.on_bad_row, data.neg_sample_rate, data.oracle_column, data.group_column": "recpipe-only",
-    "train.grad_clip_norm, eval_every_steps, keep_last_checkpoints, nproc_per_node, seed, sharding": (
+    "train.grad_clip_norm, eval_every_steps, keep_last_checkpoints, seed, sharding": (
         "recpipe-only (or not imported)"
     ),
     "eval.gate, eval.threshold": "recpipe's promotion gate",
@@ -375,7 +376,7 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
         kind = fc.WhichOneof("feature")
         if kind == "sequence_feature":
             seq = fc.sequence_feature
-            known |= {f"{seq.sequence_name}__{s.id_feature.feature_name}" for s in seq.features}
+            known |= {sub_feature_key(seq.sequence_name, s.id_feature.feature_name) for s in seq.features}
         elif kind is not None:
             known.add(getattr(fc, kind).feature_name)
     # A feature of an unsupported type (sequence_id_feature) is reported once, where it is defined, not

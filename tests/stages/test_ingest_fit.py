@@ -137,7 +137,7 @@ def test_fit_learns_vocab_quantiles_and_zscore(tmp_path):
 def test_ingest_and_fit_refuse_data_without_the_configs_columns_before_reading_rows(tmp_path):
     # Issue 17: ingest and fit accepted a Taobao config on Criteo rows; train failed ~35 s later.
     from recpipe.features.build import build_feature_spec
-    from recpipe.features.fits import SchemaMismatch
+    from recpipe.features.schema_check import SchemaMismatch
 
     root = Path(__file__).resolve().parents[2]
     taobao = root / "configs" / "din_taobao_small.yaml"

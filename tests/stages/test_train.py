@@ -13,7 +13,7 @@ import pytest
 
 from recpipe import tracking
 from recpipe.data.synthetic import generate
-from recpipe.features.fits import SchemaMismatch
+from recpipe.features.schema_check import SchemaMismatch
 from recpipe.launch import TrainingFailed
 from recpipe.stages import train
 from recpipe.tracking.uri import client

@@ -138,7 +138,7 @@ def test_missing_columns_fail_at_construction_with_every_column_of_the_data(taob
     # Issue 17: FG saw only the projected columns, so the rank said "the file has ['label']".
     import pyarrow.parquet as pq
 
-    from recpipe.features.fits import SchemaMismatch
+    from recpipe.features.schema_check import SchemaMismatch
 
     table = pq.read_table(taobao["train"]).drop_columns(["price", "pid"])
     pq.write_table(table, tmp_path / "part-00000.parquet")

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from recpipe.data.synthetic import criteo, taobao
 from recpipe.data.synthetic.common import GenerateReport, write_chunks
@@ -65,20 +66,13 @@ def generate(
         raise ValueError(f"max_vocab, hashed and pairs are options of synthetic criteo data, not of {kind!r}")
     if hashed not in (0, 1) or pairs not in (0, 1, 2):
         raise ValueError(f"hashed must be 0 or 1 and pairs 0, 1 or 2, got {hashed!r} and {pairs!r}")
+    make: Callable[[int, int], Any]
     if kind == "taobao":
         cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
-        params = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
-        return write_chunks(
-            kind,
-            rows,
-            out,
-            seed,
-            chunk_rows,
-            lambda c, n: taobao.make_chunk(cat, seed, c, n),
-            params,
-            taobao.LABELS,
-        )
-    if kind == "criteo":
+        params: dict[str, Any] = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
+        labels: tuple[str, ...] = taobao.LABELS
+        make = lambda c, n: taobao.make_chunk(cat, seed, c, n)  # noqa: E731
+    elif kind == "criteo":
         model = criteo.build_model(seed, max_vocab, int(pairs))
         params = {
             "base": model.base,
@@ -86,14 +80,8 @@ def generate(
             "hashed": bool(hashed),
             "pairs": int(pairs),
         }
-        return write_chunks(
-            kind,
-            rows,
-            out,
-            seed,
-            chunk_rows,
-            lambda c, n: criteo.make_chunk(model, seed, c, n, bool(hashed)),
-            params,
-            ("label",),
-        )
-    raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao' or 'criteo'")
+        labels = ("label",)
+        make = lambda c, n: criteo.make_chunk(model, seed, c, n, bool(hashed))  # noqa: E731
+    else:
+        raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao' or 'criteo'")
+    return write_chunks(kind, rows, out, seed, chunk_rows, make, params, labels)

@@ -11,7 +11,7 @@ import pytest
 
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
-from recpipe.features.fits import SchemaMismatch, check_source, schema_problems, source_schema
+from recpipe.features.schema_check import SchemaMismatch, check_source, schema_problems, source_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
