@@ -4,12 +4,16 @@ capture off torch's structured-trace logger (below)."""
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _keep_pytest_handlers_off_torch_trace() -> None:
@@ -90,3 +94,27 @@ def payload(tmp_path) -> Payload:
     work = tmp_path / "payload"
     work.mkdir()
     return Payload(marker=tmp_path / "PAYLOAD_RAN", workdir=work)
+
+
+@pytest.fixture
+def declare_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], None]:
+    """Declare ``line`` (``"text_length = tests.features.toy_kind"``) in entry-point group ``group`` the way a
+    package outside recpipe does: installed distribution metadata, found by this process and by the processes
+    it starts (the trainer, the scoring server). Several calls add to one distribution."""
+    site = tmp_path / "entry-point-site"
+    info = site / "recpipe_test_declarations-0.dist-info"
+    groups: dict[str, list[str]] = {}
+
+    def declare(group: str, line: str) -> None:
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: recpipe-test-declarations\nVersion: 0\n")
+        groups.setdefault(group, []).append(line)
+        text = "".join(f"[{g}]\n" + "".join(f"{x}\n" for x in lines) for g, lines in groups.items())
+        (info / "entry_points.txt").write_text(text)
+        monkeypatch.syspath_prepend(str(site))
+        # Processes started from here: the metadata, and the repository root that holds tests.*.
+        monkeypatch.setenv(
+            "PYTHONPATH", os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])
+        )
+
+    return declare

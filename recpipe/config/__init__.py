@@ -13,8 +13,8 @@ A model's section file imports from those submodules, never from this package: t
 """
 
 from recpipe.config.features import (
-    FeatureConfig,
     FeatureGroupConfig,
+    FeatureSection,
     IdFeatureConfig,
     RawFeatureConfig,
     SequenceFeatureConfig,
@@ -26,6 +26,7 @@ from recpipe.config.root import (
     DataConfig,
     EvalConfig,
     ExportConfig,
+    FeatureConfig,
     GateConfig,
     OptimizerConfig,
     ParameterError,
@@ -51,6 +52,7 @@ __all__ = [
     "ExportConfig",
     "FeatureConfig",
     "FeatureGroupConfig",
+    "FeatureSection",
     "GateConfig",
     "IdFeatureConfig",
     "MlpConfig",

@@ -9,9 +9,14 @@ module*, and holds them to the floors):
 - :attr:`ModelEntry.config` by :mod:`recpipe.config.root` (so a model's section file imports only
   ``recpipe.config`` modules: it stands on the ground floor, however deep its folder is);
 - :attr:`ModelEntry.build` by :mod:`recpipe.models.registry`;
-- :class:`BackendEntry`'s builder, scorer and availability check by :mod:`recpipe.export.backends`.
+- :class:`BackendEntry`'s builder, scorer and availability check by :mod:`recpipe.export.backends`;
+- :attr:`KindEntry.config` by :mod:`recpipe.config.root`, :attr:`KindEntry.fg` by
+  :mod:`recpipe.features.kinds.registry`.
 
-Adding a model: its folder ``recpipe/models/<name>/`` and one line in :data:`MODELS`. A package outside
+Adding a model: its folder ``recpipe/models/<name>/`` and one line in :data:`MODELS`. Adding a feature kind:
+its module ``recpipe/features/kinds/<kind>.py``, its config class (a section of the config, so on this floor:
+``recpipe/config/features.py``) and one line in :data:`FEATURE_KINDS`; outside recpipe, one module holding
+both (``Config`` and ``KIND``) and an entry point of group ``recpipe.feature_kinds``. A package outside
 recpipe declares a model by an entry point of group ``recpipe.models`` instead (``my_model =
 "my_package.my_model"``, a module with ``Config`` and ``build``): every process that loads a config finds it,
 training workers and cluster pods included.
@@ -79,6 +84,35 @@ class BackendEntry:
     serving_rank: int | None = None
     unavailable: str | None = None
 
+
+@dataclass(frozen=True)
+class KindEntry:
+    """One feature kind (the ``kind:`` of a feature in the config).
+
+    Args:
+        config (str): ``"module:Class"``, its :class:`~recpipe.config.features.FeatureSection` (imports only
+            ``recpipe.config`` modules).
+        fg (str): ``"module:attribute"``, its :class:`~recpipe.features.kinds.base.FeatureKind`: the
+            FeatureSpec entries it makes, what it fits, its vectorized FG.
+    """
+
+    RESOLVED_BY: ClassVar[dict[str, str]] = {
+        "config": "recpipe.config.root",
+        "fg": "recpipe.features.kinds.registry",
+    }
+
+    config: str
+    fg: str
+
+
+FEATURE_KINDS: dict[str, KindEntry] = {
+    "id": KindEntry("recpipe.config.features:IdFeatureConfig", "recpipe.features.kinds.id:KIND"),
+    "raw": KindEntry("recpipe.config.features:RawFeatureConfig", "recpipe.features.kinds.raw:KIND"),
+    "sequence": KindEntry(
+        "recpipe.config.features:SequenceFeatureConfig", "recpipe.features.kinds.sequence:KIND"
+    ),
+}
+FEATURE_KIND_ENTRY_POINTS = "recpipe.feature_kinds"  # the entry-point group of kinds declared outside recpipe
 
 MODELS: dict[str, ModelEntry] = {
     "multi_tower_din": ModelEntry(

@@ -1,10 +1,16 @@
 """The ``features:`` and ``feature_groups:`` sections of the recpipe config (:mod:`recpipe.config`
-re-exports every name here)."""
+re-exports every name here).
+
+Each feature kind's config class is a :class:`FeatureSection` named by the kind's line in
+:data:`recpipe.config.catalogue.FEATURE_KINDS`; what the kind does with it (FeatureSpec entries, fitting,
+FG) is its module in ``recpipe/features/kinds/``. A kind declared outside recpipe (an entry point) brings its
+config class in its own module.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -12,6 +18,33 @@ from recpipe.config.sections import Strict
 
 
 # ------------------------------------------------------------------------------------------- features
+class FeatureSection(Strict):
+    """Base of every feature kind's config: ``kind`` (its catalogue name), ``name`` and the ``column`` it reads
+    (default: the name).
+
+    A kind's class answers the questions the config itself asks of a feature, so validating and reading a
+    config never needs the kind's FG code.
+    """
+
+    kind: str
+    name: str
+    column: str | None = None
+
+    @property
+    def source_column(self) -> str:
+        """The input column the feature reads."""
+        return self.column or self.name
+
+    def feature_keys(self) -> list[str]:
+        """The names feature groups may list for this feature (its own name; a sequence adds its sub-features)."""
+        return [self.name]
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        """Columns a CSV reader must read as text (ids: ``"00000000"`` is not ``0``); ``skip_bad_rows``: under
+        ``on_bad_row: skip`` numeric columns too, so a bad number is a skipped row, not a failed pass."""
+        return []
+
+
 class _IdMappingMixin(Strict):
     hash_bucket_size: int | None = Field(None, ge=1)
     num_buckets: int | None = Field(None, ge=1)
@@ -53,20 +86,24 @@ class _IdMappingMixin(Strict):
         return self
 
 
-class IdFeatureConfig(_IdMappingMixin):
+class IdFeatureConfig(_IdMappingMixin, FeatureSection):
     kind: Literal["id"]
-    name: str
-    column: str | None = None
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.source_column]
+
     pooling: Literal["sum", "mean"] = "sum"
 
 
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
 
 
-class RawFeatureConfig(Strict):
+class RawFeatureConfig(FeatureSection):
     kind: Literal["raw"]
-    name: str
-    column: str | None = None
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.source_column] if skip_bad_rows else []
+
     # With boundaries: bucketized into len(boundaries)+1 ids and embedded; otherwise a dense column.
     boundaries: list[float] | None = None
     embedding_dim: int = Field(16, ge=1)
@@ -118,10 +155,8 @@ def sub_feature_key(sequence: str, sub: str) -> str:
     return f"{sequence}{SUB_KEY_SEPARATOR}{sub}"
 
 
-class SequenceFeatureConfig(Strict):
+class SequenceFeatureConfig(FeatureSection):
     kind: Literal["sequence"]
-    name: str
-    column: str | None = None
     sequence_length: int = Field(100, ge=1)
     delimiter: str = "|"
     sub_delimiter: str = "\x03"
@@ -131,10 +166,11 @@ class SequenceFeatureConfig(Strict):
         """The keys of its sub-features, in order (:func:`sub_feature_key`)."""
         return [sub_feature_key(self.name, s.name) for s in self.sub_features]
 
+    def feature_keys(self) -> list[str]:
+        return [self.name, *self.sub_keys()]
 
-FeatureConfig = Annotated[
-    IdFeatureConfig | RawFeatureConfig | SequenceFeatureConfig, Field(discriminator="kind")
-]
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.source_column]
 
 
 class FeatureGroupConfig(Strict):

@@ -25,18 +25,15 @@ from pydantic import (
 
 from recpipe.config.catalogue import (
     DEFAULT_BACKENDS,
+    FEATURE_KIND_ENTRY_POINTS,
+    FEATURE_KINDS,
     MODEL_ENTRY_POINTS,
     MODELS,
+    KindEntry,
     ModelEntry,
     check_backend_names,
 )
-from recpipe.config.features import (
-    FeatureConfig,
-    FeatureGroupConfig,
-    IdFeatureConfig,
-    RawFeatureConfig,
-    SequenceFeatureConfig,
-)
+from recpipe.config.features import FeatureGroupConfig, FeatureSection
 from recpipe.config.placeholders import check_declared
 from recpipe.config.sections import ModelSection, Strict
 from recpipe.config.strict_yaml import DuplicateKeyError, load_yaml
@@ -193,6 +190,45 @@ def _model_section(value: Any) -> Any:
 ModelConfig = Annotated[Any, BeforeValidator(_model_section)]
 
 
+def feature_kind_names() -> list[str]:
+    """Every declared feature kind: :data:`~recpipe.config.catalogue.FEATURE_KINDS` and the entry points of
+    group ``recpipe.feature_kinds``."""
+    return sorted(set(FEATURE_KINDS) | {ep.name for ep in entry_points(group=FEATURE_KIND_ENTRY_POINTS)})
+
+
+def feature_kind_entry(name: str) -> KindEntry:
+    """Where feature kind ``name`` is declared: its catalogue line, else an installed package's entry point
+    (a module with ``Config`` and ``KIND``).
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    if name in FEATURE_KINDS:
+        return FEATURE_KINDS[name]
+    found = [ep.value for ep in entry_points(group=FEATURE_KIND_ENTRY_POINTS) if ep.name == name]
+    if not found:
+        raise ValueError(f"unknown feature kind {name!r}; known: {feature_kind_names()}")
+    module = found[0].partition(":")[0]
+    return KindEntry(config=f"{module}:Config", fg=f"{module}:KIND")
+
+
+def _feature_section(value: Any) -> Any:
+    """One ``features:`` entry validated by the config class of the kind its ``kind`` names."""
+    if isinstance(value, FeatureSection):
+        return value
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+        raise ValueError(f"must be a mapping with a feature kind, one of {feature_kind_names()}")
+    entry = feature_kind_entry(value["kind"])
+    cls = resolve(entry.config)
+    if not (isinstance(cls, type) and issubclass(cls, FeatureSection)):
+        raise ValueError(f"feature kind {value['kind']!r}: {entry.config} is not a FeatureSection")
+    return cls.model_validate(value)
+
+
+# Any: the kind's class comes from the catalogue at validation time (and serializes as itself).
+FeatureConfig = Annotated[Any, BeforeValidator(_feature_section)]
+
+
 # ---------------------------------------------------------------------------------------------- train
 class OptimizerConfig(Strict):
     type: Literal["adagrad", "rowwise_adagrad", "adam", "sgd"]
@@ -302,11 +338,7 @@ class RecpipeConfig(Strict):
 
     @model_validator(mode="after")
     def _cross_refs(self) -> RecpipeConfig:
-        names: list[str] = []
-        for f in self.features:
-            names.append(f.name)
-            if isinstance(f, SequenceFeatureConfig):
-                names.extend(f.sub_keys())
+        names = [key for f in self.features for key in f.feature_keys()]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"duplicate feature names {dup}")
@@ -336,15 +368,11 @@ class RecpipeConfig(Strict):
         """``data.csv`` with every id and history column of the features read as text (the raw-value
         contract: ``123``, ``"123"`` and ``123.0`` are one id, but ``"00000000"`` is not ``0``); under
         ``on_bad_row: skip`` the raw, label and weight columns too, so a bad number anywhere is a skipped row."""
-        text = [
-            f.column or f.name
-            for f in self.features
-            if isinstance(f, IdFeatureConfig | SequenceFeatureConfig)
-        ]
-        if self.data.on_bad_row == "skip":
+        skip = self.data.on_bad_row == "skip"
+        text = [c for f in self.features for c in f.text_columns(skip)]
+        if skip:
             # Arrow's typed CSV parser fails the whole pass on a bad number in any block after the one types
             # were inferred from; read as text, FG checks every row and skips (and counts) the bad ones.
-            text += [f.column or f.name for f in self.features if isinstance(f, RawFeatureConfig)]
             text += [c for c in (*self.data.labels, self.data.weight) if c]
         csv = self.data.csv
         return csv.model_copy(update={"text_columns": list(dict.fromkeys([*csv.text_columns, *text]))})

@@ -1,72 +1,19 @@
-"""Turn the typed config into a FeatureSpec (fitted parts left at their defaults; see ``fit``)."""
+"""Turn the typed config into a FeatureSpec (fitted parts left at their defaults; see ``fit``): each feature
+through its kind (:mod:`recpipe.features.kinds`), then the groups."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from pathlib import Path
 
-from recpipe.config import (
-    IdFeatureConfig,
-    RawFeatureConfig,
-    RecpipeConfig,
-    SequenceFeatureConfig,
-    SubFeatureConfig,
-)
+from recpipe.config import RecpipeConfig
 from recpipe.config.features import sub_feature_key
-from recpipe.features.spec import (
-    DenseFeature,
-    FeatureGroup,
-    FeatureSpec,
-    FeatureSpecError,
-    IdMapping,
-    SequenceFeature,
-    SparseFeature,
-)
+from recpipe.features.kinds.base import SpecParts
+from recpipe.features.kinds.registry import feature_kind
+from recpipe.features.spec import FeatureGroup, FeatureSpec, FeatureSpecError
 
-_LOG = re.compile(r"log\(\s*x\s*\+\s*([0-9.]+)\s*\)")
 # TorchEasyRec's wide_embedding_dim default (tzrec/protos/models/rank_model.proto: DeepFM, WideAndDeep).
 WIDE_EMBEDDING_DIM = 4
 WIDE_SUFFIX = "__wide"
-
-
-def _mapping(
-    cfg: IdFeatureConfig | SubFeatureConfig, vocab: list[str] | None = None, encoded: bool = False
-) -> IdMapping:
-    if encoded:
-        # TorchEasyRec's FG_NONE (tzrec/features/feature.py, _parse_fg_encoded_sparse_feature_impl): the
-        # column holds the ids FG wrote, cast to int64 and used as they are; num_buckets/hash_bucket_size
-        # only size the table. recpipe checks each id against that size (TorchEasyRec does not).
-        size = cfg.num_buckets or cfg.hash_bucket_size
-        if size is None or cfg.zch:
-            raise FeatureSpecError(
-                f"feature {cfg.name!r}: pre-encoded input (data.fg_encoded) needs num_buckets or "
-                "hash_bucket_size (the table size) and no zch; a vocabulary or zch maps raw values"
-            )
-        return IdMapping("identity", size, default_value=cfg.default_value)
-    if cfg.hash_bucket_size is not None:
-        return IdMapping("hash", cfg.hash_bucket_size, default_value=cfg.default_value)
-    if cfg.num_buckets is not None:
-        return IdMapping("mod", cfg.num_buckets, default_value=cfg.default_value)
-    if cfg.vocab_list is not None:
-        vocab = list(cfg.vocab_list)
-    elif cfg.vocab_file is not None:
-        path = Path(cfg.vocab_file)
-        if not path.is_file():
-            raise FeatureSpecError(f"feature {cfg.name!r}: vocab_file {path} does not exist")
-        vocab = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    elif vocab is None:  # min_freq: filled in by fit
-        vocab = []
-    unk = cfg.default_bucket if cfg.default_bucket is not None else 0
-    return IdMapping("vocab", len(vocab) + 1, vocab=vocab, default_value=cfg.default_value, unk_id=unk)
-
-
-def parse_normalizer(expr: str | None) -> tuple[float | None, bool]:
-    """``"log(x+3),zscore"`` → ``(3.0, True)``."""
-    if not expr:
-        return None, False
-    m = _LOG.search(expr)
-    return (float(m.group(1)) if m else None), "zscore" in expr
 
 
 def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
@@ -74,96 +21,15 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
 
     Vocabularies from ``min_freq``, quantile boundaries and zscore statistics start empty/neutral and
     are filled by :func:`recpipe.features.fit.fit_feature_spec` from the training split. With
-    ``data.fg_encoded`` every id column holds row ids (:func:`_mapping`) and a bucketized raw feature's
-    column holds its bucket id.
+    ``data.fg_encoded`` every id column holds row ids and a bucketized raw feature's column holds its bucket id.
     """
-    encoded = cfg.data.fg_encoded
-    sparse: list[SparseFeature] = []
-    dense: list[DenseFeature] = []
-    sequences: list[SequenceFeature] = []
+    parts = SpecParts(encoded=cfg.data.fg_encoded)
     for f in cfg.features:
-        column = f.column or f.name
-        if isinstance(f, IdFeatureConfig):
-            sparse.append(
-                SparseFeature(
-                    name=f.name,
-                    column=column,
-                    mapping=_mapping(f, encoded=encoded),
-                    table=f.embedding_name or f.name,
-                    embedding_dim=f.embedding_dim,
-                    pooling=f.pooling,
-                    zch=f.zch,
-                    zch_size=f.zch_size,
-                )
-            )
-        elif isinstance(f, RawFeatureConfig):
-            if encoded and f.num_quantile_buckets is not None:
-                raise FeatureSpecError(
-                    f"feature {f.name!r}: pre-encoded input holds bucket ids; give its boundaries, "
-                    "not num_quantile_buckets (nothing to fit)"
-                )
-            if encoded and f.boundaries is not None:
-                # FG_NONE: the column holds the bucket id FG computed from the boundaries.
-                sparse.append(
-                    SparseFeature(
-                        name=f.name,
-                        column=column,
-                        mapping=IdMapping("identity", len(f.boundaries) + 1),
-                        table=f.embedding_name or f.name,
-                        embedding_dim=f.embedding_dim,
-                    )
-                )
-            elif f.boundaries is not None or f.num_quantile_buckets is not None:
-                bounds = list(f.boundaries) if f.boundaries is not None else []
-                sparse.append(
-                    SparseFeature(
-                        name=f.name,
-                        column=column,
-                        mapping=IdMapping("identity", len(bounds) + 1),
-                        table=f.embedding_name or f.name,
-                        embedding_dim=f.embedding_dim,
-                        boundaries=bounds,
-                        raw_default=f.default,
-                    )
-                )
-            else:
-                log_offset, _ = parse_normalizer(f.normalizer)
-                dense.append(
-                    DenseFeature(name=f.name, column=column, default=f.default, log_offset=log_offset)
-                )
-        elif isinstance(f, SequenceFeatureConfig):
-            if encoded:
-                raise FeatureSpecError(
-                    f"sequence feature {f.name!r}: pre-encoded sequences (data.fg_encoded) are not supported"
-                )
-            keys = f.sub_keys()
-            for key, sub in zip(keys, f.sub_features, strict=True):
-                sparse.append(
-                    SparseFeature(
-                        name=key,
-                        column=column,
-                        mapping=_mapping(sub),
-                        table=sub.embedding_name or sub.name,
-                        embedding_dim=sub.embedding_dim,
-                        sequence=f.name,
-                        zch=sub.zch,
-                        zch_size=sub.zch_size,
-                    )
-                )
-            sequences.append(
-                SequenceFeature(
-                    name=f.name,
-                    column=column,
-                    max_length=f.sequence_length,
-                    delimiter=f.delimiter,
-                    sub_delimiter=f.sub_delimiter,
-                    sub_features=keys,
-                )
-            )
+        feature_kind(f.kind).build(f, parts)
     spec = FeatureSpec(
-        sparse=sparse,
-        dense=dense,
-        sequences=sequences,
+        sparse=parts.sparse,
+        dense=parts.dense,
+        sequences=parts.sequences,
         groups=[],
         label=cfg.data.labels[0],
         extra_labels=cfg.data.labels[1:],

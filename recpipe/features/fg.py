@@ -21,11 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from recpipe.data.types import DataError
-from recpipe.features.columns import BadRows, as_numpy, map_ids, to_float
+from recpipe.features.columns import BadRows, as_numpy, to_float
 from recpipe.features.hashing import fnv1a64, to_string_array
+from recpipe.features.kinds.base import FeatureKind
+from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.raw import normalize
-from recpipe.features.sequence_fg import sequence_ids
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, FeatureSpecError
 
 
 class BadRowError(DataError):
@@ -142,9 +143,19 @@ class FeatureGenerator:
         first: dict[str, str] = {}
         for f in spec.sparse:
             if f.sequence is None:
-                how = repr((f.column, f.mapping, f.boundaries, f.raw_default, f.zch))
+                how = repr((f.kind, f.column, f.mapping, f.boundaries, f.raw_default, f.zch))
                 self._repeats[f.name] = first.setdefault(how, f.name)
         self._repeats = {k: v for k, v in self._repeats.items() if k != v}
+        # Every entry's kind, checked once: the kind must compute that sort of entry.
+        self._kind: dict[str, FeatureKind] = {}
+        for entries, part in ((spec.sparse, "sparse"), (spec.dense, "dense"), (spec.sequences, "sequence")):
+            for e in entries:
+                if part == "sparse" and e.sequence is not None:
+                    continue
+                kind = feature_kind(e.kind)
+                if getattr(kind, part) is None:
+                    raise FeatureSpecError(f"feature {e.name!r}: kind {e.kind!r} computes no {part} entries")
+                self._kind[e.name] = kind
         self.stats = FGStats()
         # Rows of the last call that were emitted (None: all of them), to line up outputs with inputs.
         self.last_kept: np.ndarray | None = None
@@ -213,42 +224,18 @@ class FeatureGenerator:
         for f in self.spec.sparse:
             if f.sequence is not None or f.name in self._repeats:
                 continue
-            arr = batch.column(f.column)
-            if f.boundaries is not None:
-                x, bad = to_float(arr, f.raw_default, f.column)
-                ids = np.searchsorted(np.asarray(f.boundaries, np.float64), x, side="right").astype(np.int64)
-                present = np.ones(n, bool)
-            else:
-                ids, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
+            values[f.name], lengths[f.name], bad = self._kind[f.name].sparse(f, batch)
             if bad is not None:
                 bads.append(bad)
-            values[f.name] = ids if present.all() else ids[present]
-            lengths[f.name] = present.astype(np.int32)
         for key, same in self._repeats.items():
             values[key], lengths[key] = values[same], lengths[same]
         for s in self.spec.sequences:
             feats = [self.spec.feature(k) for k in s.sub_features]
-            truncated += sequence_ids(batch.column(s.column), s, feats, n, values, lengths, bads)
+            truncated += self._kind[s.name].sequence(s, feats, batch, values, lengths, bads)
         dense = np.empty((n, len(self.spec.dense)), np.float32)
         for j, d in enumerate(self.spec.dense):
-            x, bad = to_float(batch.column(d.column), d.default, d.column)
-            if d.log_offset is not None:
-                shifted = x + d.log_offset
-                nonpos = shifted <= 0
-                if nonpos.any():
-                    bads.append(
-                        BadRows(
-                            np.flatnonzero(nonpos),
-                            d.column,
-                            f"a value > {-d.log_offset} for log(x+{d.log_offset:g})",
-                            batch.column(d.column),
-                        )
-                    )
-                    shifted = np.where(nonpos, 1.0, shifted)
-                x = np.log(shifted)
-            if bad is not None:
-                bads.append(bad)
-            dense[:, j] = (x - d.mean) / d.std
+            dense[:, j], found = self._kind[d.name].dense(d, batch)
+            bads.extend(found)
         labels = np.zeros(n if not self.spec.extra_labels else (n, len(self.spec.labels)), np.float32)
         weights = groups = None
         if self.with_labels:

@@ -9,37 +9,25 @@ from collections import Counter
 import numpy as np
 import pyarrow.compute as pc
 
-from recpipe.config import IdFeatureConfig, RawFeatureConfig, RecpipeConfig, SequenceFeatureConfig
-from recpipe.config.features import sub_feature_key
+from recpipe.config import RecpipeConfig
 from recpipe.data.sharding import Shard
 from recpipe.data.types import Source
-from recpipe.features.build import WIDE_SUFFIX, build_feature_spec, parse_normalizer
+from recpipe.features.build import WIDE_SUFFIX, build_feature_spec
 from recpipe.features.columns import to_float
 from recpipe.features.hashing import to_string_array
+from recpipe.features.kinds.base import FitNeeds
+from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec, IdMapping, SparseFeature
 
 QUANTILE_SAMPLE_ROWS = 1_000_000
 
 
-def _needs(cfg: RecpipeConfig) -> tuple[dict[str, str], dict[str, int], dict[str, float | None]]:
-    """(vocab key → column or sequence name, quantile key → buckets, zscore key → log offset)."""
-    vocab: dict[str, str] = {}
-    quant: dict[str, int] = {}
-    zscore: dict[str, float | None] = {}
+def fit_needs(cfg: RecpipeConfig) -> FitNeeds:
+    """What every feature's kind must learn from the training split (vocabularies, quantiles, zscore)."""
+    out = FitNeeds()
     for f in cfg.features:
-        if isinstance(f, IdFeatureConfig) and f.min_freq is not None:
-            vocab[f.name] = f.column or f.name
-        elif isinstance(f, SequenceFeatureConfig):
-            for s in f.sub_features:
-                if s.min_freq is not None:
-                    vocab[sub_feature_key(f.name, s.name)] = f.name
-        elif isinstance(f, RawFeatureConfig):
-            if f.num_quantile_buckets is not None and f.boundaries is None:
-                quant[f.name] = f.num_quantile_buckets
-            offset, z = parse_normalizer(f.normalizer)
-            if z and f.boundaries is None and f.num_quantile_buckets is None:
-                zscore[f.name] = offset
-    return vocab, quant, zscore
+        out.add(feature_kind(f.kind).needs(f))
+    return out
 
 
 class StaleSpecError(ValueError):
@@ -79,8 +67,9 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
         source (Source | None): the training split; may be None when nothing needs fitting.
     """
     spec = dataclasses.replace(build_feature_spec(cfg), config_digest=config_digest(cfg))
-    vocab_keys, quant_keys, z_keys = _needs(cfg)
-    if not (vocab_keys or quant_keys or z_keys):
+    needs = fit_needs(cfg)
+    vocab_keys, quant_keys, z_keys = needs.vocab, needs.quantiles, needs.zscore
+    if not needs:
         return spec
     if source is None:
         raise ValueError(
@@ -127,7 +116,7 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
     fitted: dict[str, SparseFeature] = {}
     for f in spec.sparse:
         if f.name in vocab_keys:
-            min_freq = _min_freq(cfg, f.name)
+            min_freq = vocab_keys[f.name]
             vocab = sorted(
                 (v for v, c in counters[f.name].items() if c >= min_freq),
                 key=lambda v: (-counters[f.name][v], v),
@@ -162,17 +151,6 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
             d = dataclasses.replace(d, mean=mean, std=std)
         dense.append(d)
     return dataclasses.replace(spec, sparse=sparse, dense=dense)
-
-
-def _min_freq(cfg: RecpipeConfig, key: str) -> int:
-    for f in cfg.features:
-        if isinstance(f, IdFeatureConfig) and f.name == key:
-            return int(f.min_freq or 1)
-        if isinstance(f, SequenceFeatureConfig):
-            for s in f.sub_features:
-                if sub_feature_key(f.name, s.name) == key:
-                    return int(s.min_freq or 1)
-    raise KeyError(key)
 
 
 __all__ = ["fit_feature_spec"]

@@ -23,29 +23,32 @@ numpy and pyarrow only (pandas only when it is what the caller passed).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from recpipe.features.kinds.base import ColumnKind
+from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec
 
-Kind = Literal["id", "float", "sequence"]
-_NATURAL: dict[str, pa.DataType] = {"id": pa.int64(), "float": pa.float64(), "sequence": pa.string()}
+
+_NATURAL: dict[str, pa.DataType] = {
+    "id": pa.int64(),
+    "float": pa.float64(),
+    "sequence": pa.string(),
+    "text": pa.string(),
+}
 _MAX_EXACT_INT = 2.0**63
 
 
-def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Kind]:
-    """Every input column FG reads and how its raw values are read (``id``, ``float`` or ``sequence``)."""
-    kinds: dict[str, Kind] = {}
-    for f in spec.sparse:
-        if f.sequence is None:
-            kinds[f.column] = "float" if f.boundaries is not None else "id"
-    for s in spec.sequences:
-        kinds[s.column] = "sequence"
-    for d in spec.dense:
-        kinds[d.column] = "float"
+def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, ColumnKind]:
+    """Every input column FG reads and how its raw values are read (``id``, ``float``, ``sequence`` or
+    ``text``: each entry's feature kind says)."""
+    kinds: dict[str, ColumnKind] = {}
+    for entry in (*(f for f in spec.sparse if f.sequence is None), *spec.sequences, *spec.dense):
+        kinds[entry.column] = feature_kind(entry.kind).column(entry)[0]
     if with_labels:
         for column in spec.labels:
             kinds[column] = "float"
@@ -82,7 +85,7 @@ def normalize(batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True
     return pa.RecordBatch.from_arrays(arrays, names=names) if changed else batch
 
 
-def normalize_column(arr: pa.Array, kind: Kind) -> pa.Array:
+def normalize_column(arr: pa.Array, kind: ColumnKind) -> pa.Array:
     """One column by the contract; returns ``arr`` itself when nothing changes."""
     if pa.types.is_dictionary(arr.type):  # pandas categoricals
         arr = arr.dictionary_decode()
@@ -93,7 +96,7 @@ def normalize_column(arr: pa.Array, kind: Kind) -> pa.Array:
         if pc.any(empty).as_py():
             arr = pc.if_else(empty, pa.scalar(None, arr.type), arr)
         return arr
-    if pa.types.is_floating(arr.type) and kind != "sequence":  # a numeric history stays a column error
+    if pa.types.is_floating(arr.type) and kind not in ("sequence", "text"):  # numeric text: a column error
         nan = pc.is_nan(arr)
         if pc.any(nan).as_py():
             arr = pc.if_else(nan, pa.scalar(None, arr.type), arr)

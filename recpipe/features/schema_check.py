@@ -13,13 +13,9 @@ import pyarrow as pa
 
 from recpipe.config import CsvOptions
 from recpipe.data.types import DataError
+from recpipe.features.kinds.base import ANY, IDS, NUMERIC, TEXT
+from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec
-
-# What each kind of column must be for FG to read it (see recpipe.features.columns).
-_NUMERIC = "a numeric (or numeric text) column"
-_IDS = "an integer or string column for ids"
-_TEXT = "a string column"
-_ANY = "any column"
 
 
 class SchemaMismatch(DataError):
@@ -51,11 +47,11 @@ def _is_number(t: pa.DataType) -> bool:
 def _readable(t: pa.DataType, need: str) -> bool:
     if pa.types.is_null(t):  # an all-null column: every row takes the feature's default
         return True
-    if need == _NUMERIC:
+    if need == NUMERIC:
         return _is_number(t) or _is_string(t)
-    if need == _IDS:
+    if need == IDS:
         return pa.types.is_integer(t) or _is_string(t)
-    if need == _TEXT:
+    if need == TEXT:
         return _is_string(t)
     return True
 
@@ -69,25 +65,19 @@ def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, t
     """
     need: dict[str, tuple[str, str]] = {}
     for f in spec.sparse:
-        if f.sequence is not None:
-            continue
-        kind = (
-            _NUMERIC
-            if f.boundaries is not None
-            else (_IDS if f.mapping.kind in ("mod", "identity") else _ANY)
-        )
-        need.setdefault(f.column, (f"feature {f.name!r}", kind))
+        if f.sequence is None:
+            need.setdefault(f.column, (f"feature {f.name!r}", feature_kind(f.kind).column(f)[1]))
     for s in spec.sequences:
-        need.setdefault(s.column, (f"sequence {s.name!r}", _TEXT))
+        need.setdefault(s.column, (f"sequence {s.name!r}", feature_kind(s.kind).column(s)[1]))
     for d in spec.dense:
-        need.setdefault(d.column, (f"feature {d.name!r}", _NUMERIC))
+        need.setdefault(d.column, (f"feature {d.name!r}", feature_kind(d.kind).column(d)[1]))
     if with_labels:
         for column in spec.labels:
-            need.setdefault(column, ("the label", _NUMERIC))
+            need.setdefault(column, ("the label", NUMERIC))
         if spec.weight:
-            need.setdefault(spec.weight, ("the weight", _NUMERIC))
+            need.setdefault(spec.weight, ("the weight", NUMERIC))
         if spec.group_column:
-            need.setdefault(spec.group_column, ("the GAUC group (data.group_column)", _ANY))
+            need.setdefault(spec.group_column, ("the GAUC group (data.group_column)", ANY))
     return need
 
 

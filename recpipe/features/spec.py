@@ -76,6 +76,8 @@ class SparseFeature:
         zch (bool): use a managed-collision (zero-collision hashing) module for this feature: FG emits
             63-bit keys (not ``id % size``) and the model's module gives each key its own row.
         zch_size (int | None): rows of the zch table (default ``mapping.size``).
+        kind (str): the feature kind whose FG computes the key (:mod:`recpipe.features.kinds`; default: what an
+            fg.json written before kinds were recorded means, :func:`default_kind`).
     """
 
     name: str
@@ -89,6 +91,11 @@ class SparseFeature:
     sequence: str | None = None
     zch: bool = False
     zch_size: int | None = None
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", default_kind(self))
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class DenseFeature:
     log_offset: float | None = None
     mean: float = 0.0
     std: float = 1.0
+    kind: str = "raw"
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,18 @@ class SequenceFeature:
     delimiter: str
     sub_delimiter: str
     sub_features: list[str]  # KJT keys, in sub-value order
+    kind: str = "sequence"
+
+
+def default_kind(entry: SparseFeature | DenseFeature | SequenceFeature) -> str:
+    """The kind an entry without a recorded one was made by: ``sequence`` for histories and their keys, ``raw``
+    for dense columns and bucketized keys, else ``id``. fg.json leaves a kind out when it is this one, so the
+    files (and digests) of these kinds read as they did before kinds were recorded."""
+    if isinstance(entry, SequenceFeature) or getattr(entry, "sequence", None) is not None:
+        return "sequence"
+    if isinstance(entry, DenseFeature) or entry.boundaries is not None:
+        return "raw"
+    return "id"
 
 
 @dataclass(frozen=True)
@@ -287,6 +307,10 @@ class FeatureSpec:
         out = asdict(self)
         if not out["extra_labels"]:  # a single-label spec reads (and digests) as before multi-task labels
             del out["extra_labels"]
+        for part, entries in (("sparse", self.sparse), ("dense", self.dense), ("sequences", self.sequences)):
+            for d, entry in zip(out[part], entries, strict=True):
+                if entry.kind == default_kind(entry):
+                    del d["kind"]
         return out
 
     @classmethod

@@ -92,7 +92,7 @@ def named_in_strings(path: Path) -> set[str]:
 def catalogue_edges() -> dict[str, set[str]]:
     """Resolver module → the modules the catalogue's strings name for it."""
     out: dict[str, set[str]] = {}
-    for table in (catalogue.MODELS, catalogue.EXPORT_BACKENDS):
+    for table in (catalogue.MODELS, catalogue.EXPORT_BACKENDS, catalogue.FEATURE_KINDS):
         for entry in table.values():
             for field in dataclasses.fields(entry):
                 value = getattr(entry, field.name)
@@ -204,6 +204,8 @@ def test_strings_naming_modules_are_imports(tmp_path: Path) -> None:
         assert entry.config.partition(":")[0] in graph["recpipe.config.root"], name
         assert entry.build.partition(":")[0] in graph["recpipe.models.registry"], name
     assert "recpipe.export.builders" in graph["recpipe.export.backends"]
+    for name, kind in catalogue.FEATURE_KINDS.items():
+        assert kind.fg.partition(":")[0] in graph["recpipe.features.kinds.registry"], name
 
 
 def test_catalogue_strings_name_existing_modules_and_sections() -> None:

@@ -13,8 +13,8 @@ from recpipe.data.synthetic import generate
 from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
+from recpipe.features.kinds.sequence import _sequence_fast
 from recpipe.features.rowwise import rowwise_fg
-from recpipe.features.sequence_fg import _sequence_fast
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,11 @@ def generate(
     make: Callable[[int, int], Any]
     if kind == "taobao":
         cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
-        params: dict[str, Any] = {"base": cat.base, "ads": int(cat.ad_id.size), "users": int(cat.user_id.size)}
+        params: dict[str, Any] = {
+            "base": cat.base,
+            "ads": int(cat.ad_id.size),
+            "users": int(cat.user_id.size),
+        }
         labels: tuple[str, ...] = taobao.LABELS
         make = lambda c, n: taobao.make_chunk(cat, seed, c, n)  # noqa: E731
     elif kind == "criteo":

@@ -1,6 +1,6 @@
-"""FG of jagged behaviour histories: one string column → the ids of every sub-feature, items kept jagged
-(a history of 3 items is 3 values). A fast path parses the common case (decimal ids, nothing to truncate
-or reject) in one Arrow C++ pass; the general path finds and names bad rows."""
+"""Kind ``sequence``: a behaviour history, one string column → the ids of every sub-feature, items kept
+jagged (a history of 3 items is 3 values). A fast path parses the common case (decimal ids, nothing to
+truncate or reject) in one Arrow C++ pass; the general path finds and names bad rows."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from recpipe.config.features import SequenceFeatureConfig
 from recpipe.data.types import DataError
 from recpipe.features.columns import (
     UINT_EXPECTED,
@@ -19,7 +20,9 @@ from recpipe.features.columns import (
     map_ids,
     parse_uint,
 )
-from recpipe.features.spec import SequenceFeature, SparseFeature
+from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, SpecParts
+from recpipe.features.kinds.id import id_mapping
+from recpipe.features.spec import FeatureSpecError, SequenceFeature, SparseFeature
 
 
 def sequence_ids(
@@ -220,3 +223,60 @@ def _sequence_fast(
         values[key] = v
         lengths[key] = kept
     return 0
+
+
+def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
+    if parts.encoded:
+        raise FeatureSpecError(
+            f"sequence feature {f.name!r}: pre-encoded sequences (data.fg_encoded) are not supported"
+        )
+    keys = f.sub_keys()
+    for key, sub in zip(keys, f.sub_features, strict=True):
+        parts.sparse.append(
+            SparseFeature(
+                name=key,
+                column=f.source_column,
+                mapping=id_mapping(sub),
+                table=sub.embedding_name or sub.name,
+                embedding_dim=sub.embedding_dim,
+                sequence=f.name,
+                zch=sub.zch,
+                zch_size=sub.zch_size,
+                kind="sequence",
+            )
+        )
+    parts.sequences.append(
+        SequenceFeature(
+            name=f.name,
+            column=f.source_column,
+            max_length=f.sequence_length,
+            delimiter=f.delimiter,
+            sub_delimiter=f.sub_delimiter,
+            sub_features=keys,
+            kind="sequence",
+        )
+    )
+
+
+def needs(f: SequenceFeatureConfig) -> FitNeeds:
+    keys = f.sub_keys()
+    return FitNeeds(vocab={k: s.min_freq for k, s in zip(keys, f.sub_features, strict=True) if s.min_freq})
+
+
+def histories(
+    s: SequenceFeature,
+    feats: list[SparseFeature],
+    batch: pa.RecordBatch,
+    values: dict[str, np.ndarray],
+    lengths: dict[str, np.ndarray],
+    bads: list[BadRows],
+) -> int:
+    """:func:`sequence_ids` over the batch's history column."""
+    return sequence_ids(batch.column(s.column), s, feats, batch.num_rows, values, lengths, bads)
+
+
+def column(entry: SequenceFeature) -> tuple[ColumnKind, str]:
+    return "sequence", TEXT
+
+
+KIND = FeatureKind(name="sequence", build=build, column=column, needs=needs, sequence=histories)

@@ -1,0 +1,121 @@
+"""What every feature kind declares (:class:`FeatureKind`), and the parts it works with.
+
+A kind turns its config section into FeatureSpec entries (:class:`SpecParts`: KJT keys, dense columns,
+histories), says what the training split must be scanned for (:class:`FitNeeds`) and computes its entries
+from Arrow columns, vectorized: ``sparse`` gives a pooled key's ids, ``dense`` one column of
+``Batch.dense``, ``sequence`` every sub-feature key of a history. Each entry records the kind that made it
+(``SparseFeature.kind`` …), so FG at training and at serving runs the same kind's code from ``fg.json``.
+numpy and pyarrow only.
+
+Example::
+
+    KIND = FeatureKind(name="id", build=build, needs=needs, sparse=ids, column=column)
+    feature_kind("id").sparse(spec.feature("user_id"), record_batch)   # (values, lengths (B,), bad rows)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from recpipe.features.columns import BadRows
+from recpipe.features.spec import DenseFeature, SequenceFeature, SparseFeature
+
+# How FG reads a raw input column (recpipe.features.raw.normalize: the raw-value contract): ids, numbers, a
+# history string, any other text.
+ColumnKind = Literal["id", "float", "sequence", "text"]
+# What a column must hold for FG to read it (recpipe.features.schema_check).
+NUMERIC = "a numeric (or numeric text) column"
+IDS = "an integer or string column for ids"
+TEXT = "a string column"
+ANY = "any column"
+
+
+@dataclass
+class SpecParts:
+    """The FeatureSpec entries kinds append to, in config order.
+
+    Args:
+        encoded (bool): the input is pre-encoded (``data.fg_encoded``: columns hold FG's output).
+    """
+
+    encoded: bool
+    sparse: list[SparseFeature] = field(default_factory=list)
+    dense: list[DenseFeature] = field(default_factory=list)
+    sequences: list[SequenceFeature] = field(default_factory=list)
+
+
+@dataclass
+class FitNeeds:
+    """What fitting must learn from the training split for one feature.
+
+    Args:
+        vocab (dict[str, int]): sparse key → ``min_freq`` of the vocabulary to count.
+        quantiles (dict[str, int]): sparse key → buckets whose boundaries to fit.
+        zscore (dict[str, float | None]): dense column → its ``log(x+C)`` offset before the statistics.
+    """
+
+    vocab: dict[str, int] = field(default_factory=dict)
+    quantiles: dict[str, int] = field(default_factory=dict)
+    zscore: dict[str, float | None] = field(default_factory=dict)
+
+    def add(self, other: FitNeeds) -> None:
+        self.vocab.update(other.vocab)
+        self.quantiles.update(other.quantiles)
+        self.zscore.update(other.zscore)
+
+    def __bool__(self) -> bool:
+        return bool(self.vocab or self.quantiles or self.zscore)
+
+
+# (values (N,) int64, lengths (B,) int32, bad rows or None) of one pooled key over a batch of B rows.
+SparseOut = tuple[np.ndarray, np.ndarray, BadRows | None]
+# (values (B,) float64 as Batch.dense takes them, bad rows) of one dense column.
+DenseOut = tuple[np.ndarray, list[BadRows]]
+Entry = SparseFeature | DenseFeature | SequenceFeature
+
+
+def no_needs(section: Any) -> FitNeeds:
+    return FitNeeds()
+
+
+@dataclass(frozen=True)
+class FeatureKind:
+    """One feature kind.
+
+    Args:
+        name (str): its catalogue name (the config's ``kind:``).
+        build (Callable): ``build(section, parts)`` appends the section's entries to a :class:`SpecParts`.
+        column (Callable): ``column(entry) -> (ColumnKind, need)``: how FG reads the input column of one of its
+            entries, and what the column must hold (for the schema check).
+        needs (Callable): ``needs(section) -> FitNeeds``.
+        sparse (Callable | None): ``sparse(entry, batch) -> SparseOut`` for its pooled keys.
+        dense (Callable | None): ``dense(entry, batch) -> DenseOut`` for its dense columns.
+        sequence (Callable | None): ``sequence(entry, sub_features, batch, values, lengths, bads) ->
+            truncated rows`` for its histories: fills ``values`` / ``lengths`` of every sub-feature key.
+    """
+
+    name: str
+    build: Callable[[Any, SpecParts], None]
+    column: Callable[[Any], tuple[ColumnKind, str]]
+    needs: Callable[[Any], FitNeeds] = no_needs
+    sparse: Callable[[SparseFeature, pa.RecordBatch], SparseOut] | None = None
+    dense: Callable[[DenseFeature, pa.RecordBatch], DenseOut] | None = None
+    sequence: (
+        Callable[
+            [
+                SequenceFeature,
+                list[SparseFeature],
+                pa.RecordBatch,
+                dict[str, np.ndarray],
+                dict[str, np.ndarray],
+                list[BadRows],
+            ],
+            int,
+        ]
+        | None
+    ) = None
