@@ -136,33 +136,21 @@ MODEL_ENTRY_POINTS = "recpipe.models"  # the entry-point group of models declare
 # nor fbgemm at serving time, so they come first. TensorRT needs a GPU at serving time.
 EXPORT_BACKENDS: dict[str, BackendEntry] = {
     "jit": BackendEntry(
-        builder="recpipe.export.builders:build_jit",
-        scorer="recpipe.export.jit:JitScorer",
-        full_model=True,
-        serving_rank=2,
+        "recpipe.export.builders:build_jit", "recpipe.export.jit:JitScorer", True, serving_rank=2
     ),
     "aoti": BackendEntry(
-        builder="recpipe.export.builders:build_aoti",
-        scorer="recpipe.export.aoti:AotiScorer",
-        full_model=True,
-        serving_rank=3,
+        "recpipe.export.builders:build_aoti", "recpipe.export.aoti:AotiScorer", True, serving_rank=3
     ),
     "onnx": BackendEntry(
-        builder="recpipe.export.builders:build_onnx",
-        scorer="recpipe.export.onnx:OnnxScorer",
-        full_model=False,
-        serving_rank=1,
+        "recpipe.export.builders:build_onnx", "recpipe.export.onnx:OnnxScorer", False, serving_rank=1
     ),
     "rtp": BackendEntry(
-        builder="recpipe.export.builders:build_rtp",
-        scorer="recpipe.export.rtp:RtpModel",
-        full_model=False,
-        serving_rank=0,
+        "recpipe.export.builders:build_rtp", "recpipe.export.rtp:RtpModel", False, serving_rank=0
     ),
     "trt": BackendEntry(
-        builder="recpipe.export.builders:build_trt",
-        scorer="recpipe.export.trt:TrtScorer",
-        full_model=False,
+        "recpipe.export.builders:build_trt",
+        "recpipe.export.trt:TrtScorer",
+        False,
         default=False,
         unavailable="recpipe.export.trt:trt_unavailable_reason",
     ),
