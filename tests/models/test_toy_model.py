@@ -1,4 +1,4 @@
-"""A model added the way the registry documents (one file, tests/models/toy_model.py, and one registry
+"""A model added the way the registry documents (one folder, tests/models/toy/, and one registry
 line) trains, evaluates and exports through the normal stages, with parity on every backend.
 
 The registry line is an entry point (group ``recpipe.models``), as a package outside recpipe would
@@ -25,7 +25,7 @@ from recpipe.export.manifest import read_manifest
 from recpipe.stages import evaluate, export, train
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 4000, 1000, 200
-REGISTRY_LINE = "toy = tests.models.toy_model"
+REGISTRY_LINE = "toy = tests.models.toy"
 
 
 CONFIG = {
