@@ -8,7 +8,7 @@ Imports neither torchrec nor fbgemm.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -17,14 +17,6 @@ if TYPE_CHECKING:  # annotations only: no torchrec at import
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
     from recpipe.batch import Batch
-
-
-class DenseArch(Protocol):
-    """A dense arch: ``(dense, embeddings) -> logits`` and the names of its inputs, ``"dense"`` first."""
-
-    def input_names(self) -> list[str]: ...
-
-    def __call__(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
 
 class SplitModel(nn.Module):
@@ -36,8 +28,8 @@ class SplitModel(nn.Module):
     Args:
         embeddings (nn.Module): the lookup, ``kjt -> EmbeddingLookup`` (an
             :class:`~recpipe.models.blocks.embedding.EmbeddingGroup`).
-        dense (nn.Module): the dense arch, a :class:`DenseArch` (``input_names()`` and
-            ``(dense, embeddings) -> logits``).
+        dense (nn.Module): the dense arch: ``forward(dense, embeddings) -> logits`` in plain torch, and
+            ``input_names()``, the names of its inputs (``"dense"`` first, then the embedding keys).
         dense_in_features (int): width of ``Batch.dense`` (export checks it against the FeatureSpec).
 
     Example::
@@ -50,6 +42,7 @@ class SplitModel(nn.Module):
                 embeddings = EmbeddingGroup(tables, keys, [])
                 super().__init__(embeddings, ToyDense(keys, 3 + 4 * len(keys)), dense_in_features=3)
 
+        model = Toy(spec.tables(), ["C1", "C2"])
         model.sparse_arch(kjt)               # {"C1": (2, 4), "C2": (2, 4)}: pooled lookups
         model.dense_input_names()            # ["dense", "C1", "C2"]
         model(torch.zeros(2, 3), kjt).shape  # (2,) logits; (2, T) for a multi-task model
