@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from _common import Times, interleaved, median_and_min, warn_if_loaded
 
-from recpipe.models.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
+from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
 
 DIM = 48
 HIDDEN = [256, 64]

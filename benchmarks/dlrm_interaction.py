@@ -27,7 +27,7 @@ import torch
 from _common import interleaved, median_and_min, warn_if_loaded
 from torchrec.models.dlrm import InteractionArch
 
-from recpipe.models.dlrm import DotInteraction
+from recpipe.models.blocks.interaction import DotInteraction
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dlrm_interaction.json"
 NUM_SPARSE = 26

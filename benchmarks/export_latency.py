@@ -50,7 +50,7 @@ from recpipe.export.dense import export_dense  # noqa: E402
 from recpipe.export.split import kjt_of, split_model  # noqa: E402
 from recpipe.features.build import build_feature_spec  # noqa: E402
 from recpipe.features.fg import FeatureGenerator  # noqa: E402
-from recpipe.models import build_model  # noqa: E402
+from recpipe.models.registry import build_model  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "export_latency.json"
 BATCHES = (1, 64, 512)

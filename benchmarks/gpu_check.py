@@ -53,10 +53,10 @@ for _path in (str(_HERE.parent), str(_HERE)):
 import din_attention as din_bench  # noqa: E402
 
 from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program  # noqa: E402
-from recpipe.models.din import FIRST_LAYERS, DinAttention, PaddedDinAttention  # noqa: E402
-from recpipe.models.dlrm_dense import DlrmDense  # noqa: E402
-from recpipe.models.mlp import MlpSpec  # noqa: E402
-from recpipe.models.multi_tower_din_dense import DeepTower, DinTower, MultiTowerDinDense  # noqa: E402
+from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention  # noqa: E402
+from recpipe.models.blocks.mlp import MlpSpec  # noqa: E402
+from recpipe.models.dlrm.dense import DlrmDense  # noqa: E402
+from recpipe.models.multi_tower_din.dense import DeepTower, DinTower, MultiTowerDinDense  # noqa: E402
 from recpipe.models.protocol import DenseArchModule  # noqa: E402
 
 LOG = logging.getLogger("gpu_check")

@@ -33,7 +33,8 @@ from recpipe.batch import Batch
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
 from recpipe.features.spec import FeatureSpec
-from recpipe.models import TrainModel, build_model
+from recpipe.models.registry import build_model
+from recpipe.models.train_model import TrainModel
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, shard_model, shutdown
 from recpipe.train.optim import apply_sparse_optimizer, combined_optimizer, dense_optimizer
 from recpipe.train.step import PipelineStep

@@ -1,10 +1,22 @@
-"""Local network helpers for the tests that start servers (MLflow, the scoring server, gloo rendezvous)."""
+"""Local network helpers for the tests that start servers (MLflow, the scoring server, gloo rendezvous), and
+the scoring server itself."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 
 def free_port() -> int:
@@ -21,3 +33,62 @@ def http_status(url: str, headers: dict[str, str] | None = None, timeout: float 
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+class ScoringServer(NamedTuple):
+    url: str
+    process: subprocess.Popen
+
+
+@contextmanager
+def scoring_server(
+    model_uri: str, tracking_uri: str, workdir: Path, timeout: float = 180
+) -> Iterator[ScoringServer]:
+    """MLflow's own scoring server (``recpipe serve``, i.e. ``mlflow models serve``) for ``model_uri``, a real
+    process on 127.0.0.1, started in ``workdir`` (its log: ``workdir/server.log``); yields its base URL and
+    process once ``/ping`` answers, and stops it after."""
+    port = free_port()
+    log_path = workdir / "server.log"
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    recpipe = Path(sys.executable).with_name("recpipe")
+    env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
+    server = subprocess.Popen(
+        [str(recpipe), "serve", "--model", model_uri, "--tracking-uri", tracking_uri, "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/ping", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if server.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(
+                        f"scoring server did not start:\n{log_path.read_text()[-3000:]}"
+                    ) from None
+                time.sleep(0.5)
+        yield ScoringServer(url, server)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def invoke(url: str, body: dict) -> tuple[int, dict]:
+    """POST ``body`` to the scoring server's ``/invocations``: ``(HTTP status, JSON answer)``."""
+    req = urllib.request.Request(
+        f"{url}/invocations", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def predictions(body: dict) -> np.ndarray:
+    """The scores of a scoring-server answer (a list of numbers, or of one-entry records)."""
+    preds = body["predictions"]
+    return np.asarray([p if isinstance(p, float | int) else next(iter(p.values())) for p in preds], float)

@@ -116,19 +116,30 @@ FEATURE_KIND_ENTRY_POINTS = "recpipe.feature_kinds"  # the entry-point group of 
 
 MODELS: dict[str, ModelEntry] = {
     "multi_tower_din": ModelEntry(
-        "recpipe.models.zoo.multi_tower_din:MultiTowerDinConfig", "recpipe.models.zoo.multi_tower_din:build"
+        config="recpipe.models.multi_tower_din.config:MultiTowerDinConfig",
+        build="recpipe.models.multi_tower_din.model:build",
     ),
-    "dlrm": ModelEntry("recpipe.models.zoo.dlrm:DlrmConfig", "recpipe.models.zoo.dlrm:build"),
+    "dlrm": ModelEntry(
+        config="recpipe.models.dlrm.config:DlrmConfig", build="recpipe.models.dlrm.model:build"
+    ),
     "multi_tower": ModelEntry(
-        "recpipe.models.zoo.multi_tower:MultiTowerConfig", "recpipe.models.zoo.multi_tower:build"
+        config="recpipe.models.multi_tower.config:MultiTowerConfig",
+        build="recpipe.models.multi_tower.model:build",
     ),
-    "deepfm": ModelEntry("recpipe.models.zoo.deepfm:DeepFMConfig", "recpipe.models.zoo.deepfm:build"),
+    "deepfm": ModelEntry(
+        config="recpipe.models.deepfm.config:DeepFMConfig", build="recpipe.models.deepfm.model:build"
+    ),
     "wide_and_deep": ModelEntry(
-        "recpipe.models.zoo.wide_and_deep:WideAndDeepConfig", "recpipe.models.zoo.wide_and_deep:build"
+        config="recpipe.models.wide_and_deep.config:WideAndDeepConfig",
+        build="recpipe.models.wide_and_deep.model:build",
     ),
-    "mmoe": ModelEntry("recpipe.models.zoo.mmoe:MmoeConfig", "recpipe.models.zoo.mmoe:build"),
-    "dbmtl": ModelEntry("recpipe.models.zoo.dbmtl:DbmtlConfig", "recpipe.models.zoo.dbmtl:build"),
-    "ple": ModelEntry("recpipe.models.zoo.ple:PleConfig", "recpipe.models.zoo.ple:build"),
+    "mmoe": ModelEntry(
+        config="recpipe.models.mmoe.config:MmoeConfig", build="recpipe.models.mmoe.model:build"
+    ),
+    "dbmtl": ModelEntry(
+        config="recpipe.models.dbmtl.config:DbmtlConfig", build="recpipe.models.dbmtl.model:build"
+    ),
+    "ple": ModelEntry(config="recpipe.models.ple.config:PleConfig", build="recpipe.models.ple.model:build"),
 }
 MODEL_ENTRY_POINTS = "recpipe.models"  # the entry-point group of models declared outside recpipe
 

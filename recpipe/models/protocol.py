@@ -1,4 +1,5 @@
-"""The contract every ranking model meets (a Protocol: models share no base class)."""
+"""The contract every ranking model meets, as a Protocol: what export and training read. The shipped models
+meet it by :class:`~recpipe.models.base.SplitModel`, which writes it once; a model may meet it without."""
 
 from __future__ import annotations
 

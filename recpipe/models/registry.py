@@ -3,11 +3,12 @@ point of group ``recpipe.models``) gives its builder.
 
 A model is declared by its folder ``recpipe/models/<name>/``:
 
-- its config section (``Config``, a :class:`~recpipe.config.sections.ModelSection` with ``type:
-  Literal["<name>"]`` and ``check_groups(groups)``), in a file that imports only ``recpipe.config``;
+- ``config.py``: its config section (a :class:`~recpipe.config.sections.ModelSection` with ``type:
+  Literal["<name>"]`` and ``check_groups(groups)``), a file that imports only ``recpipe.config.*`` modules;
   ``recpipe.config`` validates the ``model:`` section with it;
-- ``build(spec, cfg, device=None) -> nn.Module``: the model, meeting
-  :class:`~recpipe.models.protocol.RankingModel` (export needs nothing else).
+- ``model.py``: ``build(spec, cfg, device=None) -> nn.Module``, the model, a
+  :class:`~recpipe.models.base.SplitModel` (so it meets :class:`~recpipe.models.protocol.RankingModel`:
+  export needs nothing else); ``dense.py``: its dense arch in plain torch, when it has its own.
 
 Adding a model is that folder plus one line in the catalogue. This module imports no torch at the top.
 """

@@ -11,7 +11,7 @@ from typing import Any
 from recpipe.features.spec import FeatureSpec
 
 FLOAT_BYTES = 4
-# A zch table's remapping module (recpipe.models.embedding.managed_collision_ec) keeps four int64 per row:
+# A zch table's remapping module (recpipe.models.blocks.embedding.managed_collision_ec) keeps four int64 per row:
 # sorted id keys, their rows, and DistanceLFU's counts and last-access steps.
 ZCH_BYTES_PER_ROW = 4 * 8
 MIB = 1 << 20

@@ -32,7 +32,7 @@ LOADER = textwrap.dedent(
 )
 
 
-# WideAndDeep is DeepFM's dense module without the FM term (recpipe/models/wide_deep.py): DeepFM's compile
+# WideAndDeep is DeepFM's dense module without the FM term (recpipe/models/wide_and_deep/): DeepFM's compile
 # covers its code, and each model's AOTI compile is 25-45 s of the suite.
 @pytest.fixture(scope="module", params=["din", "dlrm", "deepfm"])
 def aoti_export(request, tmp_path_factory):

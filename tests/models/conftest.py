@@ -50,7 +50,7 @@ def _one_thread():
 
 @pytest.fixture
 def declare_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
-    """Declare a model by its registry line, ``"toy = tests.models.toy_model"``, the way a package outside
+    """Declare a model by its registry line, ``"toy = tests.models.toy"``, the way a package outside
     recpipe does: an entry point of group ``recpipe.models`` in installed distribution metadata, found by
     this process and by the processes it starts (the trainer)."""
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recpipe.models.din import (
+from recpipe.models.blocks.din import (
     DinAttention,
     MeanPoolSequence,
     PaddedDinAttention,

@@ -6,8 +6,10 @@ from model_batches import capped_spec, dense_inputs, dlrm_batch, train_losses
 from torch.export import Dim
 from torchrec.models.dlrm import InteractionArch
 
-from recpipe.models.dlrm import DLRM, DotInteraction, interaction_width, over_arch_width
-from recpipe.models.mlp import MlpSpec
+from recpipe.models.blocks.interaction import DotInteraction, interaction_width
+from recpipe.models.blocks.mlp import MlpSpec
+from recpipe.models.dlrm.dense import over_arch_width
+from recpipe.models.dlrm.model import DLRM
 from recpipe.models.protocol import DenseArchModule
 from recpipe.models.registry import build_model
 

@@ -8,7 +8,7 @@ from model_batches import make_kjt
 from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
 
 from recpipe.features.spec import TableSpec
-from recpipe.models.embedding import EmbeddingGroup, EmbeddingInit, jagged_pool
+from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingInit, jagged_pool
 
 SEQ_KEYS = ["click_50_seq__adgroup_id", "click_50_seq__cate_id", "click_50_seq__brand"]
 TARGET_KEYS = ["adgroup_id", "cate_id", "brand"]

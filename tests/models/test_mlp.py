@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from recpipe.models.mlp import MLP, Dice, MlpSpec
+from recpipe.models.blocks.mlp import MLP, Dice, MlpSpec
 
 
 def test_mlp_shapes_and_layers() -> None:

@@ -14,13 +14,13 @@ import yaml
 from recpipe.config import ConfigError, MlpConfig, parse_config
 from recpipe.config.catalogue import MODELS, ModelEntry
 from recpipe.config.root import config_class, model_names
-from recpipe.models.dlrm import DLRM
-from recpipe.models.multi_tower_din import MultiTowerDIN
+from recpipe.models.dlrm import model as dlrm_model
+from recpipe.models.dlrm.config import DlrmConfig
+from recpipe.models.dlrm.model import DLRM
+from recpipe.models.multi_tower_din.config import MultiTowerDinConfig
+from recpipe.models.multi_tower_din.model import MultiTowerDIN
 from recpipe.models.protocol import RankingModel
 from recpipe.models.registry import build_model, builder
-from recpipe.models.zoo import dlrm as dlrm_zoo
-from recpipe.models.zoo.dlrm import DlrmConfig
-from recpipe.models.zoo.multi_tower_din import MultiTowerDinConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,19 +95,20 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
         match=r"unknown model type 'half'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep'\]",
     ):
         builder("half")
-    declare_model("half = recpipe.models.mlp")  # a module that declares no model
+    declare_model("half = recpipe.models.blocks.mlp")  # a module that declares no model
     assert model_names() == sorted([*MODELS, "half"])
     with pytest.raises(
-        ValueError, match=r"recpipe.models.mlp:Config: module recpipe.models.mlp has no 'Config'"
+        ValueError,
+        match=r"recpipe.models.blocks.mlp:Config: module recpipe.models.blocks.mlp has no 'Config'",
     ):
         config_class("half")
     with pytest.raises(
-        ValueError, match=r"recpipe.models.mlp:build: module recpipe.models.mlp has no 'build'"
+        ValueError, match=r"recpipe.models.blocks.mlp:build: module recpipe.models.blocks.mlp has no 'build'"
     ):
         builder("half")
-    entry = ModelEntry("recpipe.models.zoo.dlrm:DlrmConfig", "recpipe.models.zoo.dlrm:build")
+    entry = ModelEntry("recpipe.models.dlrm.config:DlrmConfig", "recpipe.models.dlrm.model:build")
     monkeypatch.setitem(MODELS, "half", entry)  # the in-tree line wins
-    assert builder("half") is dlrm_zoo.build
+    assert builder("half") is dlrm_model.build
 
 
 def test_build_on_meta(din_spec, din_cfg, dlrm_spec, dlrm_cfg) -> None:
@@ -123,7 +124,7 @@ def test_build_on_meta(din_spec, din_cfg, dlrm_spec, dlrm_cfg) -> None:
 
 def test_dlrm_builder_passes_init_and_checks_dims(dlrm_spec, dlrm_cfg) -> None:
     cfg = dlrm_cfg.model.model_copy(update={"embedding_init": "uniform", "embedding_init_scale": 0.25})
-    model = dlrm_zoo.build(dlrm_spec, cfg, device=torch.device("meta"))
+    model = dlrm_model.build(dlrm_spec, cfg, device=torch.device("meta"))
     configs = model.embeddings.ebc.embedding_bag_configs()
     assert configs[0].init_fn.keywords == {"bound": 0.25}
     bad = cfg.model_copy(update={"dense_mlp": MlpConfig(hidden_units=[64, 32])})

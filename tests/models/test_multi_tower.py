@@ -7,7 +7,7 @@ import torch
 from model_batches import capped_spec, din_batch, train_losses
 
 from recpipe.config import ConfigError, parse_config
-from recpipe.models.multi_tower_din import MultiTowerDIN
+from recpipe.models.multi_tower_din.model import MultiTowerDIN
 from recpipe.models.registry import build_model
 
 TOWERS = [{"group": "deep", "mlp": {"hidden_units": [32, 16]}}]

@@ -5,8 +5,8 @@ import torch
 from model_batches import capped_spec, dense_inputs, din_batch, train_losses
 from torch.export import Dim
 
-from recpipe.models.din import DinAttention, MeanPoolSequence, PaddedDinAttention
-from recpipe.models.multi_tower_din import MultiTowerDIN
+from recpipe.models.blocks.din import DinAttention, MeanPoolSequence, PaddedDinAttention
+from recpipe.models.multi_tower_din.model import MultiTowerDIN
 from recpipe.models.protocol import DenseArchModule
 from recpipe.models.registry import build_model
 

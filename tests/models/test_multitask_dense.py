@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recpipe.models.mlp import MlpSpec
-from recpipe.models.multitask_dense import (
+from recpipe.models.blocks.mlp import MlpSpec
+from recpipe.models.blocks.multitask import (
     DbmtlHead,
     ExtractionLayer,
     ExtractionSpec,

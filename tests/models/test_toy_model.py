@@ -1,13 +1,17 @@
-"""A model added the way the registry documents (one file, tests/models/toy_model.py, and one registry
-line) trains, evaluates and exports through the normal stages, with parity on every backend.
+"""A model added the way the registry documents (one folder, tests/models/toy/, and one registry line) trains,
+evaluates, exports with parity on every default backend and is served by MLflow's scoring server, through
+the normal stages.
 
 The registry line is an entry point (group ``recpipe.models``), as a package outside recpipe would
-declare it, because the train stage runs the trainer in a fresh process: an entry in the ``MODELS``
-dict of this process would not reach it.
+declare it, because the train stage runs the trainer in a fresh process (and the scoring server is one too):
+an entry in the ``MODELS`` dict of this process would not reach them.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,17 +19,20 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from local_http import invoke, predictions, scoring_server
 
 from recpipe.auc import binary_auc
 from recpipe.config import load_config
+from recpipe.config.catalogue import DEFAULT_BACKENDS
 from recpipe.config.root import model_names
 from recpipe.data.synthetic import generate
 from recpipe.export.loaders import load_backend
 from recpipe.export.manifest import read_manifest
-from recpipe.stages import evaluate, export, train
+from recpipe.stages import evaluate, export, promote, register, train
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 4000, 1000, 200
-REGISTRY_LINE = "toy = tests.models.toy_model"
+REGISTRY_LINE = "toy = tests.models.toy"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 CONFIG = {
@@ -49,7 +56,7 @@ CONFIG = {
         "epochs": 2,
         "log_every_steps": 10,
     },
-    "export": {"backends": ["jit", "onnx", "rtp"], "max_abs_logit_diff": 1e-4},
+    "export": {"backends": list(DEFAULT_BACKENDS), "max_abs_logit_diff": 1e-4},
 }
 
 
@@ -78,12 +85,24 @@ def test_unregistered_the_model_is_unknown(toy: dict[str, str]) -> None:
         load_config(toy["config"])
 
 
-@pytest.mark.slow
-def test_a_toy_model_trains_evaluates_and_exports(
-    toy: dict[str, str], declare_model: Callable[[str], None], tmp_path: Path
+def test_the_declaration_loads_the_config_without_torch(
+    toy: dict[str, str], declare_model: Callable[[str], None]
 ) -> None:
     declare_model(REGISTRY_LINE)
     assert "toy" in model_names() and type(load_config(toy["config"]).model).__name__ == "ToyConfig"
+    code = (
+        "import sys; from recpipe.config import load_config; "
+        f"print(type(load_config({toy['config']!r}).model).__name__, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["ToyConfig", "False"]
+
+
+@pytest.mark.slow
+def test_a_toy_model_trains_evaluates_exports_and_serves(
+    toy: dict[str, str], declare_model: Callable[[str], None], tmp_path: Path
+) -> None:
+    declare_model(REGISTRY_LINE)
     checkpoint = tmp_path / "train"
     trained = train.run(
         config_path=toy["config"], train_dir=toy["train"], eval_dir=toy["eval"], out_dir=str(checkpoint)
@@ -98,18 +117,30 @@ def test_a_toy_model_trains_evaluates_and_exports(
 
     exported = export.run(
         checkpoint=str(checkpoint),
-        backends="jit,onnx,rtp",
+        backends=",".join(DEFAULT_BACKENDS),
         out_dir=str(tmp_path / "export"),
         data_uri=toy["eval"],
     )
-    assert exported.ok and sorted(exported.backends) == ["jit", "onnx", "rtp"]
+    assert exported.ok and sorted(exported.backends) == sorted(DEFAULT_BACKENDS)
     for name, b in exported.backends.items():
         assert b["status"] == "ok" and b["passed"] and b["max_abs_logit_diff"] < 1e-4, name
         model = read_manifest(tmp_path / "export" / name).model
         assert (model["type"], model["class"]) == ("toy", "ToyModel")
     # The served folder scores raw rows (FG inside) to the AUC evaluate measured on the eager model.
     rows = pq.read_table(toy["eval"])
-    logits = load_backend(tmp_path / "export" / "rtp").predict_raw(rows.drop_columns(["label"]))
+    rtp = load_backend(tmp_path / "export" / "rtp")
+    logits = rtp.predict_raw(rows.drop_columns(["label"]))
     assert binary_auc(np.asarray(rows.column("label")), np.asarray(logits)) == pytest.approx(
         report.auc, abs=1e-4
     )
+
+    # Registered, promoted and served by MLflow's scoring server: JSON rows in, the export's scores out.
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    version = register.run(str(tmp_path / "export"), report.report_path, "toy-served", uri).version
+    promote.run("toy-served", version, uri, force=True, reason="toy test: the toy need not pass its gate")
+    head = rows.slice(0, 32)
+    records = json.loads(json.dumps(head.drop_columns(["label", "true_prob"]).to_pylist()))
+    with scoring_server("models:/toy-served@champion", uri, tmp_path) as server:
+        status, body = invoke(server.url, {"dataframe_records": records})
+    assert status == 200, body
+    np.testing.assert_allclose(predictions(body), rtp.predict(head), atol=1e-6)

@@ -12,9 +12,10 @@ from recpipe.batch import Batch
 from recpipe.config import ConfigError, load_config, parse_config
 from recpipe.features.build import build_feature_spec
 from recpipe.features.spec import FeatureSpecError
+from recpipe.models.blocks.fm import FactorizationMachine
 from recpipe.models.protocol import DenseArchModule, RankingModel
 from recpipe.models.registry import build_model
-from recpipe.models.wide_deep import FactorizationMachine, WideDeep
+from recpipe.models.wide_and_deep.model import WideDeep
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEPFM = ROOT / "configs" / "deepfm_criteo_small.yaml"

@@ -11,7 +11,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.config import parse_config
 from recpipe.features.build import build_feature_spec
-from recpipe.models.embedding import EmbeddingGroup, managed_collision_ec
+from recpipe.models.blocks.embedding import EmbeddingGroup, managed_collision_ec
 from recpipe.models.registry import build_model
 
 ROWS = 8  # 7 rows for ids, the last for ids without a row

@@ -6,19 +6,13 @@ row and column while the server keeps serving. Nothing is mocked."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
-from local_http import free_port
+from local_http import invoke, predictions, scoring_server
 from raw_rows import json_records, taobao_rows, typed
 
 from recpipe.config import load_config
@@ -48,44 +42,9 @@ def served(tmp_path_factory):
     export.run(str(root / "ckpt"), "rtp", str(root / "export"), data_uri=str(root / "data" / "eval"))
     version = register.run(str(root / "export"), report.report_path, MODEL, uri).version
     promote.run(MODEL, version, uri, force=True, reason="serving test: the tiny model need not pass its gate")
-    port = free_port()
-    log = open(root / "server.log", "w")  # noqa: SIM115 - closed below
-    recpipe = Path(sys.executable).with_name("recpipe")  # `recpipe serve` becomes `mlflow models serve`
-    server = subprocess.Popen(
-        [str(recpipe), "serve", "--model", f"models:/{MODEL}@champion", "--tracking-uri", uri, "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=root, env={k: v for k, v in os.environ.items() if k != "PATH"}
-        | {"PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/ping", timeout=2)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if server.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(
-                        f"scoring server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
-                    ) from None
-                time.sleep(0.5)
+    with scoring_server(f"models:/{MODEL}@champion", uri, root) as server:
         rows = pq.read_table(root / "data" / "eval").slice(0, 64)
-        yield {"url": url, "rows": rows, "export": root / "export", "server": server}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
-
-
-def _post(url: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(
-        f"{url}/invocations", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
+        yield {"url": server.url, "rows": rows, "export": root / "export", "server": server.process}
 
 
 def _features(rows) -> list[dict]:
@@ -93,54 +52,49 @@ def _features(rows) -> list[dict]:
     return json.loads(json.dumps(records))  # what a JSON client sends
 
 
-def _predictions(body: dict) -> np.ndarray:
-    preds = body["predictions"]
-    return np.asarray([p if isinstance(p, float | int) else next(iter(p.values())) for p in preds], float)
-
-
 def test_batch_and_single_row_requests_score_like_the_export(served):
     records = _features(served["rows"])
     want = load_backend(served["export"] / "rtp").predict(served["rows"])
-    status, body = _post(served["url"], {"dataframe_records": records})
+    status, body = invoke(served["url"], {"dataframe_records": records})
     assert status == 200, body
-    np.testing.assert_allclose(_predictions(body), want, atol=1e-6)
+    np.testing.assert_allclose(predictions(body), want, atol=1e-6)
     cols = list(records[0])
     split = {"columns": cols, "data": [[r[c] for c in cols] for r in records]}
-    status, body = _post(served["url"], {"dataframe_split": split})
-    assert status == 200 and np.allclose(_predictions(body), want, atol=1e-6)
-    status, body = _post(served["url"], {"dataframe_records": records[:1]})
-    assert status == 200 and np.allclose(_predictions(body), want[:1], atol=1e-6)
-    assert ((0 < _predictions(body)) & (_predictions(body) < 1)).all()  # probabilities by default
+    status, body = invoke(served["url"], {"dataframe_split": split})
+    assert status == 200 and np.allclose(predictions(body), want, atol=1e-6)
+    status, body = invoke(served["url"], {"dataframe_records": records[:1]})
+    assert status == 200 and np.allclose(predictions(body), want[:1], atol=1e-6)
+    assert ((0 < predictions(body)) & (predictions(body) < 1)).all()  # probabilities by default
 
 
 def test_nulls_and_absent_optional_columns_are_missing_values(served):
     rec = _features(served["rows"])[0]
     nulls = rec | {"brand": None, "price": None, "click_50_seq": None, "pid": ""}
     absent = {k: v for k, v in rec.items() if k not in ("brand", "price", "click_50_seq", "pid")}
-    status, a = _post(served["url"], {"dataframe_records": [nulls]})
+    status, a = invoke(served["url"], {"dataframe_records": [nulls]})
     assert status == 200, a
-    status, b = _post(served["url"], {"dataframe_records": [absent]})
+    status, b = invoke(served["url"], {"dataframe_records": [absent]})
     assert status == 200, b
     want = load_backend(served["export"] / "rtp").predict([nulls])
-    np.testing.assert_allclose(_predictions(a), want, atol=1e-6)
-    np.testing.assert_allclose(_predictions(b), want, atol=1e-6)
+    np.testing.assert_allclose(predictions(a), want, atol=1e-6)
+    np.testing.assert_allclose(predictions(b), want, atol=1e-6)
 
 
 def test_logits_on_request(served):
     records = _features(served["rows"])[:5]
-    status, body = _post(served["url"], {"dataframe_records": records, "params": {"output": "logit"}})
+    status, body = invoke(served["url"], {"dataframe_records": records, "params": {"output": "logit"}})
     assert status == 200, body
     want = load_backend(served["export"] / "rtp").predict(records, output="logit")
-    np.testing.assert_allclose(_predictions(body), want, atol=1e-5)
+    np.testing.assert_allclose(predictions(body), want, atol=1e-5)
 
 
 def test_a_bad_request_is_a_400_naming_row_and_column_and_the_server_keeps_serving(served):
     records = _features(served["rows"])[:3]
     records[2]["cms_segid"] = "not-an-id"
-    status, body = _post(served["url"], {"dataframe_records": records})
+    status, body = invoke(served["url"], {"dataframe_records": records})
     assert status == 400, body
     assert "row 2, column 'cms_segid'" in body.get("message", "") and "not-an-id" in body["message"]
-    status, _ = _post(served["url"], {"dataframe_records": records[:2]})
+    status, _ = invoke(served["url"], {"dataframe_records": records[:2]})
     assert status == 200 and served["server"].poll() is None
 
 
@@ -150,6 +104,6 @@ def test_generated_rows_score_the_same_through_the_server(served, data):
     """The raw-value contract's property test, its fourth representation: JSON records through the server."""
     rows, types = data
     want = load_backend(served["export"] / "rtp").predict(typed(rows, types))
-    status, body = _post(served["url"], {"dataframe_records": json_records(rows)})
+    status, body = invoke(served["url"], {"dataframe_records": json_records(rows)})
     assert status == 200, body
-    np.testing.assert_allclose(_predictions(body), want, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(predictions(body), want, rtol=0, atol=1e-6)

@@ -22,7 +22,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from recpipe.config import OptimizerConfig, load_config
 from recpipe.features.build import build_feature_spec
 from recpipe.launch import launch_local
-from recpipe.models.embedding import EmbeddingInit, managed_collision_ec
+from recpipe.models.blocks.embedding import EmbeddingInit, managed_collision_ec
 from recpipe.models.registry import build_model
 from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.dist import init_distributed, plan_sharding, shard_model, sharding_constraints, shutdown

@@ -1,0 +1,190 @@
+"""MultiTowerDIN's dense arch in plain torch: deep-tower MLPs, DIN attention over jagged histories, the
+final MLP and the logit. Imports neither torchrec nor fbgemm, so it runs (and exports) where they are
+not installed (``benchmarks/gpu_check.py`` on a bare CUDA machine)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from recpipe.models.blocks.din import DinAttention, MeanPoolSequence, PaddedDinAttention
+from recpipe.models.blocks.mlp import MLP, MlpSpec
+
+ATTENTIONS = ("jagged", "padded", "mean_pool")
+
+
+@dataclass(frozen=True)
+class DeepTower:
+    """A tower over one ``deep`` feature group: its pooled embeddings and dense columns, concatenated.
+
+    Args:
+        name (str): the feature group name.
+        sparse_keys (tuple[str, ...]): pooled KJT keys, concatenated in this order.
+        dense_columns (tuple[int, ...]): columns of ``Batch.dense`` appended after them.
+        mlp (MlpSpec | None): the tower MLP (e.g. 512-256-128); ``None``: the concatenation as it is (a
+            multi-task model's experts read the group's embeddings, as TorchEasyRec's MMoE does).
+    """
+
+    name: str
+    sparse_keys: tuple[str, ...]
+    mlp: MlpSpec | None
+    dense_columns: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class DinTower:
+    """A tower over one ``sequence`` feature group: DIN attention of the target over the history.
+
+    Args:
+        name (str): the feature group name; its dense-arch inputs are ``<name>__query``,
+            ``<name>__values`` and ``<name>__offsets``.
+        query_keys (tuple[str, ...]): target keys (e.g. ``adgroup_id, cate_id, brand``), pooled and concatenated.
+        history_keys (tuple[str, ...]): history sub-feature keys, paired with ``query_keys`` in order,
+            concatenated per item.
+        attn_mlp (MlpSpec): attention MLP widths and activation (no batch norm / dropout).
+        attention (str): ``"jagged"`` (real items only), ``"padded"`` (reference) or ``"mean_pool"`` (ablation).
+        max_length (int): the sequence's maximum length (the padded reference pads to it).
+        weighting (str): how attention scores become weights, ``"softmax"`` or ``"sigmoid"`` (see
+            :class:`~recpipe.models.blocks.din.DinAttention`).
+    """
+
+    name: str
+    query_keys: tuple[str, ...]
+    history_keys: tuple[str, ...]
+    attn_mlp: MlpSpec
+    attention: str = "jagged"
+    max_length: int = 100
+    weighting: str = "softmax"
+
+
+class MultiTowerDinDense(nn.Module):
+    """MultiTowerDIN's dense arch: tower MLPs, DIN attention, final MLP, logit (plain torch ops only).
+
+    Args:
+        towers (list[DeepTower]): deep towers.
+        din_towers (list[DinTower]): DIN towers.
+        final (MlpSpec | None): the MLP over all tower outputs (a Linear to one logit follows).
+        key_dims (dict[str, int]): embedding width of every key the towers read.
+        dense_in_features (int): width of ``Batch.dense``.
+        device (torch.device | None): parameter device.
+        head (Callable[[int], nn.Module] | None): instead of ``final`` and the logit, a multi-task head
+            built for the towers' total width (:mod:`recpipe.models.blocks.multitask`): logits ``(B, T)``.
+
+    Example::
+
+        dense_arch = model.dense_module()
+        dense_arch(torch.zeros(2, 0), model.sparse_arch(kjt)).shape  # (2,)
+    """
+
+    def __init__(
+        self,
+        towers: list[DeepTower],
+        din_towers: list[DinTower],
+        final: MlpSpec | None,
+        key_dims: dict[str, int],
+        dense_in_features: int = 0,
+        device: torch.device | None = None,
+        head: Callable[[int], nn.Module] | None = None,
+    ) -> None:
+        super().__init__()
+        if (final is None) == (head is None):
+            raise ValueError(
+                "MultiTowerDIN's dense arch takes a final MLP or a multi-task head (one of them)"
+            )
+        if not towers and not din_towers:
+            raise ValueError("MultiTowerDIN needs at least one tower")
+        names = [t.name for t in towers] + [t.name for t in din_towers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate tower names {dup}")
+        self.deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
+        for tower in din_towers:
+            if tower.attention not in ATTENTIONS:
+                raise ValueError(f"DIN tower {tower.name!r}: attention must be one of {list(ATTENTIONS)}")
+            if len(tower.query_keys) != len(tower.history_keys) or not tower.query_keys:
+                raise ValueError(
+                    f"DIN tower {tower.name!r} needs one query key per history key, "
+                    f"got {list(tower.query_keys)} and {list(tower.history_keys)}"
+                )
+            if tower.attn_mlp.batch_norm or tower.attn_mlp.dropout:
+                raise ValueError(
+                    f"DIN tower {tower.name!r}: the attention MLP takes no batch norm or dropout"
+                )
+            clash = [f"{tower.name}__{s}" for s in ("query", "values", "offsets")]
+            clash = [c for c in clash if c in self.deep_keys]
+            if clash:
+                raise ValueError(f"DIN tower {tower.name!r}: input names {clash} clash with feature keys")
+        for tower in towers:
+            bad = [c for c in tower.dense_columns if not 0 <= c < dense_in_features]
+            if bad:
+                raise ValueError(
+                    f"tower {tower.name!r}: dense columns {bad} outside [0, {dense_in_features})"
+                )
+        self.towers_spec = list(towers)
+        self.din_towers_spec = list(din_towers)
+        self.dense_in_features = dense_in_features
+
+        self.towers = nn.ModuleDict()
+        width = 0
+        for tower in towers:
+            in_features = sum(key_dims[k] for k in tower.sparse_keys) + len(tower.dense_columns)
+            if tower.mlp is None:
+                self.towers[tower.name] = nn.Identity()
+                width += in_features
+            else:
+                self.towers[tower.name] = MLP.from_spec(in_features, tower.mlp, device=device)
+                width += self.towers[tower.name].out_features
+        self.din = nn.ModuleDict()
+        for tower in din_towers:
+            q_dim = sum(key_dims[k] for k in tower.query_keys)
+            s_dim = sum(key_dims[k] for k in tower.history_keys)
+            if q_dim != s_dim:
+                raise ValueError(
+                    f"DIN tower {tower.name!r}: query width {q_dim} differs from history width {s_dim}"
+                )
+            self.din[tower.name] = _attention(tower, q_dim, device)
+            width += q_dim
+        self.head = head(width) if head is not None else None
+        if final is not None:
+            self.final = MLP.from_spec(width, final, device=device)
+            self.logit = nn.Linear(self.final.out_features, 1, device=device)
+
+    def input_names(self) -> list[str]:
+        names = ["dense", *self.deep_keys]
+        for tower in self.din_towers_spec:
+            names += [f"{tower.name}__query", f"{tower.name}__values", f"{tower.name}__offsets"]
+        return names
+
+    def forward(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        outs: list[torch.Tensor] = []
+        for tower in self.towers_spec:
+            parts = [embeddings[k] for k in tower.sparse_keys]
+            if tower.dense_columns:
+                parts.append(dense[:, list(tower.dense_columns)])
+            outs.append(self.towers[tower.name](torch.cat(parts, dim=1)))
+        for tower in self.din_towers_spec:
+            outs.append(
+                self.din[tower.name](
+                    embeddings[f"{tower.name}__query"],
+                    embeddings[f"{tower.name}__values"],
+                    embeddings[f"{tower.name}__offsets"],
+                )
+            )
+        if self.head is not None:
+            return self.head(torch.cat(outs, dim=1))
+        return self.logit(self.final(torch.cat(outs, dim=1))).squeeze(-1)
+
+
+def _attention(tower: DinTower, dim: int, device: torch.device | None) -> nn.Module:
+    hidden = list(tower.attn_mlp.hidden_units)
+    act = tower.attn_mlp.activation
+    if tower.attention == "jagged":
+        return DinAttention(dim, hidden, act, weighting=tower.weighting, device=device)
+    if tower.attention == "padded":
+        return PaddedDinAttention(
+            dim, hidden, act, max_length=tower.max_length, weighting=tower.weighting, device=device
+        )
+    return MeanPoolSequence(dim)

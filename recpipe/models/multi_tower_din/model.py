@@ -1,0 +1,148 @@
+"""MultiTowerDIN (TorchEasyRec's ``multi_tower_din_taobao``): deep towers over pooled features, DIN
+towers over jagged behaviour histories, a final MLP over all towers → one logit. The dense arch lives in
+:mod:`recpipe.models.multi_tower_din.dense` (plain torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.features.spec import FeatureSpec, TableSpec
+from recpipe.models.base import SplitModel
+from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingInit
+from recpipe.models.blocks.mlp import MlpSpec, mlp_spec, optional_mlp_spec
+from recpipe.models.multi_tower_din.config import DinTowerConfig, MultiTowerDinConfig, TowerConfig
+from recpipe.models.multi_tower_din.dense import DeepTower, DinTower, MultiTowerDinDense
+from recpipe.models.multitask.config import InputTowerConfig
+
+
+class MultiTowerDIN(SplitModel):
+    """Deep towers and DIN towers, concatenated, through a final MLP and a Linear to one logit.
+
+    Two submodules: ``embeddings`` (:class:`EmbeddingGroup`, the sparse arch) and ``dense``
+    (:class:`MultiTowerDinDense`, plain torch: what export serves).
+
+    Args:
+        tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
+        towers (list[DeepTower]): deep towers.
+        din_towers (list[DinTower]): DIN towers.
+        final (MlpSpec | None): the MLP over all tower outputs (a Linear to one logit follows).
+        head (Callable[[int], nn.Module] | None): instead of ``final``, a multi-task head over the towers'
+            concatenated outputs (MMoE, DBMTL, PLE: :mod:`recpipe.models.blocks.multitask`): logits ``(B, T)``.
+        dense_in_features (int): width of ``Batch.dense`` (0 when there are no dense features).
+        pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per pooled key.
+        embedding_init (EmbeddingInit): table initialization.
+        device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
+
+    Example::
+
+        # Taobao: B = 2; 16 pooled keys of dim 16 in the deep tower; click_50_seq of 3 sub-features
+        #   adgroup_id                [3]          [5]
+        #   click_50_seq__adgroup_id  [3, 8, 1]    []      (cate_id, brand alike)
+        model = build_model(spec, cfg.model)
+        emb = model.sparse_arch(kjt)
+        emb["user_id"].shape       # (2, 16)      one per deep-tower key
+        emb["seq__query"].shape    # (2, 48)      target adgroup_id | cate_id | brand
+        emb["seq__values"].shape   # (3, 48)      T = 3 real history items, never padded
+        emb["seq__offsets"]        # tensor([0, 3, 3])
+        model.dense_arch(torch.zeros(2, 0), emb).shape  # (2,) logits
+        # deep: (2, 256) -> 512-256-128; DIN: (2, 48); final: (2, 176) -> 64 -> 1
+    """
+
+    def __init__(
+        self,
+        tables: list[TableSpec],
+        towers: list[DeepTower],
+        din_towers: list[DinTower],
+        final: MlpSpec | None,
+        dense_in_features: int = 0,
+        pooling: dict[str, str] | None = None,
+        embedding_init: EmbeddingInit = EmbeddingInit(),
+        device: torch.device | None = None,
+        head: Callable[[int], nn.Module] | None = None,
+    ) -> None:
+        deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
+        query_keys = [k for t in din_towers for k in t.query_keys]
+        history_keys = [k for t in din_towers for k in t.history_keys]
+        embeddings = EmbeddingGroup(
+            tables,
+            pooled_keys=list(dict.fromkeys(deep_keys + query_keys)),
+            sequence_keys=list(dict.fromkeys(history_keys)),
+            pooling=pooling,
+            device=device,
+            init=embedding_init,
+        )
+        dims = {k: embeddings.embedding_dim(k) for k in [*deep_keys, *query_keys, *history_keys]}
+        dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device, head)
+        super().__init__(embeddings, dense, dense_in_features)
+
+    def sparse_arch(self, sparse: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
+        """Embedding lookups keyed by :meth:`dense_input_names` (without ``dense``): one ``(B, D)`` per
+        deep-tower key; per DIN tower ``<name>__query (B, Dq)``, ``<name>__values (T, Ds)``,
+        ``<name>__offsets (B + 1,)`` int64."""
+        lookup = self.embeddings(sparse)
+        out = {k: lookup.pooled[k] for k in self.dense.deep_keys}
+        for tower in self.dense.din_towers_spec:
+            out[f"{tower.name}__query"] = torch.cat([lookup.pooled[k] for k in tower.query_keys], dim=1)
+            # The sub-features of one sequence share lengths: item i of every sub-feature is one item.
+            out[f"{tower.name}__values"] = torch.cat([lookup.values[k] for k in tower.history_keys], dim=1)
+            out[f"{tower.name}__offsets"] = lookup.offsets[tower.history_keys[0]]
+        return out
+
+
+def build(spec: FeatureSpec, cfg: MultiTowerDinConfig, device: torch.device | None = None) -> MultiTowerDIN:
+    """MultiTowerDIN from the spec's feature groups and ``cfg`` (towers by group name; see
+    :func:`tower_specs`)."""
+    towers, din_towers = tower_specs(spec, cfg.towers, cfg.din_towers)
+    return MultiTowerDIN(
+        spec.tables(),
+        towers,
+        din_towers,
+        mlp_spec(cfg.final),
+        dense_in_features=spec.dense_dim,
+        pooling=spec.pooling(),
+        device=device,
+    )
+
+
+def tower_specs(
+    spec: FeatureSpec, towers: Sequence[TowerConfig | InputTowerConfig], din_towers: Sequence[DinTowerConfig]
+) -> tuple[list[DeepTower], list[DinTower]]:
+    """The deep and DIN towers of a config, over the spec's feature groups (a tower's ``mlp`` may be
+    ``None`` in a multi-task model: the group's embeddings as they are).
+
+    Raises:
+        ValueError: a tower over a group of the wrong type (deep vs sequence).
+    """
+    dense_names = spec.dense_names()
+    deep = []
+    for t in towers:
+        group = spec.group(t.group)
+        if group.type != "deep":
+            raise ValueError(f"tower over group {t.group!r} needs a deep group, it is {group.type!r}")
+        cols = tuple(dense_names.index(n) for n in group.dense)
+        mlp = optional_mlp_spec(t.mlp)
+        deep.append(DeepTower(group.name, tuple(group.sparse), mlp, cols))
+    max_length = {s.name: s.max_length for s in spec.sequences}
+    din = []
+    for t in din_towers:
+        group = spec.group(t.group)
+        if group.type != "sequence":
+            raise ValueError(f"DIN tower over group {t.group!r} needs a sequence group, it is {group.type!r}")
+        parents = {spec.feature(h).sequence for h in group.history}
+        length = max(max_length[p] for p in parents if p is not None)
+        din.append(
+            DinTower(
+                group.name,
+                tuple(group.query),
+                tuple(group.history),
+                mlp_spec(t.attn_mlp),
+                t.attention,
+                length,
+                t.weighting,
+            )
+        )
+    return deep, din

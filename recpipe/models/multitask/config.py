@@ -1,0 +1,78 @@
+"""What the multi-task models (MMoE, DBMTL, PLE) share: their towers over feature groups (deep towers,
+optionally without an MLP, and DIN towers, as in MultiTowerDIN), their task towers, one per label, and the
+builder that puts a multi-task head on MultiTowerDIN's towers (:mod:`recpipe.models.multitask.model`).
+
+A multi-task model's ``task_towers`` name the labels they predict, in ``data.label_fields`` order
+(TorchEasyRec's ``task_towers[].label_name``), each with its loss weight (``weight``). The model's output is
+one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · BCE_t``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from recpipe.config.features import FeatureGroupConfig
+from recpipe.config.sections import ConfigSection, MlpConfig, ModelSection, check_group_refs
+from recpipe.models.multi_tower_din.config import DinTowerConfig
+
+
+class InputTowerConfig(ConfigSection):
+    """A deep tower over one ``deep`` feature group; without ``mlp`` the group's embeddings (and dense
+    columns) go to the experts as they are (TorchEasyRec's multi-task models read the group directly)."""
+
+    group: str
+    mlp: MlpConfig | None = None
+
+
+class TaskTowerConfig(ConfigSection):
+    """One task (TorchEasyRec's ``task_towers[]``).
+
+    Args:
+        name (str): the task (``ctr``, ``cvr``); metrics, gates and outputs are named after it.
+        label (str): its label column, one of ``data.label_fields`` (same order as the towers).
+        mlp (MlpConfig | None): the tower's MLP.
+        weight (float): the task's loss weight.
+        relation_tower_names (list[str]): DBMTL only: earlier towers this one depends on.
+        relation_mlp (MlpConfig | None): DBMTL only: the MLP over own + related towers' outputs.
+    """
+
+    name: str
+    label: str
+    mlp: MlpConfig | None = None
+    weight: float = Field(1.0, gt=0.0)
+    relation_tower_names: list[str] = Field(default_factory=list)
+    relation_mlp: MlpConfig | None = None
+
+
+class MultiTaskSection(ModelSection):
+    """The parts every multi-task model's section has (see each model's module for its own)."""
+
+    towers: list[InputTowerConfig] = Field(default_factory=list)
+    din_towers: list[DinTowerConfig] = Field(default_factory=list)
+    task_towers: list[TaskTowerConfig] = Field(min_length=2)
+
+    def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
+        """Every tower's group must be a defined feature group; task names must be distinct."""
+        if not self.towers and not self.din_towers:
+            raise ValueError(f"model {self.type}: needs at least one tower (towers or din_towers)")
+        check_group_refs([t.group for t in self.towers] + [t.group for t in self.din_towers], groups)
+        names = [t.name for t in self.task_towers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model {self.type}: task tower names must be distinct, got {names}")
+
+    def check_labels(self, labels: Sequence[str]) -> None:
+        """The task towers' labels are the data's label columns, in the same order."""
+        mine = [t.label for t in self.task_towers]
+        if mine != list(labels):
+            raise ValueError(
+                f"model {self.type}: task_towers predict labels {mine}, data.label_fields is {list(labels)} "
+                "(one task tower per label, in the same order)"
+            )
+
+    def task_names(self) -> list[str]:
+        return [t.name for t in self.task_towers]
+
+    def task_weights(self) -> list[float]:
+        return [t.weight for t in self.task_towers]

@@ -1,0 +1,57 @@
+"""The builder the multi-task models (MMoE, DBMTL, PLE) share: MultiTowerDIN's embeddings and towers with a
+multi-task head (:mod:`recpipe.models.blocks.multitask`) instead of its final MLP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from recpipe.features.spec import FeatureSpec
+from recpipe.models.blocks.mlp import optional_mlp_spec
+from recpipe.models.blocks.multitask import TowerSpec
+from recpipe.models.multi_tower_din.model import MultiTowerDIN, tower_specs
+from recpipe.models.multitask.config import MultiTaskSection, TaskTowerConfig
+
+
+def tower_spec(t: TaskTowerConfig, with_relations: bool) -> TowerSpec:
+    """A task tower's :class:`~recpipe.models.blocks.multitask.TowerSpec` (relations: DBMTL only)."""
+    if not with_relations and (t.relation_tower_names or t.relation_mlp is not None):
+        raise ValueError(f"task tower {t.name!r}: relation_tower_names / relation_mlp are DBMTL's")
+    return TowerSpec(
+        t.name,
+        optional_mlp_spec(t.mlp),
+        tuple(t.relation_tower_names),
+        optional_mlp_spec(t.relation_mlp),
+    )
+
+
+def build_multitask(
+    spec: FeatureSpec,
+    cfg: MultiTaskSection,
+    head: Callable[[int], nn.Module],
+    device: torch.device | None = None,
+) -> MultiTowerDIN:
+    """MultiTowerDIN's embeddings and towers with ``head(width)`` instead of its final MLP: logits ``(B, T)``.
+
+    The model carries ``task_names`` and ``task_weights`` (the training loss reads them)."""
+    if spec.labels != [t.label for t in cfg.task_towers]:
+        raise ValueError(
+            f"model {cfg.type}: task_towers predict {[t.label for t in cfg.task_towers]}, the features' labels "
+            f"are {spec.labels}"
+        )
+    towers, din_towers = tower_specs(spec, cfg.towers, cfg.din_towers)
+    model = MultiTowerDIN(
+        spec.tables(),
+        towers,
+        din_towers,
+        None,
+        dense_in_features=spec.dense_dim,
+        pooling=spec.pooling(),
+        device=device,
+        head=head,
+    )
+    model.task_names = cfg.task_names()
+    model.task_weights = cfg.task_weights()
+    return model
