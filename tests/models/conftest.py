@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,21 +48,7 @@ def _one_thread():
 
 
 @pytest.fixture
-def declare_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
-    """Declare a model by its registry line, ``"toy = tests.models.toy"``, the way a package outside
-    recpipe does: an entry point of group ``recpipe.models`` in installed distribution metadata, found by
-    this process and by the processes it starts (the trainer)."""
-
-    def declare(line: str) -> None:
-        site = tmp_path / "site"
-        info = site / "recpipe_test_models-0.dist-info"
-        info.mkdir(parents=True, exist_ok=True)
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: recpipe-test-models\nVersion: 0\n")
-        (info / "entry_points.txt").write_text(f"[recpipe.models]\n{line}\n")
-        monkeypatch.syspath_prepend(str(site))
-        # The trainer's process: the metadata, and the repository root that holds tests.models.
-        monkeypatch.setenv(
-            "PYTHONPATH", os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])
-        )
-
-    return declare
+def declare_model(declare_entry_point: Callable[[str, str], None]) -> Callable[[str], None]:
+    """Declare a model by its registry line, ``"toy = tests.models.toy"``, the way a package outside recpipe
+    does: an entry point of group ``recpipe.models`` (see ``declare_entry_point``)."""
+    return lambda line: declare_entry_point("recpipe.models", line)

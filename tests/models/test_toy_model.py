@@ -1,6 +1,8 @@
 """A model added the way the registry documents (one folder, tests/models/toy/, and one registry line) trains,
 evaluates, exports with parity on every default backend and is served by MLflow's scoring server, through
-the normal stages.
+the normal stages. Its config also reads a feature of a kind added the same way (one module,
+tests/features/toy_kind.py, and one entry-point line), so the kind goes the same whole way: FG at training,
+fg.json, FG inside every served backend and the scoring server.
 
 The registry line is an entry point (group ``recpipe.models``), as a package outside recpipe would
 declare it, because the train stage runs the trainer in a fresh process (and the scoring server is one too):
@@ -32,6 +34,7 @@ from recpipe.stages import evaluate, export, promote, register, train
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 4000, 1000, 200
 REGISTRY_LINE = "toy = tests.models.toy"
+KIND_LINE = "text_length = tests.features.toy_kind"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,12 +44,13 @@ CONFIG = {
     "features": [
         *({"kind": "raw", "name": f"I{i}", "normalizer": "log(x+3)"} for i in range(1, 14)),
         *({"kind": "id", "name": f"C{i}", "hash_bucket_size": 500, "embedding_dim": 4} for i in range(1, 27)),
+        {"kind": "text_length", "name": "C3_length", "column": "C3", "max_length": 8},
     ],
     "feature_groups": [
         {
             "name": "wide",
             "type": "deep",
-            "features": [*(f"I{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 27))],
+            "features": [*(f"I{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 27)), "C3_length"],
         }
     ],
     "model": {"type": "toy", "group": "wide"},
@@ -86,9 +90,10 @@ def test_unregistered_the_model_is_unknown(toy: dict[str, str]) -> None:
 
 
 def test_the_declaration_loads_the_config_without_torch(
-    toy: dict[str, str], declare_model: Callable[[str], None]
+    toy: dict[str, str], declare_entry_point: Callable[[str, str], None]
 ) -> None:
-    declare_model(REGISTRY_LINE)
+    declare_entry_point("recpipe.models", REGISTRY_LINE)
+    declare_entry_point("recpipe.feature_kinds", KIND_LINE)
     assert "toy" in model_names() and type(load_config(toy["config"]).model).__name__ == "ToyConfig"
     code = (
         "import sys; from recpipe.config import load_config; "
@@ -99,10 +104,11 @@ def test_the_declaration_loads_the_config_without_torch(
 
 
 @pytest.mark.slow
-def test_a_toy_model_trains_evaluates_exports_and_serves(
-    toy: dict[str, str], declare_model: Callable[[str], None], tmp_path: Path
+def test_a_toy_model_and_kind_train_evaluate_export_and_serve(
+    toy: dict[str, str], declare_entry_point: Callable[[str, str], None], tmp_path: Path
 ) -> None:
-    declare_model(REGISTRY_LINE)
+    declare_entry_point("recpipe.models", REGISTRY_LINE)
+    declare_entry_point("recpipe.feature_kinds", KIND_LINE)
     checkpoint = tmp_path / "train"
     trained = train.run(
         config_path=toy["config"], train_dir=toy["train"], eval_dir=toy["eval"], out_dir=str(checkpoint)
@@ -129,6 +135,7 @@ def test_a_toy_model_trains_evaluates_exports_and_serves(
     # The served folder scores raw rows (FG inside) to the AUC evaluate measured on the eager model.
     rows = pq.read_table(toy["eval"])
     rtp = load_backend(tmp_path / "export" / "rtp")
+    assert rtp.spec.feature("C3_length").kind == "text_length"  # read back from the served fg.json
     logits = rtp.predict_raw(rows.drop_columns(["label"]))
     assert binary_auc(np.asarray(rows.column("label")), np.asarray(logits)) == pytest.approx(
         report.auc, abs=1e-4
