@@ -1,22 +1,20 @@
 """The catalogues of names: every model and every export backend recpipe knows, name → where it lives.
 
 The one list of each. Entries name modules by ``"module:attribute"`` strings and this module imports
-nothing, so the config (the ground floor) can validate ``model.type`` and ``export.backends`` without
-importing torch or any package above it. Each string is resolved by one module, the one named in its
-entry class's ``RESOLVED_BY`` (``tests/arch/test_imports.py`` reads these strings as imports *of that
+nothing, so the config (the ground floor) can validate ``model.type``, every feature's ``kind`` and
+``export.backends`` without importing torch or any package above it. Each string is resolved by one module,
+the one :data:`RESOLVED_BY` names (``tests/arch/test_imports.py`` reads these strings as imports *of that
 module*, and holds them to the floors):
 
-- :attr:`ModelEntry.config` by :mod:`recpipe.config.root` (so a model's section file imports only
-  ``recpipe.config`` modules: it stands on the ground floor, however deep its folder is);
-- :attr:`ModelEntry.build` by :mod:`recpipe.models.registry`;
-- :class:`BackendEntry`'s builder, scorer and availability check by :mod:`recpipe.export.backends`;
-- :attr:`KindEntry.config` by :mod:`recpipe.config.root`, :attr:`KindEntry.fg` by
-  :mod:`recpipe.features.kinds.registry`.
+- every ``config`` by :mod:`recpipe.config.root` (so a model's section file imports only ``recpipe.config``
+  modules: it stands on the ground floor, however deep its folder is);
+- a model's ``code`` by :mod:`recpipe.models.registry`, a kind's by :mod:`recpipe.features.kinds.registry`;
+- a backend's builder, scorer and availability check by :mod:`recpipe.export.backends`.
 
 Adding a model: its folder ``recpipe/models/<name>/`` and one line in :data:`MODELS`. Adding a feature kind:
 its module ``recpipe/features/kinds/<kind>.py``, its config class (a section of the config, so on this floor:
 ``recpipe/config/features.py``) and one line in :data:`FEATURE_KINDS`; outside recpipe, one module holding
-both (``Config`` and ``KIND``) and an entry point of group ``recpipe.feature_kinds``. A package outside
+both (``Config`` and ``KIND``) and an entry point of group ``recpipe.feature_kinds`` (:data:`ENTRY_POINTS`). A package outside
 recpipe declares a model by an entry point of group ``recpipe.models`` instead (``my_model =
 "my_package.my_model"``, a module with ``Config`` and ``build``): every process that loads a config finds it,
 training workers and cluster pods included.
@@ -24,6 +22,7 @@ training workers and cluster pods included.
 Example::
 
     MODELS["dlrm"].config                  # 'recpipe.models.dlrm.config:DlrmConfig'
+    FEATURE_KINDS["id"].code               # 'recpipe.features.kinds.id:KIND'
     EXPORT_BACKENDS["rtp"].full_model      # False: raw rows in, FG inside
     DEFAULT_BACKENDS                       # ('jit', 'aoti', 'onnx', 'rtp')
 """
@@ -32,27 +31,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 
 @dataclass(frozen=True)
-class ModelEntry:
-    """One model.
+class Declared:
+    """A model or a feature kind: where its config class and its code live.
 
     Args:
-        config (str): ``"module:Class"``, its :class:`~recpipe.config.sections.ModelSection` (the YAML
-            section under ``model:``, with ``check_groups``); the module imports only ``recpipe.config``.
-        build (str): ``"module:function"``, ``build(spec, cfg, device=None) -> nn.Module`` (a
-            :class:`~recpipe.models.base.SplitModel`).
+        config (str): ``"module:Class"``, its section: a :class:`~recpipe.config.sections.ModelSection` (the
+            YAML under ``model:``, with ``check_groups``) or a :class:`~recpipe.config.features.FeatureSection`
+            (one entry of ``features:``); the module imports only ``recpipe.config`` modules.
+        code (str): ``"module:attribute"``: a model's ``build(spec, cfg, device=None) -> nn.Module`` (a
+            :class:`~recpipe.models.base.SplitModel`), a kind's
+            :class:`~recpipe.features.kinds.base.FeatureKind` (its FeatureSpec entries, fitting and FG).
     """
 
-    RESOLVED_BY: ClassVar[dict[str, str]] = {
-        "config": "recpipe.config.root",
-        "build": "recpipe.models.registry",
-    }
-
     config: str
-    build: str
+    code: str
 
 
 @dataclass(frozen=True)
@@ -71,12 +66,6 @@ class BackendEntry:
             this machine (it is then recorded as skipped), or None when it always can.
     """
 
-    RESOLVED_BY: ClassVar[dict[str, str]] = {
-        "builder": "recpipe.export.backends",
-        "scorer": "recpipe.export.backends",
-        "unavailable": "recpipe.export.backends",
-    }
-
     builder: str
     scorer: str
     full_model: bool
@@ -85,63 +74,44 @@ class BackendEntry:
     unavailable: str | None = None
 
 
-@dataclass(frozen=True)
-class KindEntry:
-    """One feature kind (the ``kind:`` of a feature in the config).
-
-    Args:
-        config (str): ``"module:Class"``, its :class:`~recpipe.config.features.FeatureSection` (imports only
-            ``recpipe.config`` modules).
-        fg (str): ``"module:attribute"``, its :class:`~recpipe.features.kinds.base.FeatureKind`: the
-            FeatureSpec entries it makes, what it fits, its vectorized FG.
-    """
-
-    RESOLVED_BY: ClassVar[dict[str, str]] = {
-        "config": "recpipe.config.root",
-        "fg": "recpipe.features.kinds.registry",
-    }
-
-    config: str
-    fg: str
-
-
-FEATURE_KINDS: dict[str, KindEntry] = {
-    "id": KindEntry("recpipe.config.features:IdFeatureConfig", "recpipe.features.kinds.id:KIND"),
-    "raw": KindEntry("recpipe.config.features:RawFeatureConfig", "recpipe.features.kinds.raw:KIND"),
-    "sequence": KindEntry(
+FEATURE_KINDS: dict[str, Declared] = {
+    "id": Declared("recpipe.config.features:IdFeatureConfig", "recpipe.features.kinds.id:KIND"),
+    "raw": Declared("recpipe.config.features:RawFeatureConfig", "recpipe.features.kinds.raw:KIND"),
+    "sequence": Declared(
         "recpipe.config.features:SequenceFeatureConfig", "recpipe.features.kinds.sequence:KIND"
     ),
 }
-FEATURE_KIND_ENTRY_POINTS = "recpipe.feature_kinds"  # the entry-point group of kinds declared outside recpipe
 
-MODELS: dict[str, ModelEntry] = {
-    "multi_tower_din": ModelEntry(
-        config="recpipe.models.multi_tower_din.config:MultiTowerDinConfig",
-        build="recpipe.models.multi_tower_din.model:build",
+MODELS: dict[str, Declared] = {
+    "multi_tower_din": Declared(
+        "recpipe.models.multi_tower_din.config:MultiTowerDinConfig",
+        "recpipe.models.multi_tower_din.model:build",
     ),
-    "dlrm": ModelEntry(
-        config="recpipe.models.dlrm.config:DlrmConfig", build="recpipe.models.dlrm.model:build"
+    "dlrm": Declared("recpipe.models.dlrm.config:DlrmConfig", "recpipe.models.dlrm.model:build"),
+    "multi_tower": Declared(
+        "recpipe.models.multi_tower.config:MultiTowerConfig", "recpipe.models.multi_tower.model:build"
     ),
-    "multi_tower": ModelEntry(
-        config="recpipe.models.multi_tower.config:MultiTowerConfig",
-        build="recpipe.models.multi_tower.model:build",
+    "deepfm": Declared("recpipe.models.deepfm.config:DeepFMConfig", "recpipe.models.deepfm.model:build"),
+    "wide_and_deep": Declared(
+        "recpipe.models.wide_and_deep.config:WideAndDeepConfig", "recpipe.models.wide_and_deep.model:build"
     ),
-    "deepfm": ModelEntry(
-        config="recpipe.models.deepfm.config:DeepFMConfig", build="recpipe.models.deepfm.model:build"
-    ),
-    "wide_and_deep": ModelEntry(
-        config="recpipe.models.wide_and_deep.config:WideAndDeepConfig",
-        build="recpipe.models.wide_and_deep.model:build",
-    ),
-    "mmoe": ModelEntry(
-        config="recpipe.models.mmoe.config:MmoeConfig", build="recpipe.models.mmoe.model:build"
-    ),
-    "dbmtl": ModelEntry(
-        config="recpipe.models.dbmtl.config:DbmtlConfig", build="recpipe.models.dbmtl.model:build"
-    ),
-    "ple": ModelEntry(config="recpipe.models.ple.config:PleConfig", build="recpipe.models.ple.model:build"),
+    "mmoe": Declared("recpipe.models.mmoe.config:MmoeConfig", "recpipe.models.mmoe.model:build"),
+    "dbmtl": Declared("recpipe.models.dbmtl.config:DbmtlConfig", "recpipe.models.dbmtl.model:build"),
+    "ple": Declared("recpipe.models.ple.config:PleConfig", "recpipe.models.ple.model:build"),
 }
-MODEL_ENTRY_POINTS = "recpipe.models"  # the entry-point group of models declared outside recpipe
+# A package outside recpipe adds to a table by an entry point of this group, naming a module whose ``Config``
+# is the config class and whose attribute given here is the code.
+ENTRY_POINTS: dict[str, tuple[str, str]] = {
+    "MODELS": ("recpipe.models", "build"),
+    "FEATURE_KINDS": ("recpipe.feature_kinds", "KIND"),
+}
+# The module that resolves each table's strings, per field (tests/arch/test_imports.py reads each string as
+# an import of that module).
+RESOLVED_BY: dict[str, dict[str, str]] = {
+    "MODELS": {"config": "recpipe.config.root", "code": "recpipe.models.registry"},
+    "FEATURE_KINDS": {"config": "recpipe.config.root", "code": "recpipe.features.kinds.registry"},
+    "EXPORT_BACKENDS": dict.fromkeys(("builder", "scorer", "unavailable"), "recpipe.export.backends"),
+}
 
 # Serving ranks: every served backend scores raw rows with FG inside; RTP and ONNX need neither torchrec
 # nor fbgemm at serving time, so they come first. TensorRT needs a GPU at serving time.

@@ -25,12 +25,10 @@ from pydantic import (
 
 from recpipe.config.catalogue import (
     DEFAULT_BACKENDS,
-    FEATURE_KIND_ENTRY_POINTS,
+    ENTRY_POINTS,
     FEATURE_KINDS,
-    MODEL_ENTRY_POINTS,
     MODELS,
-    KindEntry,
-    ModelEntry,
+    Declared,
     check_backend_names,
 )
 from recpipe.config.features import FeatureGroupConfig, FeatureSection
@@ -125,27 +123,44 @@ class DataConfig(Strict):
         return list(self.label_fields) or [str(self.label)]
 
 
-# ---------------------------------------------------------------------------------------------- model
-def model_names() -> list[str]:
-    """Every declared model: :data:`~recpipe.config.catalogue.MODELS` and the entry points of group
-    ``recpipe.models``."""
-    return sorted(set(MODELS) | {ep.name for ep in entry_points(group=MODEL_ENTRY_POINTS)})
+# ------------------------------------------------------------------------------- models and feature kinds
+Table = Literal["MODELS", "FEATURE_KINDS"]
+_TABLES: dict[str, dict[str, Declared]] = {"MODELS": MODELS, "FEATURE_KINDS": FEATURE_KINDS}
+_WHAT = {"MODELS": "model type", "FEATURE_KINDS": "feature kind"}
 
 
-def model_entry(name: str) -> ModelEntry:
-    """Where model ``name`` is declared: its catalogue line, else an installed package's entry point (a
-    module with ``Config`` and ``build``).
+def declared_names(table: Table) -> list[str]:
+    """Every name of ``table`` (``"MODELS"`` or ``"FEATURE_KINDS"``): its catalogue lines and the entry points
+    of its group (:data:`~recpipe.config.catalogue.ENTRY_POINTS`)."""
+    group = ENTRY_POINTS[table][0]
+    return sorted(set(_TABLES[table]) | {ep.name for ep in entry_points(group=group)})
+
+
+def declared(table: Table, name: str) -> Declared:
+    """Where ``name`` of ``table`` is declared: its catalogue line, else an installed package's entry point (a
+    module with ``Config`` and the table's code attribute: ``build`` for a model, ``KIND`` for a kind).
 
     Raises:
         ValueError: an unknown name.
     """
-    if name in MODELS:
-        return MODELS[name]
-    found = [ep.value for ep in entry_points(group=MODEL_ENTRY_POINTS) if ep.name == name]
+    if name in _TABLES[table]:
+        return _TABLES[table][name]
+    group, code = ENTRY_POINTS[table]
+    found = [ep.value for ep in entry_points(group=group) if ep.name == name]
     if not found:
-        raise ValueError(f"unknown model type {name!r}; known: {model_names()}")
+        raise ValueError(f"unknown {_WHAT[table]} {name!r}; known: {declared_names(table)}")
     module = found[0].partition(":")[0]
-    return ModelEntry(config=f"{module}:Config", build=f"{module}:build")
+    return Declared(config=f"{module}:Config", code=f"{module}:{code}")
+
+
+def model_names() -> list[str]:
+    """Every declared model (:func:`declared_names` of ``MODELS``)."""
+    return declared_names("MODELS")
+
+
+def feature_kind_names() -> list[str]:
+    """Every declared feature kind (:func:`declared_names` of ``FEATURE_KINDS``)."""
+    return declared_names("FEATURE_KINDS")
 
 
 def resolve(path: str) -> Any:
@@ -170,63 +185,43 @@ def config_class(name: str) -> type[ModelSection]:
     Raises:
         ValueError: an unknown model, or a declaration without its section class or ``check_groups``.
     """
-    entry = model_entry(name)
+    entry = declared("MODELS", name)
     cls = resolve(entry.config)
     if not (isinstance(cls, type) and callable(getattr(cls, "check_groups", None))):
         raise ValueError(f"model {name!r}: {entry.config} is not a config section with check_groups")
     return cls
 
 
-def _model_section(value: Any) -> Any:
-    """The ``model:`` mapping validated by the config class of the model its ``type`` names."""
-    if isinstance(value, ModelSection):
-        return value
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise ValueError(f"must be a mapping with a model type, one of {model_names()}")
-    return config_class(value["type"]).model_validate(value)
-
-
-# Any: the class comes from the registry at validation time (and serializes as itself).
-ModelConfig = Annotated[Any, BeforeValidator(_model_section)]
-
-
-def feature_kind_names() -> list[str]:
-    """Every declared feature kind: :data:`~recpipe.config.catalogue.FEATURE_KINDS` and the entry points of
-    group ``recpipe.feature_kinds``."""
-    return sorted(set(FEATURE_KINDS) | {ep.name for ep in entry_points(group=FEATURE_KIND_ENTRY_POINTS)})
-
-
-def feature_kind_entry(name: str) -> KindEntry:
-    """Where feature kind ``name`` is declared: its catalogue line, else an installed package's entry point
-    (a module with ``Config`` and ``KIND``).
+def feature_class(kind: str) -> type[FeatureSection]:
+    """The config class of feature kind ``kind``.
 
     Raises:
-        ValueError: an unknown kind.
+        ValueError: an unknown kind, or a declaration whose ``Config`` is not a FeatureSection.
     """
-    if name in FEATURE_KINDS:
-        return FEATURE_KINDS[name]
-    found = [ep.value for ep in entry_points(group=FEATURE_KIND_ENTRY_POINTS) if ep.name == name]
-    if not found:
-        raise ValueError(f"unknown feature kind {name!r}; known: {feature_kind_names()}")
-    module = found[0].partition(":")[0]
-    return KindEntry(config=f"{module}:Config", fg=f"{module}:KIND")
-
-
-def _feature_section(value: Any) -> Any:
-    """One ``features:`` entry validated by the config class of the kind its ``kind`` names."""
-    if isinstance(value, FeatureSection):
-        return value
-    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
-        raise ValueError(f"must be a mapping with a feature kind, one of {feature_kind_names()}")
-    entry = feature_kind_entry(value["kind"])
+    entry = declared("FEATURE_KINDS", kind)
     cls = resolve(entry.config)
     if not (isinstance(cls, type) and issubclass(cls, FeatureSection)):
-        raise ValueError(f"feature kind {value['kind']!r}: {entry.config} is not a FeatureSection")
-    return cls.model_validate(value)
+        raise ValueError(f"feature kind {kind!r}: {entry.config} is not a FeatureSection")
+    return cls
 
 
-# Any: the kind's class comes from the catalogue at validation time (and serializes as itself).
-FeatureConfig = Annotated[Any, BeforeValidator(_feature_section)]
+def _section(key: str, base: type, section_class: Any, table: Table) -> Any:
+    """A ``BeforeValidator`` of a mapping validated by the class its ``key`` names (``model.type``, a
+    feature's ``kind``)."""
+
+    def validate(value: Any) -> Any:
+        if isinstance(value, base):
+            return value
+        if not isinstance(value, dict) or not isinstance(value.get(key), str):
+            raise ValueError(f"must be a mapping with a {_WHAT[table]}, one of {declared_names(table)}")
+        return section_class(value[key]).model_validate(value)
+
+    return BeforeValidator(validate)
+
+
+# Any: the class comes from the catalogue at validation time (and serializes as itself).
+ModelConfig = Annotated[Any, _section("type", ModelSection, config_class, "MODELS")]
+FeatureConfig = Annotated[Any, _section("kind", FeatureSection, feature_class, "FEATURE_KINDS")]
 
 
 # ---------------------------------------------------------------------------------------------- train

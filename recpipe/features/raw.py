@@ -33,7 +33,6 @@ from recpipe.features.kinds.base import ColumnKind
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec
 
-
 _NATURAL: dict[str, pa.DataType] = {
     "id": pa.int64(),
     "float": pa.float64(),

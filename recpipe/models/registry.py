@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from recpipe.config.root import model_entry, resolve
+from recpipe.config.root import declared, resolve
 
 if TYPE_CHECKING:
     import torch
@@ -33,10 +33,10 @@ def builder(name: str) -> Any:
     Raises:
         ValueError: an unknown model, or a declaration whose builder is missing or not callable.
     """
-    entry = model_entry(name)
-    fn = resolve(entry.build)
+    entry = declared("MODELS", name)
+    fn = resolve(entry.code)
     if not callable(fn):
-        raise ValueError(f"model {name!r}: {entry.build} is not callable")
+        raise ValueError(f"model {name!r}: {entry.code} is not callable")
     return fn
 
 

@@ -1,7 +1,7 @@
 """The import graph of the project, read with ``ast`` (imports inside functions included), with every module
 named in a string counted as an import: a ``"module"`` or ``"module:attribute"`` literal imports that module
 (registries, launch command lines), and each catalogue entry's strings (``recpipe/config/catalogue.py``) are
-imports of the module that resolves them (its entry class's ``RESOLVED_BY``).
+imports of the module that resolves them (the catalogue's ``RESOLVED_BY``).
 
 - no circle between modules anywhere in ``recpipe/``, ``components/`` and ``pipelines/``;
 - no upward arrow: a module imports only modules on its own floor or below (:data:`FLOORS`, as
@@ -92,12 +92,12 @@ def named_in_strings(path: Path) -> set[str]:
 def catalogue_edges() -> dict[str, set[str]]:
     """Resolver module → the modules the catalogue's strings name for it."""
     out: dict[str, set[str]] = {}
-    for table in (catalogue.MODELS, catalogue.EXPORT_BACKENDS, catalogue.FEATURE_KINDS):
-        for entry in table.values():
+    for table, resolvers in catalogue.RESOLVED_BY.items():
+        for entry in getattr(catalogue, table).values():
             for field in dataclasses.fields(entry):
                 value = getattr(entry, field.name)
                 if isinstance(value, str):
-                    out.setdefault(entry.RESOLVED_BY[field.name], set()).add(value.partition(":")[0])
+                    out.setdefault(resolvers[field.name], set()).add(value.partition(":")[0])
     return out
 
 
@@ -202,10 +202,10 @@ def test_strings_naming_modules_are_imports(tmp_path: Path) -> None:
     graph = project_graph()
     for name, entry in catalogue.MODELS.items():
         assert entry.config.partition(":")[0] in graph["recpipe.config.root"], name
-        assert entry.build.partition(":")[0] in graph["recpipe.models.registry"], name
+        assert entry.code.partition(":")[0] in graph["recpipe.models.registry"], name
     assert "recpipe.export.builders" in graph["recpipe.export.backends"]
     for name, kind in catalogue.FEATURE_KINDS.items():
-        assert kind.fg.partition(":")[0] in graph["recpipe.features.kinds.registry"], name
+        assert kind.code.partition(":")[0] in graph["recpipe.features.kinds.registry"], name
 
 
 def test_catalogue_strings_name_existing_modules_and_sections() -> None:

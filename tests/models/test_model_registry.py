@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from recpipe.config import ConfigError, MlpConfig, parse_config
-from recpipe.config.catalogue import MODELS, ModelEntry
+from recpipe.config.catalogue import MODELS, Declared
 from recpipe.config.root import config_class, model_names
 from recpipe.models.dlrm import model as dlrm_model
 from recpipe.models.dlrm.config import DlrmConfig
@@ -106,7 +106,7 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
         ValueError, match=r"recpipe.models.blocks.mlp:build: module recpipe.models.blocks.mlp has no 'build'"
     ):
         builder("half")
-    entry = ModelEntry("recpipe.models.dlrm.config:DlrmConfig", "recpipe.models.dlrm.model:build")
+    entry = Declared("recpipe.models.dlrm.config:DlrmConfig", "recpipe.models.dlrm.model:build")
     monkeypatch.setitem(MODELS, "half", entry)  # the in-tree line wins
     assert builder("half") is dlrm_model.build
 

@@ -45,20 +45,32 @@ def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -
     return IdMapping("vocab", len(vocab) + 1, vocab=vocab, default_value=cfg.default_value, unk_id=unk)
 
 
-def build(f: IdFeatureConfig, parts: SpecParts) -> None:
-    parts.sparse.append(
-        SparseFeature(
-            name=f.name,
-            column=f.source_column,
-            mapping=id_mapping(f, encoded=parts.encoded),
-            table=f.embedding_name or f.name,
-            embedding_dim=f.embedding_dim,
-            pooling=f.pooling,
-            zch=f.zch,
-            zch_size=f.zch_size,
-            kind="id",
-        )
+def id_entry(
+    key: str,
+    column: str,
+    cfg: IdFeatureConfig | SubFeatureConfig,
+    kind: str,
+    encoded: bool = False,
+    sequence: str | None = None,
+) -> SparseFeature:
+    """The KJT key of an id config (a feature of its own, or a history's sub-feature ``sequence``): its mapping,
+    its table (shared by ``embedding_name``) and zch."""
+    return SparseFeature(
+        name=key,
+        column=column,
+        mapping=id_mapping(cfg, encoded=encoded),
+        table=cfg.embedding_name or cfg.name,
+        embedding_dim=cfg.embedding_dim,
+        pooling=cfg.pooling if isinstance(cfg, IdFeatureConfig) else "sum",  # a history is never pooled here
+        sequence=sequence,
+        zch=cfg.zch,
+        zch_size=cfg.zch_size,
+        kind=kind,
     )
+
+
+def build(f: IdFeatureConfig, parts: SpecParts) -> None:
+    parts.sparse.append(id_entry(f.name, f.source_column, f, "id", encoded=parts.encoded))
 
 
 def needs(f: IdFeatureConfig) -> FitNeeds:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from recpipe.config.root import feature_kind_entry, resolve
+from recpipe.config.root import declared, resolve
 from recpipe.features.kinds.base import FeatureKind
 
 
@@ -16,8 +16,8 @@ def feature_kind(name: str) -> FeatureKind:
     Raises:
         ValueError: an unknown kind, or a declaration whose ``fg`` is not a FeatureKind of that name.
     """
-    entry = feature_kind_entry(name)
-    kind = resolve(entry.fg)
+    entry = declared("FEATURE_KINDS", name)
+    kind = resolve(entry.code)
     if not isinstance(kind, FeatureKind) or kind.name != name:
-        raise ValueError(f"feature kind {name!r}: {entry.fg} is not a FeatureKind named {name!r}")
+        raise ValueError(f"feature kind {name!r}: {entry.code} is not a FeatureKind named {name!r}")
     return kind

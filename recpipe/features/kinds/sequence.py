@@ -21,7 +21,7 @@ from recpipe.features.columns import (
     parse_uint,
 )
 from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, SpecParts
-from recpipe.features.kinds.id import id_mapping
+from recpipe.features.kinds.id import id_entry
 from recpipe.features.spec import FeatureSpecError, SequenceFeature, SparseFeature
 
 
@@ -232,19 +232,7 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
         )
     keys = f.sub_keys()
     for key, sub in zip(keys, f.sub_features, strict=True):
-        parts.sparse.append(
-            SparseFeature(
-                name=key,
-                column=f.source_column,
-                mapping=id_mapping(sub),
-                table=sub.embedding_name or sub.name,
-                embedding_dim=sub.embedding_dim,
-                sequence=f.name,
-                zch=sub.zch,
-                zch_size=sub.zch_size,
-                kind="sequence",
-            )
-        )
+        parts.sparse.append(id_entry(key, f.source_column, sub, "sequence", sequence=f.name))
     parts.sequences.append(
         SequenceFeature(
             name=f.name,
