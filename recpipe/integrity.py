@@ -229,3 +229,45 @@ def read_json(path: str | Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise IntegrityError(f"{path} is not a JSON object")
     return data
+
+
+# ------------------------------------------------------------------------------------ sealed folders
+def seal_folder(
+    folder: str | Path,
+    manifest_name: str,
+    kind: str,
+    key: bytes | None = None,
+    exclude: Iterable[str] = (),
+    out: str | Path | None = None,
+) -> Path:
+    """List every file of ``folder`` with its sha256 in a signed manifest ``manifest_name``.
+
+    Args:
+        folder (str | Path): the folder, complete.
+        manifest_name (str): the manifest's file name (never listed in itself).
+        kind (str): what the folder is (``"checkpoint"``, ``"registered_model"``), written in the manifest.
+        key (bytes | None): the signing key; default :func:`signing_key`.
+        exclude (Iterable[str]): other relative paths left out (files a store adds afterwards).
+        out (str | Path | None): where the manifest is written (default: inside ``folder``).
+    """
+    payload = {
+        "format_version": "1.0",
+        "kind": kind,
+        "files": record_files(folder, exclude={manifest_name, *exclude}),
+    }
+    where = Path(out if out is not None else folder) / manifest_name
+    return write_json_atomic(where, sign(payload, key if key is not None else signing_key()))
+
+
+def verify_sealed(
+    folder: str | Path, manifest_name: str, what: str, key: bytes | None = None, unchecked: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Read ``folder``'s manifest (``what`` names the folder in the error) and :func:`verify_folder` it under
+    ``key`` (default :func:`signing_key`); returns the manifest.
+
+    Raises:
+        IntegrityError: as :func:`read_json` and :func:`verify_folder` do.
+    """
+    payload = read_json(Path(folder) / manifest_name, what)
+    verify_folder(folder, payload, manifest_name, key if key is not None else signing_key(), unchecked)
+    return payload

@@ -20,15 +20,7 @@ import mlflow.artifacts
 import mlflow.pyfunc
 import yaml
 
-from recpipe.integrity import (
-    IntegrityError,
-    read_json,
-    record_files,
-    sign,
-    signing_key,
-    verify_folder,
-    write_json_atomic,
-)
+from recpipe.integrity import IntegrityError, seal_folder, verify_sealed
 from recpipe.tracking.runs import _uri_for
 from recpipe.tracking.uri import client, fluent_uri
 
@@ -111,12 +103,7 @@ def _seal(uri: str, model_id: str, model_uri: str) -> None:
     """Add ``recpipe_manifest.json`` (every file of the logged model as stored) to the logged model."""
     with tempfile.TemporaryDirectory(prefix="recpipe-seal-") as tmp, fluent_uri(uri):
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=f"{tmp}/model"))
-        payload = {
-            "format_version": "1.0",
-            "kind": "registered_model",
-            "files": record_files(local, exclude={MODEL_MANIFEST, REGISTRY_META}),
-        }
-        manifest = write_json_atomic(Path(tmp) / MODEL_MANIFEST, sign(payload, signing_key()))
+        manifest = seal_folder(local, MODEL_MANIFEST, "registered_model", exclude={REGISTRY_META}, out=tmp)
         client(uri).log_model_artifact(model_id, str(manifest))
 
 
@@ -133,9 +120,7 @@ def verify_model_dir(local: str | Path, model_uri: str, key: bytes | None = None
     """
     local = Path(local)
     try:
-        payload = read_json(local / MODEL_MANIFEST, "a model logged by recpipe")
-        key = key if key is not None else signing_key()
-        verify_folder(local, payload, MODEL_MANIFEST, key, unchecked={REGISTRY_META})
+        verify_sealed(local, MODEL_MANIFEST, "a model logged by recpipe", key, unchecked={REGISTRY_META})
         flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["python_function"]
     except (IntegrityError, OSError, KeyError, TypeError, yaml.YAMLError) as err:
         raise RegisteredModelError(f"refusing to load {model_uri}: {err}") from None

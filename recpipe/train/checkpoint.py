@@ -35,15 +35,7 @@ from torch import nn
 
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.features.spec import FG_JSON, FeatureSpec
-from recpipe.integrity import (
-    IntegrityError,
-    read_json,
-    record_files,
-    sign,
-    signing_key,
-    verify_folder,
-    write_json_atomic,
-)
+from recpipe.integrity import IntegrityError, seal_folder, verify_sealed
 from recpipe.train.zch import check_resume
 
 CHECKPOINT_DIR = "checkpoints"
@@ -101,8 +93,7 @@ def write_manifest(ckpt: Path, key: bytes | None = None) -> Path:
         ckpt (Path): the (temporary) checkpoint folder, complete.
         key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
     """
-    payload = {"format_version": "1.0", "kind": "checkpoint", "files": record_files(ckpt, exclude={MANIFEST})}
-    return write_json_atomic(ckpt / MANIFEST, sign(payload, key if key is not None else signing_key()))
+    return seal_folder(ckpt, MANIFEST, "checkpoint", key)
 
 
 def verify_checkpoint(ckpt: Path, key: bytes | None = None) -> None:
@@ -116,8 +107,7 @@ def verify_checkpoint(ckpt: Path, key: bytes | None = None) -> None:
         CheckpointError: no manifest, or a missing, unlisted or modified file, or a bad signature (named).
     """
     try:
-        payload = read_json(Path(ckpt) / MANIFEST, "a verified checkpoint (written by recpipe 0.4 or later)")
-        verify_folder(ckpt, payload, MANIFEST, key if key is not None else signing_key())
+        verify_sealed(ckpt, MANIFEST, "a verified checkpoint (written by recpipe 0.4 or later)", key)
     except IntegrityError as err:
         raise CheckpointError(f"refusing to load checkpoint {ckpt}: {err}") from None
 
