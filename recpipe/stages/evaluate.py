@@ -172,7 +172,7 @@ def run(
         champion_model (str | None): registered model whose ``@champion`` the candidate is gated against.
         tracking_uri (str | None): the MLflow registry holding ``champion_model`` (needed with it).
         min_auc, max_auc_drop, max_logloss_rise (float | str | None): gate thresholds overriding the
-            config's ``eval.gate`` when set.
+            config's ``eval.gate`` when set (:func:`recpipe.config.gate_overrides`).
         log (RunLog): records the metrics, the decision as tags, the report and its plots.
     """
     from recpipe.config import load_config
@@ -182,8 +182,7 @@ def run(
 
     with failing(log, "evaluate"):
         cfg = load_config(config_path) if config_path else read_config(resolve_checkpoint(checkpoint))
-        thresholds = gate_overrides(min_auc, max_auc_drop, max_logloss_rise)
-        gate = cfg.eval.gate.model_copy(update={k.rsplit(".", 1)[1]: v for k, v in thresholds.items()})
+        gate = cfg.eval.gate.model_copy(update=gate_overrides(min_auc, max_auc_drop, max_logloss_rise))
         candidate = evaluate_checkpoint(
             checkpoint, data_dir, threshold=cfg.eval.threshold, oracle_column=cfg.data.oracle_column
         )
