@@ -176,9 +176,9 @@ def run(
         log (RunLog): records the metrics, the decision as tags, the report and its plots.
     """
     from recpipe.config import load_config
+    from recpipe.eval.checkpoint import evaluate_checkpoint
     from recpipe.eval.gate import decide, decide_tasks
     from recpipe.train.checkpoint import read_config, resolve_checkpoint
-    from recpipe.train.evaluate import evaluate_checkpoint
 
     with failing(log, "evaluate"):
         cfg = load_config(config_path) if config_path else read_config(resolve_checkpoint(checkpoint))
