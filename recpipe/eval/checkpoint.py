@@ -183,12 +183,12 @@ def evaluate_checkpoint(
         task_accumulators(spec.labels, cfg.data.neg_sample_rate), labels, logits, groups, oracle
     )
     info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
-    report = build_report(accs[spec.label], threshold=threshold, model_info=info)
-    report.tasks = task_metrics(accs)
-    report.data_rows = {
+    rows = {
         "rows_read": fg_stats.rows_read,
         "rows_used": fg_stats.rows_emitted,
         "rows_skipped": fg_stats.rows_skipped,
         "truncated_histories": fg_stats.truncated_histories,
     }
-    return report
+    return build_report(
+        accs[spec.label], threshold=threshold, model_info=info, tasks=task_metrics(accs), data_rows=rows
+    )

@@ -67,11 +67,11 @@ def run(
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
     """
     from recpipe import tracking
+    from recpipe.eval.evaluation import read_report
     from recpipe.export.layout import POINTER
     from recpipe.export.loaders import served_folder
     from recpipe.export.outcome import read_outcome
     from recpipe.features.spec import FeatureSpec
-    from recpipe.stages.evaluate import read_report
     from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH, model_signature, raw_columns
 
     if log.run_id is None:  # the model is logged to a run: a run of its own
