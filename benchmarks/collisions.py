@@ -53,12 +53,12 @@ from torchrec.sparse.jagged_tensor import JaggedTensor
 
 from recpipe.auc import binary_auc
 from recpipe.config import parse_config
+from recpipe.eval.checkpoint import predict_dataset
 from recpipe.features.build import build_feature_spec
 from recpipe.features.hashing import zch_keys_from_ints
+from recpipe.launch.worker import train
 from recpipe.stages import ingest
 from recpipe.train.checkpoint import load_model_for_inference
-from recpipe.train.evaluate import predict_dataset
-from recpipe.train.loop import train
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "din_taobao_small.yaml"

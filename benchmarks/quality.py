@@ -71,8 +71,9 @@ import yaml
 from recpipe.auc import binary_auc
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
+from recpipe.launch.worker import train
 from recpipe.stages import ingest
-from recpipe.train.loop import METRICS_FILE, train
+from recpipe.train.loop import METRICS_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 DIN_CONFIG = ROOT / "configs" / "din_taobao_quality.yaml"

@@ -27,5 +27,5 @@ def export(
         data_uri=eval_data.path,
         log=open_run_log(run_id, tracking_uri),
     )
-    exported.metadata.update(r.summary())
+    exported.metadata.update(r.metadata())
     return r.describe()

@@ -125,9 +125,10 @@ def run_local(
         # Every step on this machine: train runs torchrun here, never a PyTorchJob.
         "launcher": "local",
     }
-    # Only the thresholds that are set reach the pipeline (as strings: empty keeps the config's).
-    for key, value in gate_overrides(min_auc, max_auc_drop, max_logloss_rise).items():
-        args[key.rsplit(".", 1)[1]] = str(value)
+    # Only the thresholds that are set reach the pipeline: its parameters are strings, empty keeps the
+    # config's (a float's str() reads back as the same float).
+    for name, value in gate_overrides(min_auc, max_auc_drop, max_logloss_rise).items():
+        args[name] = str(value)
     if runner == "containers":
         return _run_in_containers(training_pipeline, args, runs, run_dir, uri, source, verbose, t0)
     local.init(

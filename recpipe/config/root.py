@@ -255,7 +255,8 @@ class TrainConfig(Strict):
 # ------------------------------------------------------------------------------------ eval and export
 class GateConfig(Strict):
     """The promotion gate's thresholds: the only place their defaults are written. Pipeline and
-    command-line parameters override them through :func:`gate_overrides` when (and only when) set."""
+    command-line parameters replace them when (and only when) set: ``gate.model_copy(update=
+    gate_overrides(...))`` (:func:`gate_overrides`)."""
 
     min_auc: float = Field(0.5, ge=0.0, le=1.0)
     max_auc_drop: float = Field(0.005, ge=0.0, le=1.0)
@@ -267,10 +268,15 @@ def gate_overrides(
     max_auc_drop: float | str | None = None,
     max_logloss_rise: float | str | None = None,
 ) -> dict[str, float]:
-    """Dotted config overrides (``{"eval.gate.min_auc": 0.7}``) for the gate thresholds that are set.
+    """The gate thresholds that are set, as numbers by :class:`GateConfig` field (``{"min_auc": 0.7}``).
 
-    ``None`` or an empty string means "the config's value", so a pipeline run that does not set a
-    threshold keeps the YAML's ``eval.gate``.
+    ``None`` or an empty string (a KFP pipeline parameter left empty) means "the config's value", so a
+    run that does not set a threshold keeps the YAML's ``eval.gate``.
+
+    Example::
+
+        >>> GateConfig(min_auc=0.6).model_copy(update=gate_overrides(min_auc="0.7", max_auc_drop=""))
+        GateConfig(min_auc=0.7, max_auc_drop=0.005, max_logloss_rise=0.01)
 
     Raises:
         ParameterError: a value that is not a number in [0, 1].
@@ -289,7 +295,7 @@ def gate_overrides(
             raise ParameterError(name, f"must be a number in [0, 1], got {value!r}") from None
         if not 0.0 <= v <= 1.0:
             raise ParameterError(name, f"must be in [0, 1], got {v}")
-        out[f"eval.gate.{name}"] = v
+        out[name] = v
     return out
 
 

@@ -3,41 +3,22 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from recpipe.eval.metrics import MetricAccumulator
+from recpipe.eval.metrics import EvalMetrics, MetricAccumulator
 
-# Scalar fields logged as MLflow metrics (oracle_auc only when present).
-SCALAR_METRICS = (
-    "auc",
-    "gauc",
-    "gauc_users",
-    "gauc_skipped_users",
-    "logloss",
-    "calibration",
-    "mean_prediction",
-    "positive_rate",
-    "rows",
-    "oracle_auc",
-)
+# Scalar fields logged as MLflow metrics (oracle_auc only when present): every EvalMetrics field.
+SCALAR_METRICS = tuple(f.name for f in fields(EvalMetrics))
 
 
-@dataclass
-class EvalReport:
-    """Metrics of one model on one evaluation set.
+@dataclass(frozen=True)
+class EvalReport(EvalMetrics):
+    """Metrics of one model on one evaluation set: the scalar :class:`~recpipe.eval.metrics.EvalMetrics`
+    (``auc``, ``gauc``, ``gauc_users``, ``gauc_skipped_users``, ``logloss``, ``calibration``,
+    ``mean_prediction``, ``positive_rate``, ``rows``, ``oracle_auc``) and:
 
     Args:
-        auc (float): exact ROC AUC over all rows (``nan`` with a single class).
-        gauc (float): impression-weighted mean of per-user AUC over users with both classes.
-        gauc_users (int): users that entered GAUC.
-        gauc_skipped_users (int): users skipped for having a single class.
-        logloss (float): mean binary cross-entropy (clipped).
-        calibration (float): mean prediction / observed positive rate (1.0 is calibrated).
-        positive_rate (float): observed CTR.
-        rows (int): evaluated rows, each counted once across ranks.
-        oracle_auc (float | None): AUC of the true click probability, for synthetic data.
-        mean_prediction (float): mean predicted probability.
         threshold (float): the probability threshold of ``confusion``.
         confusion (dict[str, int]): ``tp``, ``fp``, ``tn``, ``fn`` at ``threshold``.
         roc (dict[str, list[float]]): ``fpr``, ``tpr``, ``thresholds``; at most 200 points.
@@ -57,16 +38,6 @@ class EvalReport:
         json.dumps(json_safe(r.to_dict()), allow_nan=False)   # strict JSON: NaN as null
     """
 
-    auc: float
-    gauc: float
-    gauc_users: int
-    gauc_skipped_users: int
-    logloss: float
-    calibration: float
-    positive_rate: float
-    rows: int
-    oracle_auc: float | None = None
-    mean_prediction: float = float("nan")
     threshold: float = 0.5
     confusion: dict[str, int] = field(default_factory=dict)
     roc: dict[str, list[float]] = field(default_factory=dict)
@@ -86,9 +57,6 @@ class EvalReport:
             )
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def json_safe(value: Any) -> Any:
     """``value`` with NaN/inf floats as None and numpy scalars as Python numbers (strict JSON)."""
@@ -107,10 +75,11 @@ def build_report(
     acc: MetricAccumulator,
     threshold: float = 0.5,
     model_info: dict[str, Any] | None = None,
-    roc_points: int = 200,
-    calibration_bins: int = 10,
+    tasks: dict[str, dict[str, Any]] | None = None,
+    data_rows: dict[str, int] | None = None,
 ) -> EvalReport:
-    """Compute an ``EvalReport`` from everything ``acc`` has seen."""
+    """Compute an ``EvalReport`` from everything ``acc`` has seen (``tasks``: every task's metrics of a
+    multi-task model, :func:`~recpipe.eval.tasks.task_metrics`; ``data_rows``: the pass's row counts)."""
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
     m = acc.compute()
@@ -118,8 +87,10 @@ def build_report(
         **m.to_dict(),
         threshold=threshold,
         confusion=acc.confusion(threshold),
-        roc=acc.roc_curve(roc_points),
-        calibration_curve=acc.calibration_curve(calibration_bins),
+        roc=acc.roc_curve(),
+        calibration_curve=acc.calibration_curve(),
         neg_sample_rate=acc.neg_sample_rate,
         model=dict(model_info or {}),
+        data_rows=dict(data_rows or {}),
+        tasks=dict(tasks or {}),
     )

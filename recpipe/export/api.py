@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,60 +24,24 @@ from torch import nn
 from recpipe.config import CsvOptions, RecpipeConfig
 from recpipe.export.backends import BACKENDS, parse_backends
 from recpipe.export.builders import ExportContext
-from recpipe.export.layout import POINTER, STAGING_PREFIX, clean_stale, new_version, publish, version_folder
+from recpipe.export.layout import (
+    STAGING_PREFIX,
+    clean_stale,
+    new_version,
+    publish,
+    read_pointer,
+    version_folder,
+)
 from recpipe.export.loaders import load_backend
-from recpipe.export.manifest import ExportError, Manifest, ParityReport, record_files
+from recpipe.export.manifest import ExportError, Manifest, record_files
+from recpipe.export.outcome import BackendOutcome, ExportOutcome, skipped_here
 from recpipe.export.parity import build_parity_set, compare, score_batches
 from recpipe.export.split import SplitModel, check_spec, kjt_of, split_model
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, SparseLookup, fg_to_kjt_arrays
 from recpipe.features.fg import FGOutput
 from recpipe.features.spec import FeatureSpec
 
-RESULT_NAME = POINTER
 PARITY_READ_ROWS = 4096
-
-
-@dataclass
-class BackendResult:
-    """One backend's outcome: ``ok`` (with its folder and parity) or ``skipped`` (with the reason)."""
-
-    backend: str
-    status: str
-    folder: str | None = None
-    reason: str | None = None
-    parity: ParityReport | None = None
-    seconds: float = 0.0
-
-
-@dataclass
-class ExportResult:
-    """What :func:`export` produced.
-
-    Example::
-
-        result = export(model, spec, cfg, ["jit", "rtp", "trt"], "runs/x/export", held_out)
-        result.backends["rtp"].parity.max_abs_logit_diff   # e.g. 4.8e-07
-        result.backends["trt"].status                      # 'skipped' on a CPU machine
-    """
-
-    out_dir: str
-    backends: dict[str, BackendResult] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def summary(self) -> str:
-        lines = []
-        for name, r in self.backends.items():
-            if r.status != "ok" or r.parity is None:
-                lines.append(f"{name}: {r.status} ({r.reason})")
-            else:
-                p = r.parity
-                lines.append(
-                    f"{name}: ok max|dlogit|={p.max_abs_logit_diff:.3g} auc={p.auc_backend:.4f} "
-                    f"(eager {p.auc_eager:.4f}) rows={p.rows} {r.seconds:.1f}s"
-                )
-        return "\n".join(lines)
 
 
 def _tensors(f: FGOutput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -136,7 +100,7 @@ def export(
     out_dir: str | Path,
     parity_data: Any,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
-) -> ExportResult:
+) -> ExportOutcome:
     """Export ``model`` to each backend under ``out_dir/<backend>``, each verified by parity.
 
     Args:
@@ -151,7 +115,8 @@ def export(
         max_shard_bytes (int): largest safetensors shard for the split backends.
 
     Returns:
-        ExportResult: per backend ``ok`` with its parity report, or ``skipped`` with the reason.
+        ExportOutcome: per backend ``ok`` with its parity report, or ``skipped`` (this machine cannot build
+        it: :func:`~recpipe.export.outcome.skipped_here`) with the reason; also written to ``export.json``.
 
     Raises:
         SpecMismatchError: the FeatureSpec does not describe the model.
@@ -183,7 +148,7 @@ def export(
     with torch.no_grad():
         emb = model.sparse_arch(kjt_of(keys, example_full[1], example_full[2]))
     example_dense = (example_full[0], *(emb[n] for n in split.input_names[1:]))
-    ctx = ExportContext(model, spec, cfg, split, parity, example_full, example_dense, max_shard_bytes)
+    ctx = ExportContext(model, spec, split, parity, example_full, example_dense, max_shard_bytes)
     model_info = {
         "name": cfg.name,
         "type": cfg.model.type,
@@ -197,16 +162,19 @@ def export(
     out.mkdir(parents=True, exist_ok=True)
     clean_stale(out)  # what an interrupted export left behind
     staging = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
-    result = ExportResult(out_dir=str(out))
+    result = ExportOutcome(out_dir=str(out))
+    skipped = skipped_here(names)
     try:
         for name in names:
             result.backends[name] = _export_one(
-                ctx, name, staging / name, model_info, eager_logits, tolerance
+                ctx, name, staging / name, model_info, eager_logits, tolerance, skipped.get(name)
             )
         version = new_version()
         for name in names:
             result.backends[name].folder = str(version_folder(out, version) / name)
+        previous = read_pointer(out)
         publish(out, staging, version, result.to_dict())
+        result.version, result.previous = version, previous["version"] if previous else None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
@@ -220,17 +188,24 @@ def _logits_output(labels: list[str]) -> dict[str, Any]:
 
 
 def _export_one(
-    ctx: ExportContext, name: str, folder: Path, model_info: dict, eager_logits: np.ndarray, tolerance: float
-) -> BackendResult:
+    ctx: ExportContext,
+    name: str,
+    folder: Path,
+    model_info: dict,
+    eager_logits: np.ndarray,
+    tolerance: float,
+    skipped: BackendOutcome | None,
+) -> BackendOutcome:
     t0 = time.perf_counter()
     folder.mkdir(parents=True)
     ctx.spec.save(folder / "fg.json")
-    backend = BACKENDS[name]
-    reason = backend.unavailable_reason()
-    if reason:
+    if skipped is not None:
         files = record_files(folder)  # fg.json: a verified folder lists every file, skipped or not
-        Manifest(backend=name, status="skipped", reason=reason, files=files, model=model_info).write(folder)
-        return BackendResult(name, "skipped", reason=reason)
+        Manifest(backend=name, status="skipped", reason=skipped.reason, files=files, model=model_info).write(
+            folder
+        )
+        return skipped
+    backend = BACKENDS[name]
     try:
         _, inputs, extra = backend.build(ctx, folder)
     except Exception as err:
@@ -266,4 +241,4 @@ def _export_one(
             f"(allowed {tolerance:g}), AUC {report.auc_backend:.6f} vs eager {report.auc_eager:.6f}; "
             "nothing was exported"
         )
-    return BackendResult(name, "ok", reason=None, parity=report, seconds=round(time.perf_counter() - t0, 2))
+    return BackendOutcome(name, "ok", parity=report, seconds=round(time.perf_counter() - t0, 2))

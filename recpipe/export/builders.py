@@ -14,7 +14,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from recpipe.config import RecpipeConfig
 from recpipe.export.dense import export_dense, input_signature
 from recpipe.export.parity import ParitySet
 from recpipe.export.split import SplitModel
@@ -23,13 +22,12 @@ from recpipe.features.spec import FeatureSpec
 
 @dataclass
 class ExportContext:
-    """What every builder reads: the model (on CPU, eval mode), its FeatureSpec and config, its split
-    into tables and dense program, the parity rows and example inputs of both graphs.
+    """What every builder reads: the model (on CPU, eval mode), its FeatureSpec, its split into tables
+    and dense program, the parity rows and example inputs of both graphs.
 
     Args:
         model (nn.Module): the trained ranking model.
         spec (FeatureSpec): its FeatureSpec.
-        cfg (RecpipeConfig): its config.
         split (SplitModel): the extracted tables, lookup plan and dense module.
         parity (ParitySet): held-out rows, FG applied.
         example_full (tuple): ``(dense, values, lengths)`` of a few rows, for the full-model graphs.
@@ -39,7 +37,6 @@ class ExportContext:
 
     model: nn.Module
     spec: FeatureSpec
-    cfg: RecpipeConfig
     split: SplitModel
     parity: ParitySet
     example_full: tuple[torch.Tensor, torch.Tensor, torch.Tensor]

@@ -6,8 +6,9 @@ import os
 from pathlib import Path
 
 from recpipe.config.placeholders import resolve
-from recpipe.export.api import ExportResult, export
+from recpipe.export.api import export
 from recpipe.export.backends import parse_backends
+from recpipe.export.outcome import ExportOutcome, skipped_here
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES
 
 
@@ -17,7 +18,7 @@ def export_checkpoint(
     out_dir: str | Path,
     data_uri: str | None = None,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
-) -> ExportResult:
+) -> ExportOutcome:
     """Export the model of ``ckpt_dir`` (any number of ranks wrote it) with parity on ``data_uri``.
 
     Args:
@@ -27,6 +28,9 @@ def export_checkpoint(
         data_uri (str | None): held-out rows (Parquet/CSV/ODPS URI) with labels, for parity; default: the
             checkpoint config's ``data.eval`` (its ``{NAME}`` placeholders resolved: :mod:`recpipe.config.placeholders`).
 
+    When no backend of ``backends`` can be built here (:func:`~recpipe.export.outcome.skipped_here`), the
+    outcome says so and nothing is loaded or written.
+
     Example::
 
         export_checkpoint("runs/x/train", "jit,aoti,onnx,rtp,trt", "runs/x/export", "runs/x/data/eval")
@@ -34,6 +38,9 @@ def export_checkpoint(
     from recpipe.train.checkpoint import load_model_for_inference
 
     names = parse_backends(backends)  # before the (slow) checkpoint load
+    skipped = skipped_here(names)
+    if len(skipped) == len(names):
+        return ExportOutcome(out_dir=str(out_dir), backends=skipped)
     model, spec, cfg = load_model_for_inference(ckpt_dir)
     if not data_uri and cfg.data.eval:  # the entry point: the environment is read here
         data_uri = resolve(cfg.data.eval, cfg.data.params, os.environ)

@@ -170,17 +170,3 @@ def read_manifest(folder: str | Path, verify: bool = True, key: bytes | None = N
         except IntegrityError as err:
             raise ArtifactError(str(err)) from None
     return Manifest(**{k: v for k, v in data.items() if k in known})
-
-
-def verify_files(folder: str | Path, manifest: Manifest, key: bytes | None = None) -> None:
-    """Raise :class:`ArtifactError` naming the first file that is unlisted, missing or modified.
-
-    Args:
-        folder (str | Path): the backend folder.
-        manifest (Manifest): its manifest as read.
-        key (bytes | None): the signing key; default :func:`recpipe.integrity.signing_key`.
-    """
-    try:
-        verify_folder(folder, manifest.to_dict(), MANIFEST_NAME, key if key is not None else signing_key())
-    except IntegrityError as err:
-        raise ArtifactError(str(err)) from None

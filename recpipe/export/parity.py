@@ -3,7 +3,7 @@
 The rows are the held-out data plus rows built on purpose at the front of the batches: a history of
 0 items, of 1 item, of ``max_length`` items (100 for ``click_50_seq``), and a row whose id features
 are all missing. A backend passes when ``max |Δlogit| <= tolerance`` and its AUC equals the eager
-AUC to 4 decimals.
+AUC to 4 decimals (the comparison is evaluation's: :mod:`recpipe.eval.agreement`).
 
 Torch-free, so the RTP server's tests can build the same rows.
 """
@@ -18,13 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from recpipe.auc import binary_auc
+from recpipe.eval.agreement import by_task, logit_agreement
 from recpipe.export.manifest import ParityReport
 from recpipe.features.fg import BadRowError, FeatureGenerator, FGOutput
 from recpipe.features.spec import FeatureSpec
 
 PARITY_BATCH_SIZES = (1, 7, 512, 512)
-AUC_DECIMALS = 4
 
 
 @dataclass
@@ -36,7 +35,6 @@ class ParitySet:
         features (FGOutput): FG of ``table`` (labels included).
         bounds (list[tuple[int, int]]): ``[start, stop)`` of each batch.
         history_lengths (list[int]): history lengths the edge rows guarantee (empty without sequences).
-        dropped (int): held-out rows FG rejected, passed over.
         label_names (list[str]): the label columns, one per task (``labels`` has a column each when several).
     """
 
@@ -44,7 +42,6 @@ class ParitySet:
     features: FGOutput
     bounds: list[tuple[int, int]]
     history_lengths: list[int]
-    dropped: int = 0
     label_names: list[str] = field(default_factory=lambda: ["label"])
 
     @property
@@ -116,7 +113,7 @@ def build_parity_set(
     if missing:
         raise ValueError(f"parity data lacks columns {missing}")
     total = sum(batch_sizes)
-    data, dropped = clean_rows(data.select(spec.input_columns()).combine_chunks(), spec, total)
+    data, _ = clean_rows(data.select(spec.input_columns()).combine_chunks(), spec, total)
     edges, lengths = _edge_rows(data, spec)
     plain_needed = total - 2 * edges.num_rows
     reps = -(-plain_needed // data.num_rows)
@@ -134,7 +131,7 @@ def build_parity_set(
         bounds.append((start, start + b))
         start += b
     features = FeatureGenerator(spec, on_bad_row="error", with_labels=True)(table, file="<parity rows>")
-    return ParitySet(table, features, bounds, lengths, dropped, list(spec.labels))
+    return ParitySet(table, features, bounds, lengths, list(spec.labels))
 
 
 def clean_rows(data: pa.Table, spec: FeatureSpec, wanted: int, chunk: int = 256) -> tuple[pa.Table, int]:
@@ -173,39 +170,31 @@ def compare(
     seconds: float,
 ) -> ParityReport:
     """The :class:`ParityReport` of ``backend`` logits against ``eager`` logits: ``(N,)``, or ``(N, T)``
-    for a multi-task model (then every task is compared, and the top-level AUCs are the first task's)."""
-    eager, backend = _by_task(eager), _by_task(backend)
-    labels = np.asarray(labels).reshape(eager.shape[0], -1)
-    if eager.shape != backend.shape:
-        raise ValueError(f"backend returned logits {backend.shape} for eager logits {eager.shape}")
-    finite = bool(np.isfinite(backend).all())
-    tasks, same_auc = {}, []
-    for t, name in enumerate(parity.label_names):
-        e, b, y = eager[:, t], backend[:, t], labels[:, t]
-        diff = float(np.max(np.abs(e - b))) if finite else float("inf")
-        auc_e, auc_b = binary_auc(y, e), binary_auc(y, b)
-        same_auc.append(abs(auc_e - auc_b) < 0.5 * 10**-AUC_DECIMALS or (np.isnan(auc_e) and np.isnan(auc_b)))
-        tasks[name] = {"max_abs_logit_diff": diff, "auc_eager": auc_e, "auc_backend": auc_b}
-    first = tasks[parity.label_names[0]]
-    diff = max(t["max_abs_logit_diff"] for t in tasks.values())
+    for a multi-task model (then every task is compared, and the top-level AUCs are the first task's); the
+    numbers are evaluation's (:func:`recpipe.eval.agreement.logit_agreement`)."""
+    agreement = logit_agreement(eager, backend, labels, parity.label_names)
+    tasks = {
+        name: {
+            "max_abs_logit_diff": a.max_abs_logit_diff,
+            "auc_eager": a.auc_reference,
+            "auc_backend": a.auc_backend,
+        }
+        for name, a in agreement.items()
+    }
+    first = agreement[parity.label_names[0]]
+    diff = max(a.max_abs_logit_diff for a in agreement.values())
     return ParityReport(
-        rows=int(eager.shape[0]),
+        rows=int(by_task(eager).shape[0]),
         batch_sizes=parity.batch_sizes,
         history_lengths=parity.history_lengths,
         max_abs_logit_diff=diff,
         tolerance=tolerance,
-        auc_eager=first["auc_eager"],
-        auc_backend=first["auc_backend"],
-        passed=finite and diff <= tolerance and all(same_auc),
+        auc_eager=first.auc_reference,
+        auc_backend=first.auc_backend,
+        passed=diff <= tolerance and all(a.same_auc for a in agreement.values()),
         seconds=round(seconds, 3),
         tasks=tasks if len(tasks) > 1 else {},
     )
-
-
-def _by_task(logits: np.ndarray) -> np.ndarray:
-    """Logits as ``(N, T)`` float64 (``(N,)`` and ``(N, 1)`` are one task)."""
-    x = np.asarray(logits, np.float64)
-    return x.reshape(x.shape[0], -1)
 
 
 def score_batches(

@@ -1,4 +1,4 @@
-"""The one command line of a training process: ``-m recpipe.train.worker --config … --train … --set …``.
+"""The one command line of a training process: ``-m recpipe.launch.worker --config … --train … --set …``.
 
 Every launcher runs exactly this after its own interpreter: ``python`` for one process, local ``torchrun``
 for a group on this machine, the PyTorchJob pods' ``torchrun`` across nodes.
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-WORKER_MODULE = "recpipe.train.worker"
+WORKER_MODULE = "recpipe.launch.worker"
 
 
 def override_arg(key: str, value: Any) -> str:

@@ -112,12 +112,12 @@ def resolve_config(
 
     if not config_path or not Path(config_path).is_file():
         raise ParameterError("config", f"config file {config_path!r} does not exist")
-    values: dict[str, Any] = dict(overrides or {})
-    values.update(gate_overrides(min_auc, max_auc_drop, max_logloss_rise))
+    thresholds = gate_overrides(min_auc, max_auc_drop, max_logloss_rise)
     try:
-        cfg = load_config(config_path, values)
+        cfg = load_config(config_path, dict(overrides or {}))
     except ConfigError as err:
         raise ParameterError("config", str(err)) from None
+    cfg.eval.gate = cfg.eval.gate.model_copy(update=thresholds)
     if backends is not None and (not isinstance(backends, str) or backends.strip()):
         try:
             cfg.export.backends = parse_backends(backends)  # type: ignore[assignment]

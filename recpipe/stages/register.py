@@ -3,7 +3,6 @@ version with alias ``challenger``; the evaluation and gate go on the version as 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -68,10 +67,11 @@ def run(
     ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
     """
     from recpipe import tracking
+    from recpipe.eval.evaluation import read_report
+    from recpipe.export.layout import POINTER
     from recpipe.export.loaders import served_folder
+    from recpipe.export.outcome import read_outcome
     from recpipe.features.spec import FeatureSpec
-    from recpipe.stages.evaluate import read_report
-    from recpipe.stages.export import parity_text
     from recpipe.tracking.pyfunc import ARTIFACT, CODE_PATH, model_signature, raw_columns
 
     if log.run_id is None:  # the model is logged to a run: a run of its own
@@ -83,7 +83,8 @@ def run(
         cand, gate = report["candidate"], report["gate"]
         served = served_folder(exported_dir)  # the served backend's folder (rtp, else onnx, jit, aoti)
         backend = served.name
-        exports = _export_results(Path(exported_dir))
+        outcome = read_outcome(exported_dir)
+        exports = outcome.backends if outcome else {}
         spec = FeatureSpec.load(served / "fg.json")
         model_uri = tracking.log_pyfunc_model(  # models from code: no pickle; sealed by a manifest
             run_id,
@@ -96,7 +97,7 @@ def run(
             metadata={"raw_columns": raw_columns(spec)},
             uri=tracking_uri,
         )
-        manifests = Path(exported_dir) / "export.json"
+        manifests = Path(exported_dir) / POINTER
         if manifests.is_file():
             log.log_artifact(manifests, "export")
         tags = tracking.eval_version_tags(
@@ -113,8 +114,8 @@ def run(
                 "serving_backend": backend,
                 "backends": ",".join(exports),
                 "champion_source": gate.get("champion_source", "none"),
-                **{f"parity.{n}": parity_text(b) for n, b in exports.items()},
-                **{f"exported.{n}": b.get("folder") or "" for n, b in exports.items()},
+                **{f"parity.{n}": b.parity_text() for n, b in exports.items()},
+                **{f"exported.{n}": b.folder or "" for n, b in exports.items()},
             }
         )
         version = tracking.register_version(tracking_uri, model_name, run_id, model_uri, tags=tags)
@@ -137,19 +138,3 @@ def _example(data: str | None, spec: Any) -> Any:
     batch = next(iter(open_source(data).iter_batches(Shard(0, 1), batch_rows=2))).batch
     columns = [c for c in column_kinds(spec, with_labels=False) if c in batch.schema.names]
     return batch.select(columns).slice(0, 2).to_pandas()
-
-
-def _export_results(root: Path) -> dict[str, dict[str, Any]]:
-    """``{backend: {status, folder, max_abs_logit_diff, auc_backend, ...}}`` from the export's ``export.json``."""
-    path = root / "export.json"
-    if not path.is_file():
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for name, b in json.loads(path.read_text()).get("backends", {}).items():
-        entry = {"status": b["status"], "folder": b.get("folder"), "reason": b.get("reason")}
-        if b.get("parity"):
-            entry.update(
-                max_abs_logit_diff=b["parity"]["max_abs_logit_diff"], auc_backend=b["parity"]["auc_backend"]
-            )
-        out[name] = entry
-    return out

@@ -32,8 +32,9 @@ RESUME_MODES = ("auto", "never", "must")
 
 
 @dataclass
-class TrainResult:
-    """Where training ran and what it made.
+class TrainStageResult:
+    """Where training ran and what it made (what the trainer did: :class:`~recpipe.train.result.TrainResult`,
+    in ``train_result.json`` of ``checkpoint_dir``).
 
     Args:
         checkpoint_dir (str): the checkpoint folder (``out_dir``).
@@ -67,7 +68,7 @@ def run(
     overrides: Mapping[str, Any] | None = None,
     log: RunLog = NULL_LOG,
     resume: str = "auto",
-) -> TrainResult:
+) -> TrainStageResult:
     """Train ``config_path`` on ``train_dir`` (validating on ``eval_dir``) into the checkpoint folder
     ``out_dir``.
 
@@ -143,7 +144,7 @@ def run(
         log_training(log, out_dir)
         log.set_tags({"train.where": where, "train.world_size": world})
         log.log_metrics({"train.seconds": seconds})
-    return TrainResult(checkpoint_dir=str(out_dir), where=where, world_size=world, seconds=seconds)
+    return TrainStageResult(checkpoint_dir=str(out_dir), where=where, world_size=world, seconds=seconds)
 
 
 def check_data(
@@ -224,6 +225,7 @@ def log_training(log: RunLog, out_dir: str | Path) -> None:
     if log.run_id is None:
         return  # nothing is recorded: skip reading the files and drawing the curves
     from recpipe.eval.plots import training_curves_png
+    from recpipe.train.result import RESULT_FILE, TrainResult
 
     out = Path(out_dir)
     history = []
@@ -237,14 +239,19 @@ def log_training(log: RunLog, out_dir: str | Path) -> None:
             if k not in ("step", "epoch") and isinstance(v, int | float)
         }
         log.log_metrics(values, step=int(rec.get("step", 0)))
-    result_file = out / "train_result.json"
-    if result_file.is_file():
-        result = json.loads(result_file.read_text())
-        final = {k: result[k] for k in ("steps", "rows_trained", "seconds", "rows_per_second", "final_loss")}
-        rows = result.get("rows") or {}  # rows read = used + skipped (on_bad_row: skip), truncated histories
+    result = TrainResult.read(out)
+    if result is not None:
+        final = {
+            "steps": result.steps,
+            "rows_trained": result.rows_trained,
+            "seconds": result.seconds,
+            "rows_per_second": result.rows_per_second,
+            "final_loss": result.final_loss,
+        }
+        rows = result.rows or {}  # rows read = used + skipped (on_bad_row: skip), truncated histories
         final.update({k: v for k, v in rows.items() if isinstance(v, int)})
         log.log_metrics({f"train.{k}": v for k, v in final.items()})
-        log.log_artifact(result_file, "train")
+        log.log_artifact(out / RESULT_FILE, "train")
     if history:
         png = training_curves_png(history, out / ".plots" / "training_curves.png")
         log.log_artifact(png, "train")

@@ -13,9 +13,8 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -25,7 +24,7 @@ from tqdm import tqdm
 
 from recpipe.auc import binary_auc
 from recpipe.batch import Batch
-from recpipe.config import RecpipeConfig
+from recpipe.config import CsvOptions, RecpipeConfig
 from recpipe.data.types import DataError
 from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
@@ -41,7 +40,6 @@ from recpipe.train.checkpoint import (
 )
 from recpipe.train.data import StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
-from recpipe.train.evaluate import evaluate_distributed
 from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
 from recpipe.train.optim import (
     apply_sparse_optimizer,
@@ -49,55 +47,35 @@ from recpipe.train.optim import (
     combined_optimizer,
     dense_optimizer,
 )
+from recpipe.train.result import TrainResult
 from recpipe.train.step import PipelineStep
 
 METRICS_FILE = "metrics.jsonl"
-RESULT_FILE = "train_result.json"
 AUC_WINDOW_ROWS = 100_000
 # data.num_workers > 0: FG in threads of the rank. pyarrow and numpy release the GIL, and a forked worker
 # costs more to hand its batch over than FG itself (1 rank on 2 cores: threads +10%, a process -3%).
 DATA_WORKER_KIND = "thread"
 
 
-@dataclass
-class TrainResult:
-    """What a training run did (the same on every rank; also written to ``train_result.json``).
+class Evaluate(Protocol):
+    """Metrics of the sharded model over all of ``uri``, computed by every rank together (the trainer's
+    periodic and final evaluation): :func:`recpipe.eval.checkpoint.evaluate_distributed`. The trainer
+    takes it as an argument: evaluation sits above training and the trainer imports none of it."""
 
-    Args:
-        steps (int): optimizer steps in total (including those before a resume).
-        epochs_completed (int): full passes over the training data.
-        rows_trained (int): rows of all steps in total.
-        seconds (float), rows_per_second (float): wall time and global throughput of this process's run.
-        steady_rows_per_second (float): global throughput after the first step (which also traces the
-            model and fills the pipeline).
-        rows_per_cpu_second (float): global rows per CPU-second of this process after the first step
-            (rank 0's in the JSON file): the throughput if the process never waited.
-        final_loss (float | None): mean training loss of the last logging window.
-        eval (dict | None): final evaluation metrics (AUC, GAUC, logloss, ...).
-        checkpoint (str | None): the last checkpoint written.
-        world_size (int): ranks.
-        resumed_from (str | None): the checkpoint this run started from.
-        rows (dict): what the data passes of this run did, over all ranks: ``rows_read`` =
-            ``rows_used`` + ``rows_skipped`` (bad rows under ``on_bad_row: skip``), ``truncated_histories``,
-            ``skipped_by_column``.
-    """
-
-    steps: int
-    epochs_completed: int
-    rows_trained: int
-    seconds: float
-    rows_per_second: float
-    steady_rows_per_second: float
-    rows_per_cpu_second: float
-    final_loss: float | None
-    eval: dict[str, Any] | None
-    checkpoint: str | None
-    world_size: int
-    resumed_from: str | None = None
-    rows: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def __call__(
+        self,
+        model: torch.nn.Module,
+        spec: FeatureSpec,
+        uri: str,
+        global_batch_size: int,
+        rank: int,
+        world_size: int,
+        *,
+        neg_sample_rate: float,
+        group: Any,
+        on_bad_row: Literal["error", "skip"],
+        csv: CsvOptions | None,
+    ) -> dict[str, Any]: ...
 
 
 def train(
@@ -107,6 +85,7 @@ def train(
     eval_uri: str | None,
     out_dir: Path,
     resume: bool = True,
+    evaluate: Evaluate | None = None,
 ) -> TrainResult:
     """Train ``cfg.model`` on ``train_uri`` in this process's group (world size 1 when run alone).
 
@@ -121,22 +100,28 @@ def train(
         train_uri (str), eval_uri (str | None): the splits.
         out_dir (Path): output folder.
         resume (bool): continue from ``out_dir``'s latest checkpoint when there is one.
+        evaluate (Evaluate | None): scores the model on ``eval_uri`` every ``train.eval_every_steps`` and at
+            the end; None: no evaluation (:func:`recpipe.launch.worker.train` passes evaluation's).
 
     Example::
 
-        result = train(cfg, spec, "runs/x/data/train", "runs/x/data/eval", Path("runs/x/train"))
+        result = train(cfg, spec, "runs/x/data/train", "runs/x/data/eval", Path("runs/x/train"),
+                       evaluate=evaluate_distributed)
         result.eval["auc"]
     """
     env = init_distributed()
     try:
-        return _Trainer(cfg, spec, env, Path(out_dir)).run(train_uri, eval_uri, resume)
+        return _Trainer(cfg, spec, env, Path(out_dir), evaluate).run(train_uri, eval_uri, resume)
     finally:
         shutdown(env)
 
 
 class _Trainer:
-    def __init__(self, cfg: RecpipeConfig, spec: FeatureSpec, env: DistEnv, out_dir: Path) -> None:
+    def __init__(
+        self, cfg: RecpipeConfig, spec: FeatureSpec, env: DistEnv, out_dir: Path, evaluate: Evaluate | None
+    ) -> None:
         self.cfg, self.spec, self.env, self.out_dir = cfg, spec, env, out_dir
+        self.evaluate = evaluate
         self._gauc_noted = False
         # Read once: every step (training and evaluation) covers this many rows over all ranks; the
         # rows of one rank (``rows_per_rank``) come only from StepPlan.rank_range.
@@ -202,13 +187,13 @@ class _Trainer:
             keep = [ln for ln in path.read_text().splitlines() if ln and json.loads(ln)["step"] <= after_step]
             path.write_text("".join(ln + "\n" for ln in keep))
 
-    def _evaluate(self, eval_uri: str, step: int) -> dict[str, Any]:
+    def _evaluate(self, evaluate: Evaluate, eval_uri: str, step: int) -> dict[str, Any]:
         detach = getattr(self.pipeline, "detach", None)
         if detach is not None:
             detach()  # restores the sharded modules' own forwards; progress() re-attaches
         cfg = self.cfg
         t0 = time.perf_counter()
-        metrics = evaluate_distributed(
+        metrics = evaluate(
             self.dmp,
             self.spec,
             eval_uri,
@@ -336,7 +321,8 @@ class _Trainer:
         meter = _Meter(env, total, step)
         data_stats = FGStats()  # this rank's rows read / used / skipped over every pass of this run
         last_ckpt, last_ckpt_step = resumed_from, (meta.step if meta else -1)
-        evaluating = bool(eval_uri and tc.eval_every_steps)
+        evaluate = self.evaluate if eval_uri else None
+        evaluating = bool(evaluate and tc.eval_every_steps)
         while epoch < tc.epochs and step < total:
             plan = reader.plan
             n_steps = min(plan.num_steps, total - step)
@@ -360,8 +346,8 @@ class _Trainer:
                 meter.update(hi - lo, loss, logits, labels, weights)
                 if step % tc.log_every_steps == 0 or step == total:
                     self._write_metrics(meter.flush(step, epoch))
-                if evaluating and step % tc.eval_every_steps == 0 and step < total:
-                    self._evaluate(eval_uri, step)
+                if evaluate and evaluating and step % tc.eval_every_steps == 0 and step < total:
+                    self._evaluate(evaluate, eval_uri, step)
                 if tc.checkpoint_every_steps and step % tc.checkpoint_every_steps == 0:
                     done = position >= epoch_rows
                     ckpt_meta = self._meta(
@@ -376,7 +362,7 @@ class _Trainer:
                     reader = self._reader(train_uri, 0)
         seconds = meter.close()
 
-        eval_metrics = self._evaluate(eval_uri, step) if eval_uri else None
+        eval_metrics = self._evaluate(evaluate, eval_uri, step) if evaluate and eval_uri else None
         if step != last_ckpt_step:
             last_ckpt = self._save(self._meta(step, epoch, position, epoch_rows, rows_trained))
         result = TrainResult(
@@ -395,7 +381,7 @@ class _Trainer:
             rows=rows_report(data_stats, env),
         )
         if env.is_main:
-            (self.out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=1, default=float))
+            result.write(self.out_dir)
         rows = result.rows or {}
         self.log(
             f"done: {step} steps, {meter.rows} rows in {seconds:.1f}s ({result.rows_per_second:,.0f} rows/s); "

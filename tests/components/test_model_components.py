@@ -143,8 +143,8 @@ def test_export_register_and_champion_reevaluation(flow, tmp_path):
     assert champion["metrics"]["auc"] == pytest.approx(m.metadata["auc"], abs=1e-6)
     assert "PASS auc_vs_champion" in reasons and "PASS logloss_vs_champion" in reasons
     # models:/<name>@champion scores raw rows exactly as the trainer's own evaluation of the checkpoint.
+    from recpipe.eval.checkpoint import predict_dataset
     from recpipe.train.checkpoint import load_model_for_inference
-    from recpipe.train.evaluate import predict_dataset
 
     champion_model = tracking.load_pyfunc_model(flow["uri"], "models:/tiny-din@champion")
     table = pq.read_table(flow["eval"].path)

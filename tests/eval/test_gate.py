@@ -61,7 +61,7 @@ def test_no_champion_is_recorded():
 
 def test_accepts_reports_and_rejects_incomplete_input():
     rep = EvalReport(auc=0.7, gauc=0.6, gauc_users=1, gauc_skipped_users=0, logloss=0.4, calibration=1.0,
-                     positive_rate=0.1, rows=10)  # fmt: skip
+                     mean_prediction=0.1, positive_rate=0.1, rows=10, oracle_auc=None)  # fmt: skip
     assert decide(rep, rep, GATE).passed
     with pytest.raises(ValueError, match="lacks"):
         decide({"auc": 0.7}, None, GATE)

@@ -15,7 +15,8 @@ from torch import nn
 
 from recpipe.batch import to_batch
 from recpipe.config import RecpipeConfig, load_config
-from recpipe.export.api import ExportResult, export
+from recpipe.export.api import export
+from recpipe.export.outcome import ExportOutcome
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
 
@@ -68,30 +69,30 @@ def wide_and_deep(tmp_path_factory) -> Trained:
     )
 
 
-def _exported(m: Trained, tmp_path_factory, folder: str) -> tuple[Trained, ExportResult]:
+def _exported(m: Trained, tmp_path_factory, folder: str) -> tuple[Trained, ExportOutcome]:
     return m, export(m.model, m.spec, m.cfg, FAST_BACKENDS, tmp_path_factory.mktemp(folder), m.held_out)
 
 
 @pytest.fixture(scope="session")
-def din_export(din, tmp_path_factory) -> tuple[Trained, ExportResult]:
+def din_export(din, tmp_path_factory) -> tuple[Trained, ExportOutcome]:
     return _exported(din, tmp_path_factory, "din_export")
 
 
 @pytest.fixture(scope="session")
-def dlrm_export(dlrm, tmp_path_factory) -> tuple[Trained, ExportResult]:
+def dlrm_export(dlrm, tmp_path_factory) -> tuple[Trained, ExportOutcome]:
     return _exported(dlrm, tmp_path_factory, "dlrm_export")
 
 
 @pytest.fixture(scope="session")
-def deepfm_export(deepfm, tmp_path_factory) -> tuple[Trained, ExportResult]:
+def deepfm_export(deepfm, tmp_path_factory) -> tuple[Trained, ExportOutcome]:
     return _exported(deepfm, tmp_path_factory, "deepfm_export")
 
 
 @pytest.fixture(scope="session")
-def wide_and_deep_export(wide_and_deep, tmp_path_factory) -> tuple[Trained, ExportResult]:
+def wide_and_deep_export(wide_and_deep, tmp_path_factory) -> tuple[Trained, ExportOutcome]:
     return _exported(wide_and_deep, tmp_path_factory, "wd_export")
 
 
 @pytest.fixture(params=["din", "dlrm", "deepfm", "wide_and_deep"])
-def exported(request) -> tuple[Trained, ExportResult]:
+def exported(request) -> tuple[Trained, ExportOutcome]:
     return request.getfixturevalue(f"{request.param}_export")

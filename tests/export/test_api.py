@@ -13,7 +13,8 @@ import torch
 
 import recpipe
 from recpipe.batch import to_batch
-from recpipe.export.api import RESULT_NAME, export
+from recpipe.export.api import export
+from recpipe.export.layout import POINTER
 from recpipe.export.loaders import load_backend
 from recpipe.export.manifest import read_manifest, sha256_file
 from recpipe.features.fg import FeatureGenerator
@@ -66,7 +67,7 @@ def test_manifest_lists_every_file_with_sha256(exported, backend):
     assert m["model"]["spec_digest"] == trained.spec.digest()
     assert FeatureSpec.load(folder).digest() == trained.spec.digest()
     assert not any(p.name.startswith(".") for p in Path(folder).parent.iterdir())
-    summary = json.loads((Path(folder).parent / RESULT_NAME).read_text())
+    summary = json.loads((Path(folder).parent / POINTER).read_text())
     assert summary["backends"][backend]["parity"]["max_abs_logit_diff"] == m["parity"]["max_abs_logit_diff"]
 
 

@@ -382,7 +382,7 @@ def test_a_trained_zch_checkpoint_exports_through_the_export_stage(tmp_path):
     assert out.ok, out.describe()
     for backend in ("jit", "rtp"):
         b = out.backends[backend]
-        assert b["status"] == "ok" and b["max_abs_logit_diff"] <= TOL, b
+        assert b.status == "ok" and b.max_abs_logit_diff <= TOL, b
     doc = json.loads((backend_folder(tmp_path / "export" / "rtp") / SPARSE_META).read_text())
     assert [t["zch"] for t in doc["tables"] if t["name"] == "adgroup_id"] == [
         {"rows": 64, "keys": 63, "miss_ranges": 1}

@@ -94,7 +94,7 @@ def test_job_runs_and_checkpoint_comes_back(inputs, monkeypatch, capsys):
         body["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2 and body["spec"]["nprocPerNode"] == "8"
     )
     cmd = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
-    assert cmd[:5] == ["torchrun", "--max-restarts", "0", "-m", "recpipe.train.worker"]
+    assert cmd[:5] == ["torchrun", "--max-restarts", "0", "-m", "recpipe.launch.worker"]
     assert "--nnodes" not in cmd  # the operator's PET_* environment supplies node count, rank and master
     assert cmd[cmd.index("--set") + 1] == "train.max_steps=5" and cmd[cmd.index("--spec") + 1].endswith(
         "/fg.json"

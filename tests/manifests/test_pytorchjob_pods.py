@@ -20,7 +20,7 @@ def test_pytorchjob_pods_follow_the_manifest_policy(resources):
         "recpipe-train-x",
         "kubeflow",
         "ghcr.io/recpipe/recpipe:0.1.0",
-        ["torchrun", "-m", "recpipe.train.worker"],
+        ["torchrun", "-m", "recpipe.launch.worker"],
         workers=3,
         resources=resources,
         placement=Placement(),

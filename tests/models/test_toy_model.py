@@ -129,7 +129,7 @@ def test_a_toy_model_and_kind_train_evaluate_export_and_serve(
     )
     assert exported.ok and sorted(exported.backends) == sorted(DEFAULT_BACKENDS)
     for name, b in exported.backends.items():
-        assert b["status"] == "ok" and b["passed"] and b["max_abs_logit_diff"] < 1e-4, name
+        assert b.status == "ok" and b.parity.passed and b.max_abs_logit_diff < 1e-4, name
         model = read_manifest(tmp_path / "export" / name).model
         assert (model["type"], model["class"]) == ("toy", "ToyModel")
     # The served folder scores raw rows (FG inside) to the AUC evaluate measured on the eager model.

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from recpipe.export.backends import BACKENDS
+from recpipe.export.outcome import BackendOutcome
 from recpipe.stages import export
 
 
@@ -17,11 +18,7 @@ def test_an_unusable_backend_is_skipped_without_loading_the_checkpoint(tmp_path)
     r = export.run(str(tmp_path / "no-such-checkpoint"), "trt", str(tmp_path / "out"), data_uri="unused")
     assert time.perf_counter() - t0 < 5
     assert r.ok and r.backends == {
-        "trt": {
-            "status": "skipped",
-            "folder": None,
-            "reason": BACKENDS["trt"].unavailable_reason(),
-            "seconds": 0.0,
-        }
+        "trt": BackendOutcome("trt", "skipped", folder=None, reason=BACKENDS["trt"].unavailable_reason())
     }
+    assert r.backends["trt"].seconds == 0.0 and not (tmp_path / "out").exists()
     assert r.describe().startswith("trt=skipped")

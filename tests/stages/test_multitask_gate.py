@@ -12,8 +12,8 @@ import yaml
 from recpipe import tracking
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
+from recpipe.launch.worker import train
 from recpipe.stages import evaluate, export, register
-from recpipe.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -28,11 +28,11 @@ import pytest
 import torch
 
 from recpipe.config import load_config
+from recpipe.eval.checkpoint import evaluate_checkpoint
 from recpipe.features.build import build_feature_spec
 from recpipe.launch import launch_local
+from recpipe.launch.worker import train
 from recpipe.train.checkpoint import load_model_for_inference
-from recpipe.train.evaluate import evaluate_checkpoint
-from recpipe.train.loop import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -137,7 +137,7 @@ def _rank_pid(tag: str, rank: int) -> int | None:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"recpipe.train.worker" in cmd and b"torch.distributed.run" not in cmd:
+        if b"recpipe.launch.worker" in cmd and b"torch.distributed.run" not in cmd:
             if f"RECPIPE_TEST_TAG={tag}".encode() in env and f"RANK={rank}".encode() in env:
                 return int(pid)
     return None

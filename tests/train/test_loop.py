@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from recpipe.config import load_config
+from recpipe.eval.checkpoint import evaluate_checkpoint, predict_dataset
 from recpipe.features.build import build_feature_spec
+from recpipe.launch.worker import train
 from recpipe.train.checkpoint import latest_checkpoint, list_checkpoints, load_model_for_inference
-from recpipe.train.evaluate import evaluate_checkpoint, predict_dataset
-from recpipe.train.loop import train
 
 OVERRIDES = {"data.batch_size": 64, "train.log_every_steps": 10, "train.checkpoint_every_steps": 40}
 

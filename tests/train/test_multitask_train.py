@@ -10,11 +10,11 @@ import torch
 import yaml
 
 from recpipe.config import load_config
+from recpipe.eval.checkpoint import evaluate_checkpoint, predict_dataset
 from recpipe.features.build import build_feature_spec
+from recpipe.launch.worker import train
 from recpipe.models.train_model import bce_loss
 from recpipe.train.checkpoint import load_model_for_inference
-from recpipe.train.evaluate import evaluate_checkpoint, predict_dataset
-from recpipe.train.loop import train
 
 OVERRIDES = {"data.batch_size": 64, "train.log_every_steps": 20, "train.max_steps": 60}
 HEADS = {

@@ -12,8 +12,8 @@ from recpipe.config import load_config
 from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fit import StaleSpecError, config_digest, fit_feature_spec
+from recpipe.launch.worker import find_spec
 from recpipe.train.loop import train
-from recpipe.train.worker import find_spec
 
 
 def test_a_stale_fg_json_is_refused(taobao, tmp_path):
@@ -101,7 +101,7 @@ def test_skipped_rows_are_reported_in_the_log_line_the_result_and_the_metrics(ta
     log_training(log, out)
     assert (log.metrics["train.rows_read"], log.metrics["train.rows_skipped"]) == (table.num_rows, 3)
     # The evaluation pass over the same rows counts the same way (report JSON field and describe line).
-    from recpipe.train.evaluate import evaluate_checkpoint
+    from recpipe.eval.checkpoint import evaluate_checkpoint
 
     report = evaluate_checkpoint(out, str(data), on_bad_row="skip")
     assert {k: report.data_rows[k] for k in want} == want and report.rows == table.num_rows - 3

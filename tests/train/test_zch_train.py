@@ -20,14 +20,14 @@ from torchrec.modules.embedding_configs import EmbeddingConfig
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.config import OptimizerConfig, load_config
+from recpipe.eval.checkpoint import evaluate_checkpoint
 from recpipe.features.build import build_feature_spec
 from recpipe.launch import launch_local
+from recpipe.launch.worker import train
 from recpipe.models.blocks.embedding import EmbeddingInit, managed_collision_ec
 from recpipe.models.registry import build_model
 from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.dist import init_distributed, plan_sharding, shard_model, sharding_constraints, shutdown
-from recpipe.train.evaluate import evaluate_checkpoint
-from recpipe.train.loop import train
 from recpipe.train.memory import ZCH_BYTES_PER_ROW, embedding_memory_report
 from recpipe.train.optim import apply_sparse_optimizer
 from recpipe.train.zch import prepare_for_planning

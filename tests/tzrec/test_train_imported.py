@@ -18,7 +18,7 @@ import torch
 from recpipe.config import parse_config
 from recpipe.data.synthetic import generate
 from recpipe.features.build import build_feature_spec
-from recpipe.train.loop import train
+from recpipe.launch.worker import train
 from recpipe.tzrec import import_tzrec_file
 
 STEPS, BATCH = 12, 64

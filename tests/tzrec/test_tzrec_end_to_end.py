@@ -46,7 +46,7 @@ def test_multi_tower_din_taobao_as_shipped_runs_on_synthetic_taobao(tmp_path):
     config = _write(import_tzrec_file(DIN_CONFIG), tmp_path)
     source, _, backends = _stages(config, tmp_path)
     assert source == "synthetic:taobao?rows=1500"
-    assert all(b["passed"] for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
+    assert all(b.parity.passed for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
 
 
 @pytest.mark.slow
@@ -56,7 +56,7 @@ def test_dlrm_criteo_as_shipped_runs_on_synthetic_criteo(tmp_path):
     config = _write(import_tzrec(tzrec_dlrm(max_buckets=40_000)), tmp_path)
     source, _, backends = _stages(config, tmp_path)
     assert source == "synthetic:criteo?rows=1500&hashed=1"
-    assert all(b["passed"] for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
+    assert all(b.parity.passed for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
 
 
 def test_dlrm_criteo_full_size_needs_24_gib_and_is_refused_on_a_16_gib_device():
@@ -75,7 +75,7 @@ def test_multi_tower_taobao_runs_on_synthetic_taobao(tmp_path):
     assert imported.config.model.type == "multi_tower" and len(imported.config.model.towers) == 2
     source, _, backends = _stages(_write(imported, tmp_path), tmp_path)
     assert source == "synthetic:taobao?rows=1500"
-    assert all(b["passed"] for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
+    assert all(b.parity.passed for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
 
 
 @pytest.mark.slow
@@ -87,7 +87,7 @@ def test_deepfm_criteo_as_shipped_runs_on_pre_encoded_synthetic_criteo(tmp_path)
     assert imported.config.data.fg_encoded and imported.config.model.type == "deepfm"
     source, _, backends = _stages(_write(imported, tmp_path), tmp_path)
     assert source == "synthetic:criteo?rows=1500&hashed=1"
-    assert all(b["passed"] for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
+    assert all(b.parity.passed for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
 
 
 @pytest.mark.slow
@@ -103,4 +103,4 @@ def test_wide_and_deep_on_pre_encoded_synthetic_criteo(tmp_path):
     imported = import_tzrec(tzrec_deepfm(max_buckets=100_000, model=model, groups=groups))
     source, _, backends = _stages(_write(imported, tmp_path), tmp_path)
     assert source == "synthetic:criteo?rows=1500&hashed=1"
-    assert all(b["passed"] for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]
+    assert all(b.parity.passed for b in backends.values()) and sorted(backends) == ["jit", "onnx", "rtp"]

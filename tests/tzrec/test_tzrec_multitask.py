@@ -19,7 +19,7 @@ from tzrec_fixtures import DIN_CONFIG
 
 from recpipe.config import parse_config
 from recpipe.features.build import build_feature_spec
-from recpipe.train.loop import train
+from recpipe.launch.worker import train
 from recpipe.tzrec import import_tzrec
 from recpipe.tzrec.problems import TzrecImportError
 

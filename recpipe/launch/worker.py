@@ -1,22 +1,34 @@
-"""The per-process training entry: ``python -m recpipe.train.worker --config ... --train ... --set ...``.
+"""The per-process training entry: ``python -m recpipe.launch.worker --config ... --train ... --set ...``.
 
 Every launcher starts exactly this (:func:`recpipe.launch.command.worker_command`): alone, it forms a
 1-process group; under torchrun (here, or in a PyTorchJob's pods) it joins the group torchrun's environment
 names (see :mod:`recpipe.train.dist`). Arguments only, the environment is not a switch. Errors are recorded
 for torchrun (``@record``), which shows the failing rank's traceback.
+
+It stands above both the trainer and evaluation: :func:`train` is :func:`recpipe.train.loop.train` with
+the periodic and final evaluation of :func:`recpipe.eval.checkpoint.evaluate_distributed` (the trainer
+imports no evaluation code).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from recpipe.config import RecpipeConfig, load_config, parse_overrides
+from recpipe.eval.checkpoint import evaluate_distributed
 from recpipe.features.fit import check_spec_matches, fit_feature_spec
 from recpipe.features.spec import FG_JSON, FeatureSpec
+from recpipe.train.loop import train as train_loop
+
+# The trainer with its periodic and final evaluation on ``eval_uri``: what every worker runs, and what a
+# caller that trains in its own process (tests, benchmarks) calls as ``train(cfg, spec, train_uri, eval_uri,
+# out_dir, resume=True)``.
+train = functools.partial(train_loop, evaluate=evaluate_distributed)
 
 
 def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_uri: str) -> FeatureSpec:
@@ -37,7 +49,7 @@ def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_ur
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m recpipe.train.worker", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m recpipe.launch.worker", description=__doc__)
     p.add_argument("--config", required=True, help="recpipe config YAML")
     p.add_argument("--train", required=True, help="training data URI")
     p.add_argument("--eval", default=None, help="evaluation data URI (optional)")
@@ -55,8 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
 @record
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv``, train, return 0 (errors propagate: torchrun records them)."""
-    from recpipe.train.loop import train
-
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config, parse_overrides(args.set))
     out_dir = Path(args.out)

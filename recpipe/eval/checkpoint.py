@@ -1,5 +1,6 @@
-"""Predictions and metrics over a dataset: inside training (every rank, sharded model) or from a
-checkpoint (one process, any writer world size). Every row is counted exactly once."""
+"""Scoring a model over a dataset: inside training (every rank, sharded model: the trainer's
+:class:`~recpipe.train.loop.Evaluate`) or from a checkpoint (one process, any writer world size). Every row
+is counted exactly once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from torchrec.distributed import DistributedModelParallel
 
 from recpipe.batch import Batch
 from recpipe.config import CsvOptions
-from recpipe.eval.metrics import MetricAccumulator, gather_across_ranks
+from recpipe.eval.metrics import gather_across_ranks
 from recpipe.eval.report import EvalReport, build_report
 from recpipe.eval.tasks import task_accumulators, task_metrics, update_tasks
 from recpipe.features.fg import FGStats
@@ -98,11 +99,6 @@ def predict_dataset(
     )
 
 
-def metrics_dict(acc: MetricAccumulator) -> dict[str, Any]:
-    """``EvalMetrics`` as a flat dict (AUC, GAUC, logloss, calibration, rows, ...)."""
-    return acc.compute().to_dict()
-
-
 def evaluate_distributed(
     model: nn.Module,
     spec: FeatureSpec,
@@ -116,14 +112,17 @@ def evaluate_distributed(
     csv: CsvOptions | None = None,
 ) -> dict[str, Any]:
     """Metrics of ``model`` over all of ``uri``, computed by every rank together; the result on every
-    rank (predictions are gathered over ``group``, a gloo group, the default one when None)."""
+    rank (predictions are gathered over ``group``, a gloo group, the default one when None): the
+    :class:`~recpipe.eval.metrics.EvalMetrics` fields, and a multi-task model's every task under ``tasks``."""
     labels, logits, groups = predict_dataset(
         model, spec, uri, global_batch_size, rank, world_size, on_bad_row, csv
     )
     accs = update_tasks(task_accumulators(spec.labels, neg_sample_rate), labels, logits, groups)
     if world_size > 1:
         accs = {name: gather_across_ranks(acc, group=group) for name, acc in accs.items()}
-    out = metrics_dict(accs[spec.label])  # the primary task's numbers; a multi-task model's all under "tasks"
+    out = (
+        accs[spec.label].compute().to_dict()
+    )  # the primary task's numbers; a multi-task model's all under "tasks"
     tasks = task_metrics(accs)
     if tasks:
         out["tasks"] = tasks
@@ -184,12 +183,12 @@ def evaluate_checkpoint(
         task_accumulators(spec.labels, cfg.data.neg_sample_rate), labels, logits, groups, oracle
     )
     info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
-    report = build_report(accs[spec.label], threshold=threshold, model_info=info)
-    report.tasks = task_metrics(accs)
-    report.data_rows = {
+    rows = {
         "rows_read": fg_stats.rows_read,
         "rows_used": fg_stats.rows_emitted,
         "rows_skipped": fg_stats.rows_skipped,
         "truncated_histories": fg_stats.truncated_histories,
     }
-    return report
+    return build_report(
+        accs[spec.label], threshold=threshold, model_info=info, tasks=task_metrics(accs), data_rows=rows
+    )
