@@ -15,15 +15,8 @@ import pyarrow.csv as pacsv
 
 from recpipe.config import CsvOptions
 from recpipe.data.files import DataFiles, resolve_files, strip_compression
-from recpipe.data.sharding import FileSlice, Shard, slice_files
-from recpipe.data.types import (
-    DEFAULT_BATCH_ROWS,
-    DataError,
-    SourceBatch,
-    check_batch_rows,
-    check_columns,
-    rebatch,
-)
+from recpipe.data.sharding import FileSlice
+from recpipe.data.types import DataError, PartedSource
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int64": pa.int64(),
@@ -63,7 +56,7 @@ class _RowRecorder:
         return "error"
 
 
-class CsvSource:
+class CsvSource(PartedSource):
     """Delimited text files read as RecordBatches with one fixed schema, sharded exactly by row ranges.
 
     Column types are ``options.column_types`` where given, else inferred once from the first
@@ -246,31 +239,18 @@ class CsvSource:
             if header != want.names:
                 raise DataError(f"{self._files.name(i)} line 1: header {header} differs from {want.names}")
 
-    def num_rows(self) -> int:
-        """Rows in all files (one scan of the files, cached)."""
-        return sum(self._file_rows())
-
     # ------------------------------------------------------------------------------------- reading
-    def iter_batches(
-        self,
-        shard: Shard = Shard(0, 1),
-        batch_rows: int = DEFAULT_BATCH_ROWS,
-        columns: list[str] | None = None,
-    ) -> Iterator[SourceBatch]:
-        """This shard's rows in file order, as batches of at most ``batch_rows`` rows (never spanning files).
+    def part_rows(self) -> list[int]:
+        """Rows of each file (one scan of the files, cached)."""
+        return self._file_rows()
 
-        Args:
-            shard (Shard): which contiguous share of the rows to read.
-            batch_rows (int): rows per batch.
-            columns (list[str] | None): columns to read (all when None), in this order.
-        """
-        check_batch_rows(batch_rows)
-        schema = self.schema()
-        columns = check_columns(schema, columns, self.uri)
-        start, stop = shard.row_range(self.num_rows())
-        for piece in slice_files(self._file_rows(), start, stop):
-            name = self._files.name(piece.file_index)
-            yield from rebatch(self._sliced(piece, schema, columns), batch_rows, name, piece.start)
+    def part_name(self, index: int) -> str:
+        return self._files.name(index)
+
+    def read_part(
+        self, piece: FileSlice, columns: list[str] | None, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        return self._sliced(piece, self.schema(), columns)
 
     def _sliced(
         self, piece: FileSlice, schema: pa.Schema, columns: list[str] | None

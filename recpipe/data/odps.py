@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from recpipe.data.sharding import Shard
-from recpipe.data.types import DEFAULT_BATCH_ROWS, SourceBatch, check_batch_rows, check_columns, rebatch
+from recpipe.data.sharding import FileSlice
+from recpipe.data.types import PartedSource
 
 CREDENTIAL_ENV = ("ODPS_ACCESS_ID", "ODPS_ACCESS_KEY", "ODPS_ENDPOINT")
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -99,7 +99,7 @@ def odps_client_from_env(project: str) -> Any:
     )
 
 
-class OdpsSource:
+class OdpsSource(PartedSource):
     """An ODPS table or partition read with the tunnel's Arrow reader; shard ``i`` of ``k`` reads
     rows ``[i*N//k, (i+1)*N//k)`` of the download session (``N = reader.count``).
 
@@ -147,26 +147,19 @@ class OdpsSource:
                 self._count = int(reader.count)
         return self._count
 
-    def iter_batches(
-        self,
-        shard: Shard = Shard(0, 1),
-        batch_rows: int = DEFAULT_BATCH_ROWS,
-        columns: list[str] | None = None,
-    ) -> Iterator[SourceBatch]:
-        """This shard's rows in table order, regrouped into batches of at most ``batch_rows`` rows.
+    def part_rows(self) -> list[int]:
+        """One part: the table (or partition)."""
+        return [self.num_rows()]
 
-        Args:
-            shard (Shard): which contiguous share of the rows to read.
-            batch_rows (int): rows per batch.
-            columns (list[str] | None): columns to read (all data columns when None).
-        """
-        check_batch_rows(batch_rows)
-        columns = check_columns(self.schema(), columns, self.uri)
-        start, stop = shard.row_range(self.num_rows())
-        if start == stop:
-            return
+    def part_name(self, index: int) -> str:
+        return self.uri
+
+    def read_part(
+        self, piece: FileSlice, columns: list[str] | None, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows of the download session, in table order."""
         with self._open_reader(columns) as reader:
-            batches = reader.read(start=start, count=stop - start, columns=columns)
+            batches = reader.read(start=piece.start, count=piece.stop - piece.start, columns=columns)
             if columns is not None:  # the tunnel returns table order; callers get the order they asked for
                 batches = (b.select(columns) for b in batches)
-            yield from rebatch(batches, batch_rows, self.uri, start)
+            yield from batches

@@ -9,15 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recpipe.data.files import DataFiles, resolve_files
-from recpipe.data.sharding import FileSlice, Shard, slice_files
-from recpipe.data.types import (
-    DEFAULT_BATCH_ROWS,
-    DataError,
-    SourceBatch,
-    check_batch_rows,
-    check_columns,
-    rebatch,
-)
+from recpipe.data.sharding import FileSlice
+from recpipe.data.types import DataError, PartedSource
 
 
 @dataclass(frozen=True)
@@ -27,7 +20,7 @@ class _FileLayout:
     schema: pa.Schema | None  # None for a zero-byte file
 
 
-class ParquetSource:
+class ParquetSource(PartedSource):
     """Parquet files read as RecordBatches; shard ``i`` of ``k`` reads global rows
     ``[i*N//k, (i+1)*N//k)`` and only the row groups that overlap them.
 
@@ -87,47 +80,26 @@ class ParquetSource:
         ordered = [lay for lay in layouts if lay.num_rows > 0] + layouts
         return next((lay.schema for lay in ordered if lay.schema is not None), pa.schema([]))
 
-    def num_rows(self) -> int:
-        """Rows in all files together, from the footers."""
-        return sum(layout.num_rows for layout in self._layout())
+    def part_rows(self) -> list[int]:
+        """Rows of each file, from the footers."""
+        return [layout.num_rows for layout in self._layout()]
 
-    def iter_batches(
-        self,
-        shard: Shard = Shard(0, 1),
-        batch_rows: int = DEFAULT_BATCH_ROWS,
-        columns: list[str] | None = None,
-    ) -> Iterator[SourceBatch]:
-        """This shard's rows in file order, as batches of at most ``batch_rows`` rows (never spanning files).
+    def part_name(self, index: int) -> str:
+        return self._files.name(index)
 
-        Args:
-            shard (Shard): which contiguous share of the rows to read.
-            batch_rows (int): rows per batch.
-            columns (list[str] | None): columns to read (all when None).
-        """
-        check_batch_rows(batch_rows)
-        columns = check_columns(self.schema(), columns, self.uri)
-        layouts = self._layout()
-        start, stop = shard.row_range(self.num_rows())
-        for piece in slice_files([lay.num_rows for lay in layouts], start, stop):
-            yield from self._read_piece(piece, layouts[piece.file_index], batch_rows, columns)
-
-    def _read_piece(
-        self, piece: FileSlice, layout: _FileLayout, batch_rows: int, columns: list[str] | None
-    ) -> Iterator[SourceBatch]:
+    def read_part(
+        self, piece: FileSlice, columns: list[str] | None, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Only the row groups that overlap the piece are read."""
         # Row groups overlapping [piece.start, piece.stop) and the file row where the first one begins.
         groups, first_group_row, offset = [], None, 0
-        for g, n in enumerate(layout.row_group_rows):
+        for g, n in enumerate(self._layout()[piece.file_index].row_group_rows):
             if offset < piece.stop and offset + n > piece.start:
                 groups.append(g)
                 first_group_row = offset if first_group_row is None else first_group_row
             offset += n
         name = self._files.name(piece.file_index)
-        yield from rebatch(
-            self._sliced(piece, groups, first_group_row or 0, batch_rows, columns, name),
-            batch_rows,
-            name,
-            piece.start,
-        )
+        return self._sliced(piece, groups, first_group_row or 0, batch_rows, columns, name)
 
     def _sliced(
         self,

@@ -1,4 +1,5 @@
-"""The types every data source shares: :class:`SourceBatch`, the :class:`Source` protocol, :class:`DataError`."""
+"""The types every data source shares: :class:`SourceBatch`, the :class:`Source` protocol, :class:`DataError`,
+and :class:`PartedSource`, the reading every reader shares (a dataset in parts, read one row range a shard)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from recpipe.data.sharding import Shard
+from recpipe.data.sharding import FileSlice, Shard, slice_files
 
 DEFAULT_BATCH_ROWS = 65536
 # Seconds a data step (generate, ingest) runs before its progress bar appears (on a terminal only).
@@ -140,3 +141,56 @@ def rebatch(
     if pending_rows:
         merged = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
         yield SourceBatch(merged, file, row)
+
+
+class PartedSource:
+    """A :class:`Source` made of parts with known row counts (files in order, or one table), of which shard
+    ``i`` of ``k`` reads global rows ``[i*N//k, (i+1)*N//k)``: the reading every reader shares.
+
+    A reader gives ``uri``, :meth:`schema`, :meth:`part_rows`, :meth:`part_name` and :meth:`read_part`.
+    """
+
+    uri: str
+
+    def schema(self) -> pa.Schema:
+        raise NotImplementedError
+
+    def part_rows(self) -> list[int]:
+        """Rows of each part, in dataset order."""
+        raise NotImplementedError
+
+    def part_name(self, index: int) -> str:
+        """Part ``index``'s name in messages and in :attr:`SourceBatch.file`."""
+        raise NotImplementedError
+
+    def read_part(
+        self, piece: FileSlice, columns: list[str] | None, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows ``[piece.start, piece.stop)`` of part ``piece.file_index`` in order, in batches of any size
+        (``columns`` checked already; None: all)."""
+        raise NotImplementedError
+
+    def num_rows(self) -> int:
+        """Rows in all parts together."""
+        return sum(self.part_rows())
+
+    def iter_batches(
+        self,
+        shard: Shard = Shard(0, 1),
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        columns: list[str] | None = None,
+    ) -> Iterator[SourceBatch]:
+        """This shard's rows in dataset order, as batches of at most ``batch_rows`` rows (never spanning parts).
+
+        Args:
+            shard (Shard): which contiguous share of the rows to read.
+            batch_rows (int): rows per batch.
+            columns (list[str] | None): columns to read (all when None), in this order.
+        """
+        check_batch_rows(batch_rows)
+        columns = check_columns(self.schema(), columns, self.uri)
+        rows = self.part_rows()
+        start, stop = shard.row_range(sum(rows))
+        for piece in slice_files(rows, start, stop):
+            batches = self.read_part(piece, columns, batch_rows)
+            yield from rebatch(batches, batch_rows, self.part_name(piece.file_index), piece.start)
