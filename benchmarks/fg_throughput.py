@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +27,11 @@ from recpipe.config import load_config  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
 from recpipe.features.build import build_feature_spec  # noqa: E402
 from recpipe.features.fg import FeatureGenerator  # noqa: E402
-from recpipe.features.rowwise import rowwise_fg  # noqa: E402
+
+# The per-row reference is a test oracle (tests/features/rowwise.py), not library code: its folder goes on
+# the import path here, as pytest puts it there for the tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "features"))
+from rowwise import rowwise_fg  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
