@@ -45,7 +45,9 @@ def parse_args(
     With ``--quick``, ``quick`` (option dest → value: tiny sizes, few repeats, an ``out`` from
     :func:`quick_out`) replaces the defaults before parsing, so an option given on the command line still
     wins. Every key must be one of the parser's options: a renamed option cannot silently drop out of the
-    quick run.
+    quick run. A quick run also uses one thread (torch here, ``OMP_NUM_THREADS`` for the processes it
+    starts, unless set): on a loaded 2-core machine two threads per process made tiny runs 2-3× slower,
+    each waiting for the other's core.
     """
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     args = parser.parse_args(argv)
@@ -55,6 +57,8 @@ def parse_args(
             raise ValueError(f"quick settings for options the parser does not have: {unknown}")
         parser.set_defaults(**quick)
         args = parser.parse_args(argv)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        torch.set_num_threads(1)
     return args
 
 
