@@ -22,16 +22,17 @@ BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "
 RESULTS = ROOT / "benchmarks" / "results"
 # The last line's keys whose values are words; every other value must be a finite number.
 TEXT_KEYS = {"learnable_ceiling": {"kind", "task"}, "gpu_check": {"status"}}
-# Quick runs over ~10 s, with what takes the time (wall seconds measured on the 2-core dev machine, loaded).
+# Quick runs over ~10 s and what takes the time; wall seconds on the 2-core dev machine (2026-12-01), alone at
+# load ~2 .. inside this test at load ~5. The other four take 4-5 s (4-10 s at load 5).
 SLOW = {
-    "collisions": "two 1-epoch trainings (~10 s)",
-    "export_latency": "exports every backend, the AOTInductor compile of the whole model (~60 s)",
-    "gpu_check": "AOTInductor compiles of two dense archs (20-40 s)",
-    "quality": "13 1-epoch trainings on 5 generated data sets (~55 s)",
-    "scaling": "three launches, two of them 2-rank torchrun (~45 s)",
-    "serving": "the whole pipeline, a real MLflow scoring server and batch scoring (~100 s)",
-    "startup": "two `recpipe train` processes to their first step (~25 s)",
-    "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (~10 s)",
+    "collisions": "two 1-epoch trainings (12-27 s)",
+    "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
+    "gpu_check": "AOTInductor compiles of two dense archs (24-51 s)",
+    "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
+    "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
+    "serving": "the whole pipeline, a real MLflow scoring server and batch scoring (98-152 s)",
+    "startup": "two `recpipe train` processes to their first step (30-53 s)",
+    "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
 }
 
 
