@@ -1,19 +1,65 @@
 """Shared by the benchmark scripts (run as ``.venv/bin/python benchmarks/<name>.py``, so this folder is on
-``sys.path``): interleaved timing of forward / forward+backward callables, the load warning, and the
-environment block of a results file."""
+``sys.path``): ``--quick`` (:func:`parse_args`, :func:`quick_out`), interleaved timing of forward /
+forward+backward callables, the load warning, and the environment block of a results file.
+
+``--quick`` runs a benchmark's own code path at tiny sizes and few repeats, in seconds, and prints the same
+last line (``<name>: key=value …``); its figures mean nothing. It never writes ``benchmarks/results/``: its
+JSON goes to :data:`QUICK_RESULTS`, a folder under the system's temp dir (``--out`` still wins).
+``tests/benchmarks/test_benchmarks_quick.py`` runs every benchmark that way.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 Times = dict[str, dict[str, list[float]]]  # per implementation, per kind ("fwd", "fwd_bwd"): seconds per call
+
+QUICK_RESULTS = Path(tempfile.gettempdir()) / "recpipe-benchmarks-quick"
+QUICK_HELP = (
+    "tiny sizes and few repeats (seconds): the same code path and last line, figures meaningless; "
+    f"JSON to {QUICK_RESULTS}, never benchmarks/results/"
+)
+
+
+def quick_out(name: str) -> Path:
+    """Where a ``--quick`` run writes the results file ``name``: :data:`QUICK_RESULTS`, never
+    ``benchmarks/results/`` (a quick run's figures must not replace a recorded run's)."""
+    return QUICK_RESULTS / name
+
+
+def parse_args(
+    parser: argparse.ArgumentParser, quick: dict[str, Any], argv: Sequence[str] | None = None
+) -> argparse.Namespace:
+    """Add ``--quick`` to ``parser`` and parse the command line.
+
+    With ``--quick``, ``quick`` (option dest → value: tiny sizes, few repeats, an ``out`` from
+    :func:`quick_out`) replaces the defaults before parsing, so an option given on the command line still
+    wins. Every key must be one of the parser's options: a renamed option cannot silently drop out of the
+    quick run. A quick run also uses one thread (torch here, ``OMP_NUM_THREADS`` for the processes it
+    starts, unless set): on a loaded 2-core machine two threads per process made tiny runs 2-3× slower,
+    each waiting for the other's core.
+    """
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    args = parser.parse_args(argv)
+    if args.quick:
+        unknown = sorted(set(quick) - {a.dest for a in parser._actions})
+        if unknown:
+            raise ValueError(f"quick settings for options the parser does not have: {unknown}")
+        parser.set_defaults(**quick)
+        args = parser.parse_args(argv)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        torch.set_num_threads(1)
+    return args
 
 
 def seconds_per_call(fn: Callable[[], None], calls: int = 1) -> float:

@@ -15,7 +15,8 @@ noise hits both, and short calls are repeated within a sample. Speedup = padded 
 folded layer under no_grad); its first-layer variants are compared one by one at the smaller batch
 size (mean4, mean20).
 
-Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores).
+Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores; ``--quick``: batches
+128 and 64 (the variants at 64), one repeat of 10 ms samples).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import Times, interleaved, median_and_min, warn_if_loaded
+from _common import Times, interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
 
 from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
 
@@ -171,7 +172,8 @@ def main() -> None:
         "--variants-at", nargs="+", default=["mean4", "mean20"], help="scenarios for variants"
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    quick = {"batch_sizes": [128, 64], "repeats": 1, "sample_s": 0.01}
+    args = parse_args(parser, {**quick, "out": quick_out(RESULTS.name)})
 
     torch.manual_seed(0)
     jagged = DinAttention(DIM, HIDDEN)

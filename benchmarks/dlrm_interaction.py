@@ -10,7 +10,8 @@ Times are medians over repeats, the two implementations alternating within every
 calls repeated within a sample).
 Speedup = TorchRec time / recpipe time (forward + backward unless named ``fwd``).
 
-Run: ``.venv/bin/python benchmarks/dlrm_interaction.py`` (about a minute on 2 idle cores).
+Run: ``.venv/bin/python benchmarks/dlrm_interaction.py`` (about a minute on 2 idle cores; ``--quick``: batch
+256, D = 16, 2 repeats of 10 ms samples).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import interleaved, median_and_min, warn_if_loaded
+from _common import interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
 from torchrec.models.dlrm import InteractionArch
 
 from recpipe.models.blocks.interaction import DotInteraction
@@ -57,7 +58,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--sample-s", type=float, default=0.2, help="repeat short calls to fill a sample")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    quick = {"batch_sizes": [256], "dims": [16], "repeats": 2, "sample_s": 0.01}
+    args = parse_args(parser, {**quick, "out": quick_out(RESULTS.name)})
 
     started = time.perf_counter()
     load_before = os.getloadavg()

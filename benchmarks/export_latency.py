@@ -21,6 +21,8 @@ Last line: ``export_latency: aoti_vs_eager_b512=… jit_vs_eager_b512=… rtp_vs
 onnx_dense_vs_eager_dense_b512=… padded_vs_jagged_dense_b512=…``; JSON in benchmarks/results/.
 
 Run: ``.venv/bin/python benchmarks/export_latency.py`` (about 3 minutes on 2 cores, most of it the AOTI compile).
+``--quick``: 512 generated rows (batch 512 is the headline) and 5 timed calls per variant; every backend
+is still exported, parity-checked and compiled (the AOTI compile is most of its time).
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
+from _common import parse_args, quick_out  # noqa: E402
 
 from recpipe.config import load_config  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
 from recpipe.export import load_backend  # noqa: E402
 from recpipe.export.api import export  # noqa: E402
 from recpipe.export.dense import export_dense  # noqa: E402
+from recpipe.export.layout import backend_folder  # noqa: E402
+from recpipe.export.onnx import DENSE_ONNX  # noqa: E402
 from recpipe.export.split import kjt_of, split_model  # noqa: E402
 from recpipe.features.build import build_feature_spec  # noqa: E402
 from recpipe.features.fg import FeatureGenerator  # noqa: E402
@@ -115,7 +120,10 @@ def main() -> None:
     ap.add_argument("--config", default="configs/din_taobao.yaml")
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=200, help="timed calls per variant and batch size")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON results file")
+    args = parse_args(ap, {"rows": max(BATCHES), "repeats": 5, "out": quick_out(RESULTS.name)})
+    if args.rows < max(BATCHES):
+        ap.error(f"--rows must be at least the largest batch, {max(BATCHES)}")
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
@@ -137,14 +145,16 @@ def main() -> None:
         t0 = time.perf_counter()
         result = export(model, spec, cfg, ["jit", "aoti", "onnx", "rtp"], Path(tmp) / "export", table)
         export_s = time.perf_counter() - t0
-        scorers = {b: load_backend(Path(tmp) / "export" / b) for b in ("jit", "aoti", "onnx", "rtp")}
+        # ``export/<backend>`` names the current version's folder (recpipe.export.layout)
+        folders = {b: backend_folder(Path(tmp) / "export" / b) for b in ("jit", "aoti", "onnx", "rtp")}
+        scorers = {b: load_backend(folder) for b, folder in folders.items()}
         import onnxruntime as ort  # the scorer's session uses every core; pin one for the comparison
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         onnx_session = ort.InferenceSession(
-            str(Path(tmp) / "export/onnx/dense.onnx"), opts, providers=["CPUExecutionProvider"]
+            str(folders["onnx"] / DENSE_ONNX), opts, providers=["CPUExecutionProvider"]
         )
 
         rtp = scorers["rtp"]
@@ -170,7 +180,7 @@ def main() -> None:
                 padded_program,
             )
             with torch.inference_mode():
-                repeats = args.repeats if batch < 512 else max(args.repeats // 2, 20)
+                repeats = args.repeats if batch < 512 else max(args.repeats // 2, min(args.repeats, 20))
                 per_batch[f"b{batch}"] = _interleaved(fns, repeats)
             mean_hist[batch] = float(features.slice(0, batch).lengths[hist_key].mean())
             print(
@@ -209,8 +219,8 @@ def main() -> None:
         "machine": platform.processor() or platform.machine(),
         "torch": torch.__version__,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(ratios))
     keys_last = (
         "aoti_vs_eager",

@@ -3,6 +3,7 @@
 Both run in this process on the same generated rows, pinned to one thread (pyarrow, torch, BLAS), timed
 by CPU time of this process (``time.process_time``), so other load on the machine does not distort it.
 Last line: ``fg_throughput: rows_per_s=<N> speedup_vs_rowwise=<X>``; JSON in benchmarks/results/.
+``--quick``: 4,096 rows in batches of 1,024, one batch for the per-row reference, 2 repeats.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,13 +22,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
+from _common import parse_args, quick_out  # noqa: E402
 
-from recpipe.batch import to_batch
+from recpipe.batch import to_batch  # noqa: E402
 from recpipe.config import load_config  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
 from recpipe.features.build import build_feature_spec  # noqa: E402
 from recpipe.features.fg import FeatureGenerator  # noqa: E402
-from recpipe.features.rowwise import rowwise_fg  # noqa: E402
+
+# The per-row reference is a test oracle (tests/features/rowwise.py), not library code: its folder goes on
+# the import path here, as pytest puts it there for the tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "features"))
+from rowwise import rowwise_fg  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -37,7 +44,9 @@ def main() -> None:
     ap.add_argument("--rowwise-rows", type=int, default=16_384, help="rows for the per-row reference")
     ap.add_argument("--batch-size", type=int, default=8192)
     ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=RESULTS / "fg_throughput.json", help="the JSON results file")
+    quick = {"rows": 4096, "rowwise_rows": 1024, "batch_size": 1024, "repeats": 2}
+    args = parse_args(ap, {**quick, "out": quick_out("fg_throughput.json")})
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     torch.set_num_threads(1)
@@ -90,8 +99,8 @@ def main() -> None:
         "torch": torch.__version__,
         "pyarrow": pa.__version__,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fg_throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
     print(
         f"fg_throughput: rows_per_s={result['vectorized_rows_per_s']} speedup_vs_rowwise={result['speedup_vs_rowwise']}"

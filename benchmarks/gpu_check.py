@@ -20,7 +20,10 @@ so it runs on a machine with nothing but torch; ``tests/benchmarks/test_gpu_chec
 runs every section on CPU at tiny sizes (the AOTInductor compiles in its slow tests).
 
 Run: ``scripts/gpu_check.sh`` (docs/gpu_check.md), or on CPU
-``.venv/bin/python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu_check``.
+``.venv/bin/python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu_check``. ``--quick`` is that
+CPU dry run (``--tiny``; ``--device cpu`` unless given; the output folder ``--out``, else ``$OUT``, else one
+under the temp dir): every section, the AOTInductor compiles included (20-40 s on 2 cores). Last line:
+``gpu_check: status=… seconds=… din_speedup_fwd_bwd_fp32_mean4=… aoti_ok=… aoti_models=…``.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ for _path in (str(_HERE.parent), str(_HERE)):
         sys.path.insert(0, _path)
 
 import din_attention as din_bench  # noqa: E402
+from _common import parse_args as parse_with_quick  # noqa: E402
+from _common import quick_out  # noqa: E402
 
 from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program  # noqa: E402
 from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention  # noqa: E402
@@ -474,12 +479,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--sections", nargs="+", default=["din", "aoti", "tensorrt"], choices=["din", "aoti", "tensorrt"]
     )
-    return ap.parse_args(argv)
+    return parse_with_quick(ap, {"tiny": True, "device": "cpu"}, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = args.out or Path(os.environ.get("OUT") or "runs/gpu_check")
+    default = quick_out("gpu_check") if args.quick else Path("runs/gpu_check")
+    out = args.out or Path(os.environ.get("OUT") or default)
     out.mkdir(parents=True, exist_ok=True)
     _log_to(out / "gpu_check.log")
     budget = Budget(args.budget_s)
@@ -542,7 +548,23 @@ def main(argv: list[str] | None = None) -> int:
     report["seconds"] = round(time.perf_counter() - started, 1)
     _write(out, report)
     LOG.info("gpu_check: %s in %.1fs; %s", report["status"], report["seconds"], out / "gpu_check.json")
+    print(summary_line(report), flush=True)
     return 0 if report["status"] == "ok" else 1
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """The last line, as every benchmark prints one: ``gpu_check: status=… seconds=…``, then the fp32
+    forward+backward DIN speedup at mean 4 and the AOTInductor models that passed (the sections that ran)."""
+    sections = report["sections"]
+    fields = {"status": report["status"], "seconds": report["seconds"]}
+    din = [v for k, v in sections.get("din", {}).items() if k.startswith("fp32_mean4_")]
+    if din and "speedup_fwd_bwd" in din[0]:
+        fields["din_speedup_fwd_bwd_fp32_mean4"] = round(din[0]["speedup_fwd_bwd"], 2)
+    aoti = sections.get("aoti")
+    if isinstance(aoti, dict) and "status" not in aoti:  # per model (a failed section has one status)
+        fields["aoti_ok"] = sum(1 for v in aoti.values() if v.get("status") == "ok")
+        fields["aoti_models"] = len(aoti)
+    return "gpu_check: " + " ".join(f"{k}={v}" for k, v in fields.items())
 
 
 def _section(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -17,7 +17,8 @@ thread (``data.num_workers: 0``, pinned here): on 2 cores with 2 ranks a worker 
 ranks for the same cores. The 1-minute load average before the benchmark and before every run is
 recorded; other work on the machine depresses the 2-rank runs far more than the 1-rank ones.
 
-Run: ``.venv/bin/python benchmarks/scaling.py`` (about 4 minutes on 2 cores).
+Run: ``.venv/bin/python benchmarks/scaling.py`` (about 4 minutes on 2 cores). ``--quick``: 2,048 rows, 256 rows
+per rank and step, one repeat: the same three launches (the 2-rank ones through torchrun), a few steps each.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from _common import parse_args, quick_out
 
 from recpipe.data.synthetic import generate
 from recpipe.launch import launch_local
@@ -77,7 +80,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = parse_args(parser, {"rows": 2048, "batch_size": 256, "repeats": 1, "out": quick_out(RESULTS.name)})
 
     started = time.perf_counter()
     load_before = os.getloadavg()[0]

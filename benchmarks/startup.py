@@ -12,6 +12,11 @@ step.
 
 Run: ``.venv/bin/python benchmarks/startup.py`` (about 2 minutes on 2 cores). Last line:
 ``startup: train_first_step_s=… train_first_step_s_before=…``.
+
+``--quick`` (about 15 s): one run of each side, and the "before" side is this tree itself (``--before ''``):
+no ``git worktree`` is added, so a quick run neither needs the old commit nor registers a worktree in the
+repository; the data preparation, the two timed ``recpipe train`` runs and the phase parsing are the full
+run's. Its JSON goes to a temp folder (``benchmarks/_common.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import parse_args, quick_out
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "startup.json"
@@ -86,14 +93,18 @@ def load() -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--before", default=BEFORE, help="commit to compare with (default: before issue 17)")
+    p.add_argument(
+        "--before", default=BEFORE, help="commit to compare with (default: before issue 17; '': this tree)"
+    )
     p.add_argument("--repeats", type=int, default=3, help="runs of each tree (alternating)")
     p.add_argument("--rows", type=int, default=1000, help="generated rows (80%% train)")
-    a = p.parse_args()
+    p.add_argument("--out", type=Path, default=RESULTS, help="the JSON results file")
+    a = parse_args(p, {"before": "", "repeats": 1, "out": quick_out(RESULTS.name)})
     work = Path(tempfile.mkdtemp(prefix="recpipe-startup-"))
-    before = work / "before"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), a.before],
-                   check=True, capture_output=True)  # fmt: skip
+    before = work / "before" if a.before else ROOT
+    if a.before:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), a.before],
+                       check=True, capture_output=True)  # fmt: skip
     try:
         data = prepare(work, a.rows)
         loads, times = [load()], {"before": [], "after": []}
@@ -106,7 +117,10 @@ def main() -> None:
                 if name == "after":
                     phases.append(marks)
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
+        if a.before:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False
+            )
         shutil.rmtree(work, ignore_errors=True)
     after, prior = statistics.median(times["after"]), statistics.median(times["before"])
     # Phase lengths of this tree's median-length run: each phase ends where the next begins.
@@ -116,7 +130,7 @@ def main() -> None:
     result = {
         "rows": a.rows,
         "config": CONFIG,
-        "before": a.before,
+        "before": a.before or "this tree",
         "train_first_step_s": after,
         "train_first_step_s_before": prior,
         "runs": times,
@@ -124,8 +138,8 @@ def main() -> None:
         "load_1min": loads,
         "cpus": os.cpu_count(),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"runs (s): before {times['before']}, this tree {times['after']}; load {loads}")
     print("phases of this tree (s): " + ", ".join(f"{k}={v}" for k, v in lengths.items()))
     print(f"startup: train_first_step_s={after:.2f} train_first_step_s_before={prior:.2f}")

@@ -6,13 +6,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rowwise import rowwise_fg
 
 from recpipe.config import parse_config
 from recpipe.data.parquet import ParquetSource
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
 from recpipe.features.fit import fit_feature_spec
-from recpipe.features.rowwise import rowwise_fg
 from recpipe.features.spec import FeatureSpecError
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rowwise import rowwise_fg
 
 from recpipe.batch import to_batch
 from recpipe.config import load_config
@@ -14,7 +15,6 @@ from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
 from recpipe.features.kinds.sequence import _sequence_fast
-from recpipe.features.rowwise import rowwise_fg
 
 
 @pytest.fixture(scope="module")

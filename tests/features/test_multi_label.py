@@ -8,12 +8,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rowwise import rowwise_fg
 
 from recpipe.config import load_config, parse_overrides
 from recpipe.data.synthetic import generate
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
-from recpipe.features.rowwise import rowwise_fg
 from recpipe.features.spec import FeatureSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import yaml
+from rowwise import rowwise_fg
 
 from recpipe.config import ConfigError, parse_config
 from recpipe.data.synthetic import generate
@@ -18,7 +19,6 @@ from recpipe.features.hashing import (
     zch_keys_from_hashes,
     zch_keys_from_ints,
 )
-from recpipe.features.rowwise import rowwise_fg
 from recpipe.features.spec import FeatureSpecError
 
 CONFIG = "configs/din_taobao_small.yaml"

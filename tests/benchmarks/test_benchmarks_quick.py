@@ -1,0 +1,88 @@
+"""Every benchmark script runs in its ``--quick`` mode (``benchmarks/_common.py``): the script's own code path
+at tiny sizes, as ``python benchmarks/<name>.py --quick`` from the repository root. It must exit 0, print the
+benchmark's last line (``<name>: key=value …``, numbers where the full run prints numbers) and leave the
+recorded results in ``benchmarks/results/`` untouched.
+
+The scripts are found by glob, so a new benchmark is run here too (and fails if it has no ``--quick``).
+Those whose quick run takes more than about 10 s on 2 cores are marked slow (CI runs them too)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "_common.py")
+RESULTS = ROOT / "benchmarks" / "results"
+# The last line's keys whose values are words; every other value must be a finite number.
+TEXT_KEYS = {"learnable_ceiling": {"kind", "task"}, "gpu_check": {"status"}}
+# Quick runs over ~10 s and what takes the time; wall seconds on the 2-core dev machine (2026-12-01), alone at
+# load ~2 .. inside this test at load ~5. The other four take 4-5 s (4-10 s at load 5).
+SLOW = {
+    "collisions": "two 1-epoch trainings (12-27 s)",
+    "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
+    "gpu_check": "AOTInductor compiles of two dense archs (24-51 s)",
+    "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
+    "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
+    "serving": "the whole pipeline, a real MLflow scoring server and batch scoring (98-152 s)",
+    "startup": "two `recpipe train` processes to their first step (30-53 s)",
+    "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
+}
+
+
+def _params() -> list:
+    return [
+        pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if path.stem in SLOW else [])
+        for path in BENCHMARKS
+    ]
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*")) if p.is_file()
+    }
+
+
+def test_every_benchmark_is_found() -> None:
+    assert {"din_attention", "fg_throughput", "export_latency", "gpu_check"} <= {p.stem for p in BENCHMARKS}
+    assert set(SLOW) <= {p.stem for p in BENCHMARKS}, "SLOW names a benchmark that is gone"
+
+
+@pytest.mark.parametrize("script", _params())
+def test_quick_mode_prints_the_last_line(script: Path) -> None:
+    name = script.stem
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}  # gpu_check.py writes into $OUT when set
+    env["PYTHONPATH"] = str(ROOT)
+    recorded = _digests(RESULTS)
+    proc = subprocess.run(
+        [sys.executable, str(script.relative_to(ROOT)), "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines, f"no output\n{proc.stderr[-3000:]}"
+    last = lines[-1]
+    assert last.startswith(f"{name}: "), last
+    pairs = last.removeprefix(f"{name}: ").split()
+    assert pairs, last
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        assert sep and key and value, f"{pair!r} in {last!r} is not key=value"
+        if key in TEXT_KEYS.get(name, set()):
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            pytest.fail(f"{key}={value!r} in {last!r} is not a number")
+        assert math.isfinite(number), f"{key}={value} in {last!r}"
+    assert _digests(RESULTS) == recorded, "--quick changed benchmarks/results/"
