@@ -13,6 +13,13 @@ from recpipe.cli.console import EXIT_GATE, job_succeeded
 from recpipe.config import parse_overrides
 from recpipe.config.catalogue import DEFAULT_BACKENDS, EXPORT_BACKENDS
 
+# The gate's thresholds (GateConfig's fields) and what each flag says.
+GATE_THRESHOLDS = {
+    "min_auc": "lowest AUC (default: eval.gate of the config)",
+    "max_auc_drop": "largest AUC drop vs the champion (default: the config's)",
+    "max_logloss_rise": "largest logloss rise vs the champion (default: the config's)",
+}
+
 
 def _print(result: Any) -> None:
     if is_dataclass(result):
@@ -226,21 +233,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", required=True, help="report JSON (candidate, champion, gate)")
     e.add_argument("--config", default=None, help="config for the gate (default: the checkpoint's)")
     e.add_argument("--champion-model", default=None, help="registered model whose @champion to re-evaluate")
-    e.add_argument(
-        "--min-auc", type=float, default=None, help="gate: lowest AUC (default: eval.gate of the config)"
-    )
-    e.add_argument(
-        "--max-auc-drop",
-        type=float,
-        default=None,
-        help="gate: largest AUC drop vs the champion (default: the config's)",
-    )
-    e.add_argument(
-        "--max-logloss-rise",
-        type=float,
-        default=None,
-        help="gate: largest logloss rise vs the champion (default: the config's)",
-    )
+    for threshold, what in GATE_THRESHOLDS.items():  # one flag per GateConfig field; unset: the config's
+        e.add_argument(f"--{threshold.replace('_', '-')}", type=float, default=None, help=f"gate: {what}")
     _tracking_arg(e)
     e.set_defaults(func=cmd_evaluate)
 

@@ -35,3 +35,10 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out == f"recpipe {__version__}\n"
+
+
+def test_evaluate_has_one_flag_per_gate_threshold() -> None:
+    from recpipe.cli.stages_cli import GATE_THRESHOLDS
+    from recpipe.config import GateConfig
+
+    assert list(GATE_THRESHOLDS) == list(GateConfig.model_fields)
