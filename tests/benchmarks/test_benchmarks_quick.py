@@ -4,7 +4,10 @@ benchmark's last line (``<name>: key=value …``, numbers where the full run pri
 recorded results in ``benchmarks/results/`` untouched.
 
 The scripts are found by glob, so a new benchmark is run here too (and fails if it has no ``--quick``).
-Those whose quick run takes more than about 10 s on 2 cores are marked slow (CI runs them too)."""
+Those whose quick run takes more than about 10 s on 2 cores are marked slow (CI runs them too).
+
+A quick run uses one thread, so the selected scripts run two at a time (the machine's cores), the longest
+first, when the module's first test asks for their results: about half the wall time of one after another."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import math
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,16 +26,18 @@ BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "
 RESULTS = ROOT / "benchmarks" / "results"
 # The last line's keys whose values are words; every other value must be a finite number.
 TEXT_KEYS = {"learnable_ceiling": {"kind", "task"}, "gpu_check": {"status"}}
+WORKERS = 2  # quick runs at once: each uses one thread
 # Quick runs over ~10 s and what takes the time; wall seconds on the 2-core dev machine (2026-12-01), alone at
 # load ~2 .. inside this test at load ~5. The other four take 4-5 s (4-10 s at load 5).
+# Longest first (the order they start in).
 SLOW = {
-    "collisions": "two 1-epoch trainings (12-27 s)",
-    "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
-    "gpu_check": "AOTInductor compiles of two dense archs (24-51 s)",
-    "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
-    "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
     "serving": "the whole pipeline, a real MLflow scoring server and batch scoring (98-152 s)",
+    "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
+    "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
+    "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
+    "gpu_check": "AOTInductor compiles of two dense archs (24-51 s)",
     "startup": "two `recpipe train` processes to their first step (30-53 s)",
+    "collisions": "two 1-epoch trainings (12-27 s)",
     "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
 }
 
@@ -54,13 +60,10 @@ def test_every_benchmark_is_found() -> None:
     assert set(SLOW) <= {p.stem for p in BENCHMARKS}, "SLOW names a benchmark that is gone"
 
 
-@pytest.mark.parametrize("script", _params())
-def test_quick_mode_prints_the_last_line(script: Path) -> None:
-    name = script.stem
+def _run_quick(script: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "OUT"}  # gpu_check.py writes into $OUT when set
     env["PYTHONPATH"] = str(ROOT)
-    recorded = _digests(RESULTS)
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(script.relative_to(ROOT)), "--quick"],
         cwd=ROOT,
         env=env,
@@ -68,6 +71,32 @@ def test_quick_mode_prints_the_last_line(script: Path) -> None:
         text=True,
         timeout=600,
     )
+
+
+@pytest.fixture(scope="module")
+def quick_runs(request: pytest.FixtureRequest) -> tuple[dict[str, subprocess.CompletedProcess], bool]:
+    """Every selected script's quick run (``WORKERS`` at a time, slow ones first), and whether
+    ``benchmarks/results/`` was left as it was."""
+    selected = sorted(
+        {
+            item.callspec.params["script"]
+            for item in request.session.items
+            if hasattr(item, "callspec") and item.originalname == "test_quick_mode_prints_the_last_line"
+        },
+        key=lambda path: (list(SLOW).index(path.stem) if path.stem in SLOW else len(SLOW), path.stem),
+    )
+    recorded = _digests(RESULTS)
+    with ThreadPoolExecutor(WORKERS) as pool:
+        runs = dict(zip((p.stem for p in selected), pool.map(_run_quick, selected), strict=True))
+    return runs, _digests(RESULTS) == recorded
+
+
+@pytest.mark.parametrize("script", _params())
+def test_quick_mode_prints_the_last_line(
+    script: Path, quick_runs: tuple[dict[str, subprocess.CompletedProcess], bool]
+) -> None:
+    name = script.stem
+    proc = quick_runs[0][name]
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert lines, f"no output\n{proc.stderr[-3000:]}"
@@ -85,4 +114,4 @@ def test_quick_mode_prints_the_last_line(script: Path) -> None:
         except ValueError:
             pytest.fail(f"{key}={value!r} in {last!r} is not a number")
         assert math.isfinite(number), f"{key}={value} in {last!r}"
-    assert _digests(RESULTS) == recorded, "--quick changed benchmarks/results/"
+    assert quick_runs[1], "a --quick run changed benchmarks/results/"
