@@ -47,10 +47,10 @@ from _common import parse_args, quick_out  # noqa: E402
 
 from recpipe.config import load_config  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
-from recpipe.export.loaders import load_backend  # noqa: E402
 from recpipe.export.api import export  # noqa: E402
 from recpipe.export.dense import export_dense  # noqa: E402
 from recpipe.export.layout import backend_folder  # noqa: E402
+from recpipe.export.loaders import load_backend  # noqa: E402
 from recpipe.export.onnx import DENSE_ONNX  # noqa: E402
 from recpipe.export.split import kjt_of, split_model  # noqa: E402
 from recpipe.features.build import build_feature_spec  # noqa: E402

@@ -36,7 +36,7 @@ from pathlib import Path
 from _common import parse_args, quick_out
 
 from recpipe.data.synthetic import generate
-from recpipe.launch import launch_local
+from recpipe.launch.local import launch_local
 
 CONFIG = "configs/din_taobao_small.yaml"
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling.json"

@@ -6,27 +6,11 @@ Every launcher runs the same worker command (:func:`~recpipe.launch.command.work
 itself (:mod:`recpipe.train`) never imports this package. Which launcher runs is the caller's explicit
 choice (``launcher`` of the train stage), never read from the environment.
 
+This package imports nothing (the worker every launcher starts, :mod:`recpipe.launch.worker`, lives here too and
+must not pay for the launchers): import from the modules.
+
 Example::
 
-    from recpipe.launch import launch_local
+    from recpipe.launch.local import launch_local
     launch_local("configs/din_taobao_small.yaml", "data/train", "data/eval", "runs/x", nproc_per_node=2)
 """
-
-from recpipe.launch.cluster import launch_pytorchjob
-from recpipe.launch.command import WORKER_MODULE, worker_command
-from recpipe.launch.errors import LaunchError, TrainingFailed
-from recpipe.launch.local import launch_local, local_world
-
-# "local": this machine (one process, or torchrun); "pytorchjob": a Kubeflow PyTorchJob across pods.
-LAUNCHERS = ("local", "pytorchjob")
-
-__all__ = [
-    "LAUNCHERS",
-    "WORKER_MODULE",
-    "LaunchError",
-    "TrainingFailed",
-    "launch_local",
-    "launch_pytorchjob",
-    "local_world",
-    "worker_command",
-]

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# "local": this machine (one process, or torchrun); "pytorchjob": a Kubeflow PyTorchJob across pods.
+LAUNCHERS = ("local", "pytorchjob")
+
 WORKER_MODULE = "recpipe.launch.worker"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.config import ParameterError, flatten
-from recpipe.launch import LAUNCHERS
+from recpipe.launch.command import LAUNCHERS
 from recpipe.pipeline.params import (
     check_data_fits,
     check_data_source,

@@ -17,14 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from recpipe.config import ParameterError
-from recpipe.launch import (
-    LAUNCHERS,
-    LaunchError,
-    TrainingFailed,
-    launch_local,
-    launch_pytorchjob,
-    local_world,
-)
+from recpipe.launch.cluster import launch_pytorchjob
+from recpipe.launch.command import LAUNCHERS
+from recpipe.launch.errors import LaunchError, TrainingFailed
+from recpipe.launch.local import launch_local, local_world
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 # How a local run treats checkpoints already in its output folder.

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from recpipe.config import ParameterError
-from recpipe.launch import TrainingFailed, cluster
+from recpipe.launch import cluster
+from recpipe.launch.errors import TrainingFailed
 from recpipe.launch.secrets import SECRETS
 from recpipe.stages import train
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from recpipe.config import parse_overrides
-from recpipe.launch import LaunchError, TrainingFailed, launch_local, local_world, worker_command
-from recpipe.launch.command import WORKER_MODULE
-from recpipe.launch.local import process_command, root_cause, torchrun_command
+from recpipe.launch.command import WORKER_MODULE, worker_command
+from recpipe.launch.errors import LaunchError, TrainingFailed
+from recpipe.launch.local import launch_local, local_world, process_command, root_cause, torchrun_command
 
 
 def _sets(cmd: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from recpipe import tracking
 from recpipe.data.synthetic import generate
 from recpipe.features.schema_check import SchemaMismatch
-from recpipe.launch import TrainingFailed
+from recpipe.launch.errors import TrainingFailed
 from recpipe.stages import train
 from recpipe.tracking.uri import client
 

@@ -229,7 +229,7 @@ def test_trainer_with_workers_trains_the_same_steps_bit_for_bit(taobao, tmp_path
 
 @pytest.mark.slow
 def test_two_ranks_with_worker_processes_train_the_same_steps_bit_for_bit(taobao, tmp_path):
-    from recpipe.launch import launch_local
+    from recpipe.launch.local import launch_local
 
     def run(workers: int) -> list[dict]:
         out = tmp_path / f"w{workers}"

@@ -30,7 +30,7 @@ import torch
 from recpipe.config import load_config
 from recpipe.eval.checkpoint import evaluate_checkpoint
 from recpipe.features.build import build_feature_spec
-from recpipe.launch import launch_local
+from recpipe.launch.local import launch_local
 from recpipe.launch.worker import train
 from recpipe.train.checkpoint import load_model_for_inference
 

@@ -22,7 +22,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from recpipe.config import OptimizerConfig, load_config
 from recpipe.eval.checkpoint import evaluate_checkpoint
 from recpipe.features.build import build_feature_spec
-from recpipe.launch import launch_local
+from recpipe.launch.local import launch_local
 from recpipe.launch.worker import train
 from recpipe.models.blocks.embedding import EmbeddingInit, managed_collision_ec
 from recpipe.models.registry import build_model
