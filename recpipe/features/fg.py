@@ -26,7 +26,10 @@ from recpipe.features.hashing import fnv1a64, to_string_array
 from recpipe.features.kinds.base import FeatureKind
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.raw import normalize
-from recpipe.features.spec import FeatureSpec, FeatureSpecError
+from recpipe.features.spec import DenseFeature, FeatureSpec, FeatureSpecError, SequenceFeature, SparseFeature
+
+# The FeatureKind field that computes each sort of FeatureSpec entry.
+_PART = {SparseFeature: "sparse", DenseFeature: "dense", SequenceFeature: "sequence"}
 
 
 class BadRowError(DataError):
@@ -148,14 +151,12 @@ class FeatureGenerator:
         self._repeats = {k: v for k, v in self._repeats.items() if k != v}
         # Every entry's kind, checked once: the kind must compute that sort of entry.
         self._kind: dict[str, FeatureKind] = {}
-        for entries, part in ((spec.sparse, "sparse"), (spec.dense, "dense"), (spec.sequences, "sequence")):
-            for e in entries:
-                if part == "sparse" and e.sequence is not None:
-                    continue
-                kind = feature_kind(e.kind)
-                if getattr(kind, part) is None:
-                    raise FeatureSpecError(f"feature {e.name!r}: kind {e.kind!r} computes no {part} entries")
-                self._kind[e.name] = kind
+        for e in spec.fg_entries():
+            kind = feature_kind(e.kind)
+            part = _PART[type(e)]
+            if getattr(kind, part) is None:
+                raise FeatureSpecError(f"feature {e.name!r}: kind {e.kind!r} computes no {part} entries")
+            self._kind[e.name] = kind
         self.stats = FGStats()
         # Rows of the last call that were emitted (None: all of them), to line up outputs with inputs.
         self.last_kept: np.ndarray | None = None

@@ -66,7 +66,10 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
         cfg (RecpipeConfig): the config.
         source (Source | None): the training split; may be None when nothing needs fitting.
     """
-    spec = dataclasses.replace(build_feature_spec(cfg), config_digest=config_digest(cfg))
+    built = build_feature_spec(cfg)
+    spec = dataclasses.replace(
+        built, config_digest=built.digest()
+    )  # config_digest(cfg), without a second build
     needs = fit_needs(cfg)
     vocab_keys, quant_keys, z_keys = needs.vocab, needs.quantiles, needs.zscore
     if not needs:

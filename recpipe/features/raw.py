@@ -46,7 +46,7 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
     """Every input column FG reads and how its raw values are read (``id``, ``float``, ``sequence`` or
     ``text``: each entry's feature kind says)."""
     kinds: dict[str, ColumnKind] = {}
-    for entry in (*(f for f in spec.sparse if f.sequence is None), *spec.sequences, *spec.dense):
+    for entry in spec.fg_entries():
         kinds[entry.column] = feature_kind(entry.kind).column(entry)[0]
     if with_labels:
         for column in spec.labels:

@@ -15,7 +15,7 @@ from recpipe.config import CsvOptions
 from recpipe.data.types import DataError
 from recpipe.features.kinds.base import ANY, IDS, NUMERIC, TEXT
 from recpipe.features.kinds.registry import feature_kind
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, SequenceFeature
 
 
 class SchemaMismatch(DataError):
@@ -64,13 +64,9 @@ def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, t
         with_labels (bool): include the label, weight and group columns (training, evaluation).
     """
     need: dict[str, tuple[str, str]] = {}
-    for f in spec.sparse:
-        if f.sequence is None:
-            need.setdefault(f.column, (f"feature {f.name!r}", feature_kind(f.kind).column(f)[1]))
-    for s in spec.sequences:
-        need.setdefault(s.column, (f"sequence {s.name!r}", feature_kind(s.kind).column(s)[1]))
-    for d in spec.dense:
-        need.setdefault(d.column, (f"feature {d.name!r}", feature_kind(d.kind).column(d)[1]))
+    for e in spec.fg_entries():
+        reader = f"{'sequence' if isinstance(e, SequenceFeature) else 'feature'} {e.name!r}"
+        need.setdefault(e.column, (reader, feature_kind(e.kind).column(e)[1]))
     if with_labels:
         for column in spec.labels:
             need.setdefault(column, ("the label", NUMERIC))

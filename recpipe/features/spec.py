@@ -292,10 +292,14 @@ class FeatureSpec:
             )
         return out
 
+    def fg_entries(self) -> list[SparseFeature | SequenceFeature | DenseFeature]:
+        """Every entry FG computes from an input column, by its kind: the pooled keys (a history's sub-feature
+        keys come with their history), the histories, the dense columns."""
+        return [*(f for f in self.sparse if f.sequence is None), *self.sequences, *self.dense]
+
     def input_columns(self) -> list[str]:
         """Source columns FG reads (label and weight included)."""
-        cols = [f.column for f in self.sparse if f.sequence is None]
-        cols += [s.column for s in self.sequences] + [f.column for f in self.dense] + self.labels
+        cols = [e.column for e in self.fg_entries()] + self.labels
         if self.weight:
             cols.append(self.weight)
         if self.group_column:

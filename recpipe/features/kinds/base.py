@@ -76,7 +76,6 @@ class FitNeeds:
 SparseOut = tuple[np.ndarray, np.ndarray, BadRows | None]
 # (values (B,) float64 as Batch.dense takes them, bad rows) of one dense column.
 DenseOut = tuple[np.ndarray, list[BadRows]]
-Entry = SparseFeature | DenseFeature | SequenceFeature
 
 
 def no_needs(section: Any) -> FitNeeds:
