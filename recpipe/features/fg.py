@@ -172,7 +172,12 @@ class FeatureGenerator:
             )
         batch = normalize(batch, self.spec, self.with_labels)
         self._check_columns(batch, file)
-        out, bads, truncated = self._compute(batch)
+        try:
+            out, bads, truncated = self._compute(batch)
+        except (
+            DataError
+        ) as err:  # a column FG cannot read at all (its type): named with its file, as every FG error
+            raise DataError(f"{file}: {err}") from None
         n = batch.num_rows
         stats = FGStats(rows_read=n)
         self.last_kept = None

@@ -131,6 +131,9 @@ def test_column_level_errors(taobao_rows, din_spec):
     )
     with pytest.raises(DataError, match="click_50_seq.*expected a string column"):
         FeatureGenerator(din_spec)(table)
+    # A column FG cannot read at all is named with its file, as every other FG error is.
+    with pytest.raises(DataError, match=r"^f\.parquet: column 'click_50_seq': expected a string column"):
+        FeatureGenerator(din_spec)(table, file="f.parquet")
 
 
 def test_empty_batch(taobao_rows, din_spec):
