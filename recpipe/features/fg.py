@@ -146,7 +146,7 @@ class FeatureGenerator:
         first: dict[str, str] = {}
         for f in spec.sparse:
             if f.sequence is None:
-                how = repr((f.kind, f.column, f.mapping, f.boundaries, f.raw_default, f.zch))
+                how = repr((f.kind, f.column, f.inputs, f.params, f.mapping, f.boundaries, f.raw_default, f.zch))
                 self._repeats[f.name] = first.setdefault(how, f.name)
         self._repeats = {k: v for k, v in self._repeats.items() if k != v}
         # Every entry's kind, checked once: the kind must compute that sort of entry.

@@ -47,7 +47,8 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
     ``text``: each entry's feature kind says)."""
     kinds: dict[str, ColumnKind] = {}
     for entry in spec.fg_entries():
-        kinds[entry.column] = feature_kind(entry.kind).column(entry)[0]
+        for column, (kind, _) in feature_kind(entry.kind).columns(entry).items():
+            kinds[column] = kind
     if with_labels:
         for column in spec.labels:
             kinds[column] = "float"

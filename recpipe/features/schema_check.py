@@ -66,7 +66,8 @@ def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, t
     need: dict[str, tuple[str, str]] = {}
     for e in spec.fg_entries():
         reader = f"{'sequence' if isinstance(e, SequenceFeature) else 'feature'} {e.name!r}"
-        need.setdefault(e.column, (reader, feature_kind(e.kind).column(e)[1]))
+        for column, (_, what) in feature_kind(e.kind).columns(e).items():
+            need.setdefault(column, (reader, what))
     if with_labels:
         for column in spec.labels:
             need.setdefault(column, ("the label", NUMERIC))

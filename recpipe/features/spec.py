@@ -78,6 +78,9 @@ class SparseFeature:
         zch_size (int | None): rows of the zch table (default ``mapping.size``).
         kind (str): the feature kind whose FG computes the key (:mod:`recpipe.features.kinds`; default: what an
             fg.json written before kinds were recorded means, :func:`default_kind`).
+        inputs (list[str]): the other input columns the kind reads besides ``column`` (a combo's other
+            columns, a lookup's key column…), in the kind's order.
+        params (dict): the kind's own settings (JSON values: separators, combiners, an expression…).
     """
 
     name: str
@@ -92,6 +95,8 @@ class SparseFeature:
     zch: bool = False
     zch_size: int | None = None
     kind: str = ""
+    inputs: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -299,7 +304,7 @@ class FeatureSpec:
 
     def input_columns(self) -> list[str]:
         """Source columns FG reads (label and weight included)."""
-        cols = [e.column for e in self.fg_entries()] + self.labels
+        cols = [c for e in self.fg_entries() for c in (e.column, *getattr(e, "inputs", ()))] + self.labels
         if self.weight:
             cols.append(self.weight)
         if self.group_column:
@@ -315,6 +320,9 @@ class FeatureSpec:
             for d, entry in zip(out[part], entries, strict=True):
                 if entry.kind == default_kind(entry):
                     del d["kind"]
+                for optional in ("inputs", "params"):  # the kinds without them read (and digest) as before
+                    if optional in d and not d[optional]:
+                        del d[optional]
         return out
 
     @classmethod

@@ -91,6 +91,8 @@ class FeatureKind:
         build (Callable): ``build(section, parts)`` appends the section's entries to a :class:`SpecParts`.
         column (Callable): ``column(entry) -> (ColumnKind, need)``: how FG reads the input column of one of its
             entries, and what the column must hold (for the schema check).
+        inputs (Callable | None): ``inputs(entry) -> {column: (ColumnKind, need)}`` for a kind that reads more
+            columns than ``entry.column`` (``entry.inputs``); None: ``column`` of ``entry.column`` alone.
         needs (Callable): ``needs(section) -> FitNeeds``.
         sparse (Callable | None): ``sparse(entry, batch) -> SparseOut`` for its pooled keys.
         dense (Callable | None): ``dense(entry, batch) -> DenseOut`` for its dense columns.
@@ -102,6 +104,7 @@ class FeatureKind:
     build: Callable[[Any, SpecParts], None]
     column: Callable[[Any], tuple[ColumnKind, str]]
     needs: Callable[[Any], FitNeeds] = no_needs
+    inputs: Callable[[Any], dict[str, tuple[ColumnKind, str]]] | None = None
     sparse: Callable[[SparseFeature, pa.RecordBatch], SparseOut] | None = None
     dense: Callable[[DenseFeature, pa.RecordBatch], DenseOut] | None = None
     sequence: (
@@ -118,3 +121,9 @@ class FeatureKind:
         ]
         | None
     ) = None
+
+    def columns(self, entry: Any) -> dict[str, tuple[ColumnKind, str]]:
+        """Every input column one of its entries reads → (how FG reads it, what it must hold)."""
+        if self.inputs is not None:
+            return self.inputs(entry)
+        return {entry.column: self.column(entry)}
