@@ -72,6 +72,10 @@ class SplitConfig(Strict):
     eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)
 
 
+# Rows of the training reader's shuffle buffer (data.shuffle_buffer_rows' default).
+SHUFFLE_BUFFER_ROWS = 262_144
+
+
 class DataConfig(Strict):
     train: str | None = None
     eval: str | None = None
@@ -84,6 +88,11 @@ class DataConfig(Strict):
     # The global batch: rows per training step over all ranks (each rank reads rows_per_rank of them).
     batch_size: int = Field(8192, ge=1)
     num_workers: int = Field(0, ge=0)
+    # Training reads each epoch in its own seeded order (train.seed): row groups (files, table ranges)
+    # permuted, then the rows of every shuffle_buffer_rows consecutive ones (recpipe/data/shuffle.py).
+    # false: file order (rows already shuffled, or an order that must be kept).
+    shuffle: bool = True
+    shuffle_buffer_rows: int = Field(SHUFFLE_BUFFER_ROWS, ge=1)
     split: SplitConfig = Field(default_factory=SplitConfig)
     on_bad_row: Literal["error", "skip"] = "error"
     # Pre-encoded input (TorchEasyRec's fg_mode FG_NONE): each feature's column, named after it, already

@@ -99,6 +99,10 @@ def odps_client_from_env(project: str) -> Any:
     )
 
 
+# The pieces an ODPS table is shuffled in (recpipe.data.shuffle): a download-session range each.
+ODPS_SHUFFLE_UNIT_ROWS = 65_536
+
+
 class OdpsSource(PartedSource):
     """An ODPS table or partition read with the tunnel's Arrow reader; shard ``i`` of ``k`` reads
     rows ``[i*N//k, (i+1)*N//k)`` of the download session (``N = reader.count``).
@@ -153,6 +157,12 @@ class OdpsSource(PartedSource):
 
     def part_name(self, index: int) -> str:
         return self.uri
+
+    def part_units(self, index: int) -> list[int]:
+        """Ranges of ``ODPS_SHUFFLE_UNIT_ROWS``: the tunnel reads any range (``start``, ``count``)."""
+        rows = self.part_rows()[index]
+        full, rest = divmod(rows, ODPS_SHUFFLE_UNIT_ROWS)
+        return [ODPS_SHUFFLE_UNIT_ROWS] * full + ([rest] if rest else [])
 
     def read_part(
         self, piece: FileSlice, columns: list[str] | None, batch_rows: int

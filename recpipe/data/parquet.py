@@ -87,6 +87,9 @@ class ParquetSource(PartedSource):
     def part_name(self, index: int) -> str:
         return self._files.name(index)
 
+    def part_units(self, index: int) -> list[int]:
+        return list(self._layout()[index].row_group_rows)
+
     def read_part(
         self, piece: FileSlice, columns: list[str] | None, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:

@@ -170,6 +170,11 @@ class PartedSource:
         (``columns`` checked already; None: all)."""
         raise NotImplementedError
 
+    def part_units(self, index: int) -> list[int]:
+        """Rows of each piece of part ``index`` that the reader reads whole (a Parquet file's row groups), in
+        order: what :mod:`recpipe.data.shuffle` permutes. Default: the part is one piece."""
+        return [self.part_rows()[index]]
+
     def num_rows(self) -> int:
         """Rows in all parts together."""
         return sum(self.part_rows())

@@ -38,7 +38,7 @@ from recpipe.train.checkpoint import (
     model_state,
     save_checkpoint,
 )
-from recpipe.train.data import StepBatches, normalize_step_weights
+from recpipe.train.data import Shuffle, StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
 from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
 from recpipe.train.optim import (
@@ -249,8 +249,9 @@ class _Trainer:
         self.log(f"step {meta.step}: checkpoint {path} ({time.perf_counter() - t0:.1f}s)")
         return path
 
-    def _reader(self, train_uri: str, start_row: int) -> StepBatches:
+    def _reader(self, train_uri: str, start_row: int, epoch: int) -> StepBatches:
         cfg = self.cfg
+        shuffle = Shuffle(cfg.train.seed, epoch, cfg.data.shuffle_buffer_rows) if cfg.data.shuffle else None
         return StepBatches(
             train_uri,
             self.spec,
@@ -262,6 +263,7 @@ class _Trainer:
             csv=cfg.csv_options(),
             num_workers=cfg.data.num_workers,
             worker_kind=DATA_WORKER_KIND,
+            shuffle=shuffle,
         )
 
     def _resume(self, resume: bool) -> tuple[Path | None, CheckpointMeta | None]:
@@ -296,7 +298,7 @@ class _Trainer:
         step, epoch, position, rows_trained = (
             (meta.step, meta.epoch, meta.position, meta.rows_trained) if meta else (0, 0, 0, 0)
         )
-        reader = self._reader(train_uri, position)
+        reader = self._reader(train_uri, position, epoch)
         epoch_rows = reader.plan.num_rows
         if epoch_rows == 0:  # else a header-only file "trains" 0 steps and leaves an untrained ckpt-0
             raise DataError(
@@ -308,7 +310,7 @@ class _Trainer:
             )
         if position >= epoch_rows:  # the checkpoint closed an epoch
             epoch, position = epoch + 1, 0
-            reader = self._reader(train_uri, 0)
+            reader = self._reader(train_uri, 0, epoch)
         steps_per_epoch = StepBatches.steps_for(epoch_rows, self.global_batch_size)
         total = step + reader.plan.num_steps + (tc.epochs - epoch - 1) * steps_per_epoch
         if tc.max_steps is not None:
@@ -359,7 +361,7 @@ class _Trainer:
             if position >= epoch_rows:
                 epoch, position = epoch + 1, 0
                 if epoch < tc.epochs and step < total:
-                    reader = self._reader(train_uri, 0)
+                    reader = self._reader(train_uri, 0, epoch)
         seconds = meter.close()
 
         eval_metrics = self._evaluate(evaluate, eval_uri, step) if evaluate and eval_uri else None
