@@ -58,7 +58,13 @@ CONFIG = {
             "boundaries": [0.5, 1.0, 2.0],
             "embedding_dim": 8,
         },
-        {"kind": "overlap", "name": "term_ratio", "query": "query", "title": "title", "method": "query_common_ratio"},
+        {
+            "kind": "overlap",
+            "name": "term_ratio",
+            "query": "query",
+            "title": "title",
+            "method": "query_common_ratio",
+        },
         {
             "kind": "overlap",
             "name": "term_contain",
@@ -110,7 +116,9 @@ def rows(n: int, seed: int) -> pa.Table:
         counts = rng.integers(1, 6, seen.size)
         kv.append("\x1d".join(f"c{c}:{k}" for c, k in zip(seen, counts)))
         clicks[i] = counts[seen == cate[i]].sum()
-        kkv.append("|".join(f"c{c}^" + ",".join(f"b{b}:{rng.integers(1, 4)}" for b in range(3)) for c in seen))
+        kkv.append(
+            "|".join(f"c{c}^" + ",".join(f"b{b}:{rng.integers(1, 4)}" for b in range(3)) for c in seen)
+        )
         q = rng.choice(WORDS, rng.integers(1, 3), replace=False)
         t = rng.choice(WORDS, rng.integers(1, 6), replace=False)
         query.append("\x1d".join(f"w{w}" for w in q))
@@ -147,13 +155,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.slow
 def test_lookup_match_expr_overlap_train_export_and_serve(data: dict[str, str], tmp_path: Path) -> None:
     checkpoint = tmp_path / "train"
-    train.run(config_path=data["config"], train_dir=data["train"], eval_dir=data["eval"], out_dir=str(checkpoint))
+    train.run(
+        config_path=data["config"], train_dir=data["train"], eval_dir=data["eval"], out_dir=str(checkpoint)
+    )
     report = evaluate.run(checkpoint=str(checkpoint), data_dir=data["eval"], out=str(tmp_path / "eval.json"))
     assert report.rows == EVAL_ROWS
     assert report.auc > 0.7  # the label follows the looked-up clicks: the model must have read them
 
     exported = export.run(
-        checkpoint=str(checkpoint), backends=",".join(BACKENDS), out_dir=str(tmp_path / "export"), data_uri=data["eval"]
+        checkpoint=str(checkpoint),
+        backends=",".join(BACKENDS),
+        out_dir=str(tmp_path / "export"),
+        data_uri=data["eval"],
     )
     assert exported.ok and sorted(exported.backends) == sorted(BACKENDS)
     for name, b in exported.backends.items():
@@ -170,7 +183,9 @@ def test_lookup_match_expr_overlap_train_export_and_serve(data: dict[str, str], 
         "overlap",
     }
     logits = rtp.predict_raw(raw)
-    assert binary_auc(np.asarray(table.column("label")), np.asarray(logits)) == pytest.approx(report.auc, abs=1e-4)
+    assert binary_auc(np.asarray(table.column("label")), np.asarray(logits)) == pytest.approx(
+        report.auc, abs=1e-4
+    )
 
     # Every backend scores the same raw rows alike, and the registered pyfunc class (over rtp) takes a
     # DataFrame and JSON records to the same probabilities.
