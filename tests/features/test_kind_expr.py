@@ -250,3 +250,24 @@ def test_matches_python_arithmetic_row_by_row(rows) -> None:
     a, b, c = (list(col) for col in zip(*rows))
     got = dense(spec_of(expr(expression)), {"a": a, "b": b, "c": c})
     np.testing.assert_allclose(got, np.float32(want), rtol=1e-5, atol=1e-3)
+
+
+def test_zscore_is_fitted_on_the_expression_value(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from recpipe.data.sources import open_source
+    from recpipe.features.fit import fit_feature_spec
+
+    pq.write_table(
+        pa.table({"a": [1.0, 2.0, 3.0, None], "b": [1.0, 2.0, 3.0, 4.0], "label": [0, 1, 0, 1]}),
+        tmp_path / "t.parquet",
+    )
+    cfg = config(expr("a + b", normalizer="zscore", default_value="0"))
+    spec = fit_feature_spec(cfg, open_source(str(tmp_path / "t.parquet")))
+    values = np.array([2.0, 4.0, 6.0, 0.0])  # the null row takes the default, as FG computes it
+    assert spec.dense[0].mean == pytest.approx(values.mean()) and spec.dense[0].std == pytest.approx(
+        values.std()
+    )
+    np.testing.assert_allclose(
+        fg(spec, {"a": [2.0], "b": [2.0]}).dense[0, 0], (4 - values.mean()) / values.std(), rtol=1e-6
+    )
