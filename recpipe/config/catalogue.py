@@ -80,6 +80,12 @@ FEATURE_KINDS: dict[str, Declared] = {
     "sequence": Declared(
         "recpipe.config.features:SequenceFeatureConfig", "recpipe.features.kinds.sequence:KIND"
     ),
+    "lookup": Declared("recpipe.config.features:LookupFeatureConfig", "recpipe.features.kinds.lookup:KIND"),
+    "expr": Declared("recpipe.config.features:ExprFeatureConfig", "recpipe.features.kinds.expr:KIND"),
+    "overlap": Declared(
+        "recpipe.config.features:OverlapFeatureConfig", "recpipe.features.kinds.overlap:KIND"
+    ),
+    "match": Declared("recpipe.config.features:MatchFeatureConfig", "recpipe.features.kinds.match:KIND"),
 }
 
 MODELS: dict[str, Declared] = {

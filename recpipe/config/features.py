@@ -193,3 +193,240 @@ class FeatureGroupConfig(Strict):
         if self.embedding_dim is not None and self.type != "wide":
             raise ValueError(f"embedding_dim is a setting of wide groups; group {self.name!r} is {self.type}")
         return self
+
+
+# ------------------------------------------------------------------ lookup, match, expr, overlap kinds
+# The kinds computing one value per row from several columns (TorchEasyRec's lookup_feature, match_feature,
+# expr_feature, overlap_feature, kv_dot_product; docs/source/feature/feature.md): the value is a dense column,
+# or, with ``boundaries``, a bucket id, or (lookup, match) with an id mapping the looked-up value as an id.
+_VALUE_MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
+
+
+class _ValueOutputMixin(Strict):
+    boundaries: list[float] | None = None
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+    pooling: Literal["sum", "mean"] = "sum"
+    # As a raw feature's: "log(x+C)", "zscore" or "log(x+C),zscore" (zscore fitted on the training split).
+    normalizer: str | None = None
+    # TorchEasyRec's default_value (default "0"): the value of a row with nothing to compute (a missing input,
+    # nothing found). None (TorchEasyRec's ""): an id output has no id there; a dense output is 0.
+    default_value: str | None = "0"
+
+    def mapping_field(self) -> str | None:
+        """The id mapping the value is mapped by (lookup, match), else None."""
+        return None
+
+    @property
+    def sparse_output(self) -> bool:
+        """An id output (bucketized or mapped), else one dense column."""
+        return self.boundaries is not None or self.mapping_field() is not None
+
+    @field_validator("boundaries")
+    @classmethod
+    def _sorted(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (not v or any(b >= a for b, a in zip(v, v[1:]))):
+            raise ValueError("boundaries must be a non-empty, strictly increasing list")
+        return v
+
+    @field_validator("normalizer")
+    @classmethod
+    def _normalizer(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or not _NORMALIZER.match(v)):
+            raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
+        return v
+
+    @model_validator(mode="after")
+    def _output(self) -> _ValueOutputMixin:
+        if self.column is not None:  # type: ignore[attr-defined]
+            raise ValueError(f"kind {self.kind} names its input columns itself; column is not used")  # type: ignore[attr-defined]
+        if self.normalizer is not None and self.sparse_output:
+            raise ValueError(
+                "normalizer applies to a dense value; an id output (boundaries or an id mapping) has none"
+            )
+        if self.default_value is not None and self.mapping_field() is None:
+            try:
+                float(self.default_value)
+            except ValueError:
+                raise ValueError(f"default_value {self.default_value!r} is not a number") from None
+        return self
+
+
+class _DiscreteValueMixin(_ValueOutputMixin):
+    # The looked-up value as an id (TorchEasyRec's need_discrete, implied by a mapping): exactly one mapping.
+    hash_bucket_size: int | None = Field(None, ge=1)
+    num_buckets: int | None = Field(None, ge=1)
+    vocab_list: list[str] | None = None
+    vocab_file: str | None = None
+    default_bucket: int | None = Field(None, ge=0)
+    need_discrete: bool = False
+
+    def mapping_field(self) -> str | None:
+        given = [k for k in _VALUE_MAPPINGS if getattr(self, k) is not None]
+        return given[0] if given else None
+
+    def prefixed(self) -> bool:
+        """The id is the key (keys) joined to the value: need_key / show_pkey / show_skey."""
+        return False
+
+    @model_validator(mode="after")
+    def _discrete(self) -> _DiscreteValueMixin:
+        given = [k for k in _VALUE_MAPPINGS if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"at most one id mapping, one of {', '.join(_VALUE_MAPPINGS)}; got {given}")
+        if given and self.boundaries is not None:
+            raise ValueError(
+                f"boundaries bucketize a numeric value and {given[0]} maps an id; give one of them"
+            )
+        if (self.need_discrete or self.prefixed()) and not given:
+            why = "need_discrete" if self.need_discrete else "a key prefix"
+            raise ValueError(
+                f"{why} makes the value an id: give an id mapping ({', '.join(_VALUE_MAPPINGS)})"
+            )
+        if self.prefixed() and given[0] == "num_buckets":
+            raise ValueError(
+                "an id prefixed with its key is text: map it by hash_bucket_size or a vocabulary, not num_buckets"
+            )
+        return self
+
+
+LOOKUP_COMBINERS = ("sum", "mean", "avg", "min", "max", "count", "")
+
+
+class LookupFeatureConfig(_DiscreteValueMixin, FeatureSection):
+    """TorchEasyRec's ``lookup_feature``: the value(s) of ``key`` looked up in the ``map`` column."""
+
+    kind: Literal["lookup"]
+    map: str
+    key: str
+    # Multi-value separator of a text key column (TorchEasyRec's separator, default \x1d).
+    separator: str = Field("\x1d", min_length=1)
+    combiner: str = "sum"
+    need_key: bool = False
+
+    def prefixed(self) -> bool:
+        return self.need_key
+
+    @field_validator("combiner")
+    @classmethod
+    def _combiner(cls, v: str) -> str:
+        v = v.lower()
+        if v in ("gap_min", "gap_max"):
+            raise ValueError(
+                f"combiner {v!r}: TorchEasyRec's docs name it but do not define it; recpipe does not guess it"
+            )
+        if v not in LOOKUP_COMBINERS:
+            raise ValueError(
+                f"combiner {v!r} is not one of sum, mean (avg), min, max, count or '' (every value)"
+            )
+        return "mean" if v == "avg" else v
+
+    @model_validator(mode="after")
+    def _dense_needs_combiner(self) -> LookupFeatureConfig:
+        if not self.sparse_output and self.combiner == "":
+            raise ValueError(
+                "a dense lookup value needs a combiner (sum, mean, min, max, count): a dense column holds one value per row"
+            )
+        return self
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.map, self.key]
+
+
+class MatchFeatureConfig(_DiscreteValueMixin, FeatureSection):
+    """TorchEasyRec's ``match_feature``: the value of (``pkey``, ``skey``) in the two-level ``nested_map``
+    (``pk1^sk1:0.2,sk2:0.3|pk2^sk4:0.1``); ``pkey`` or ``skey`` ``ALL`` matches every key of its level."""
+
+    kind: Literal["match"]
+    nested_map: str
+    pkey: str
+    skey: str
+    combiner: Literal["sum", "mean", "min", "max"] = "sum"
+    show_pkey: bool = False
+    show_skey: bool = False
+
+    def prefixed(self) -> bool:
+        return self.show_pkey or self.show_skey
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [c for c in (self.nested_map, self.pkey, self.skey) if c != MATCH_ALL]
+
+
+MATCH_ALL = "ALL"
+
+
+class ExprFeatureConfig(_ValueOutputMixin, FeatureSection):
+    """TorchEasyRec's ``expr_feature``: an arithmetic expression over numeric columns
+    (:mod:`recpipe.config.expr` parses it; every name is a variable, a function or a constant)."""
+
+    kind: Literal["expr"]
+    expression: str
+    # The columns the expression names (TorchEasyRec's variables, without the side); default: every name in
+    # the expression that is not a function or a constant, in order of appearance.
+    variables: list[str] | None = None
+    # Multi-value separator of a text vector (the arguments of the vector functions).
+    separator: str = Field("\x1d", min_length=1)
+    # The value padding the shorter vector of dot/euclid_dist/corr (TorchEasyRec's fill_missing); None: vectors
+    # of different lengths make the value missing (default_value).
+    fill_missing: float | None = None
+
+    @model_validator(mode="after")
+    def _parse(self) -> ExprFeatureConfig:
+        from recpipe.config.expr import ExprError, parse_expression
+
+        try:
+            parsed = parse_expression(self.expression)
+        except ExprError as err:
+            raise ValueError(f"expression {self.expression!r}: {err}") from None
+        if self.variables is not None:
+            unknown = [v for v in parsed.variables if v not in self.variables]
+            unused = [v for v in self.variables if v not in parsed.variables]
+            if unknown:
+                raise ValueError(
+                    f"expression {self.expression!r} names {unknown}, not among variables {self.variables}"
+                )
+            if unused:
+                raise ValueError(f"variables {unused} are not used by expression {self.expression!r}")
+        if not parsed.variables:
+            raise ValueError(f"expression {self.expression!r} names no column: it is a constant")
+        return self
+
+    def input_columns(self) -> list[str]:
+        from recpipe.config.expr import parse_expression
+
+        return list(self.variables or parse_expression(self.expression).variables)
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        from recpipe.config.expr import parse_expression
+
+        vectors = parse_expression(self.expression).vectors
+        return [c for c in self.input_columns() if c in vectors or skip_bad_rows]
+
+
+OVERLAP_METHODS = (
+    "query_common_ratio",
+    "title_common_ratio",
+    "is_contain",
+    "is_equal",
+    "index_of",
+    "proximity_min_cover",
+    "proximity_min_dist",
+    "proximity_max_dist",
+    "proximity_avg_dist",
+)
+
+
+class OverlapFeatureConfig(_ValueOutputMixin, FeatureSection):
+    """TorchEasyRec's ``overlap_feature``: how the terms of ``query`` and ``title`` overlap (``method``)."""
+
+    kind: Literal["overlap"]
+    query: str
+    title: str
+    method: Literal[OVERLAP_METHODS]  # type: ignore[valid-type]
+    separator: str = Field("\x1d", min_length=1)
+    # TorchEasyRec's overlap_feature has no default_value: a missing query or title gives the method's
+    # no-overlap value (0; index_of -1; the proximity distances len(title) + 1).
+    default_value: None = None
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.query, self.title]

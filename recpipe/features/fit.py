@@ -17,6 +17,7 @@ from recpipe.features.columns import to_float
 from recpipe.features.hashing import to_string_array
 from recpipe.features.kinds.base import FitNeeds
 from recpipe.features.kinds.registry import feature_kind
+from recpipe.features.raw import normalize
 from recpipe.features.spec import FeatureSpec, IdMapping, SparseFeature
 
 QUANTILE_SAMPLE_ROWS = 1_000_000
@@ -107,7 +108,11 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
             sampled += batch.num_rows
         for d in spec.dense:
             if d.name in z_keys:
-                x, _ = to_float(batch.column(d.column), d.default, d.column)
+                if d.kind == "raw":
+                    x, _ = to_float(batch.column(d.column), d.default, d.column)
+                else:  # a kind computing its value from its columns: that value, before normalizing
+                    plain = dataclasses.replace(d, log_offset=None, mean=0.0, std=1.0)
+                    x = feature_kind(d.kind).dense(plain, normalize(batch, spec))[0]
                 if d.log_offset is not None:
                     x = np.log(np.clip(x + d.log_offset, 1e-12, None))
                 x = x[np.isfinite(x)]

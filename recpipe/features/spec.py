@@ -119,6 +119,9 @@ class DenseFeature:
     mean: float = 0.0
     std: float = 1.0
     kind: str = "raw"
+    # As a SparseFeature's: the other input columns of its kind, and the kind's own settings.
+    inputs: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

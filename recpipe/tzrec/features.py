@@ -19,6 +19,7 @@ from typing import Any
 
 from recpipe.config.features import sub_feature_key
 from recpipe.tzrec.problems import Findings
+from recpipe.tzrec.value_features import VALUE_FEATURES, map_value_feature
 
 # recpipe reads the column an expression names; inputs computed by other features or constants are
 # TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
@@ -184,6 +185,11 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
         elif kind == "raw_feature":
             out = _raw(cfg, path, found, encoded)
             if "boundaries" in out:
+                table = cfg.embedding_name or f"{cfg.feature_name}_emb"
+                tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
+        elif kind in VALUE_FEATURES:
+            out = map_value_feature(kind, cfg, path, found, encoded, map_normalizer)
+            if "boundaries" in out or any(k in out for k in _MAPPINGS):
                 table = cfg.embedding_name or f"{cfg.feature_name}_emb"
                 tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
         else:

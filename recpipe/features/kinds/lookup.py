@@ -1,0 +1,110 @@
+"""Kind ``lookup`` (TorchEasyRec's ``lookup_feature``): the value(s) of the ``key`` column looked up in the
+``map`` column of the same row, e.g. the user's click count of the candidate's category.
+
+``map`` is ``"k1:v1\\x1dk2:v2"`` text (``:`` and ``\\x1d`` are fixed, as in TorchEasyRec), a list of such
+strings, an Arrow map (``map<string, float>``…) or a list of (key, value) structs. ``key`` is one id or
+several (``separator`` text, or a list column). The values found are combined (``combiner``: sum, mean,
+min, max, count) into one dense column, or bucketized (``boundaries``; combiner ``""`` buckets each
+value), or mapped as ids (hash_bucket_size / num_buckets / vocab_list / vocab_file; ``need_key`` prefixes
+each with its key, ``"<key>_<value>"``). A row where nothing is found takes ``default_value`` (None: no id; a
+dense 0). A key found twice in one map takes its first value.
+
+Vectorized: both columns are parsed once per batch, keys coded jointly and matched by sorted
+``(row, key code)``; no loop per row.
+
+Example::
+
+    # map "ca:1\\x1dcb:2", key "ca\\x1dcb", combiner sum → 3.0; key "cd" → default_value 0
+    KIND.dense(spec.dense[0], batch)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from recpipe.config.features import LookupFeatureConfig
+from recpipe.features.columns import BadRows
+from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
+from recpipe.features.kinds.values import (
+    as_text,
+    bucket_out,
+    build_value,
+    dense_out,
+    find_first,
+    id_out,
+    joint_codes,
+    kv_pairs,
+    merge_bad_rows,
+    multi_values,
+    numbers,
+    reduce_rows,
+    value_needs,
+)
+from recpipe.features.spec import DenseFeature, SparseFeature
+
+PAIR_SEPARATOR = "\x1d"
+KV_SEPARATOR = ":"
+
+
+def build(f: LookupFeatureConfig, parts: SpecParts) -> None:
+    params = {"separator": f.separator, "combiner": f.combiner, "need_key": f.need_key}
+    build_value(f, parts, "lookup", f.map, [f.key], params)
+
+
+def needs(f: LookupFeatureConfig) -> FitNeeds:
+    return value_needs(f)
+
+
+def found(
+    e: SparseFeature | DenseFeature, batch: pa.RecordBatch
+) -> tuple[np.ndarray, pa.Array, pa.Array, BadRows | None]:
+    """(row, key, value) of every key found in its row's map, rows in order."""
+    key_column = e.inputs[0]
+    mrows, mkeys, mvalues, bad = kv_pairs(batch.column(e.column), PAIR_SEPARATOR, KV_SEPARATOR, e.column)
+    qrows, qkeys = multi_values(batch.column(key_column), e.params["separator"], key_column)
+    qkeys = as_text(qkeys)
+    mcode, qcode = joint_codes([mkeys, qkeys])
+    width = int(max(mcode.max(initial=0), qcode.max(initial=0))) + 1
+    pos = find_first(mrows * width + mcode, qrows * width + qcode)
+    hit = pos >= 0
+    take = pa.array(pos[hit])
+    return qrows[hit], qkeys.filter(pa.array(hit)), mvalues.take(take), bad
+
+
+def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
+    n = batch.num_rows
+    rows, keys, values, bad = found(f, batch)
+    if f.boundaries is None:
+        text = as_text(values)
+        if f.params["need_key"]:
+            text = pc.binary_join_element_wise(keys.cast(pa.string()), text, "_")
+        ids, lengths, id_bad = id_out(f, rows, text, n, f.column)
+        return ids, lengths, merge_bad_rows([bad, id_bad])
+    x, keep, num_bad = numbers(values, rows, f.column, f"the value of a key of feature {f.name!r}")
+    rows, x = rows[keep], x[keep]
+    if f.params["combiner"]:
+        combined, has = reduce_rows(rows, x, n, f.params["combiner"])
+        rows, x = np.flatnonzero(has), combined[has]
+    return bucket_out(f, rows, x, n, merge_bad_rows([bad, num_bad]))
+
+
+def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
+    rows, _, values, bad = found(d, batch)
+    x, keep, num_bad = numbers(values, rows, d.column, f"the value of a key of feature {d.name!r}")
+    combined, has = reduce_rows(rows[keep], x[keep], batch.num_rows, d.params["combiner"])
+    return dense_out(d, combined, has, [b for b in (bad, num_bad) if b is not None])
+
+
+def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:
+    return "text", ANY
+
+
+def inputs(e: SparseFeature | DenseFeature) -> dict[str, tuple[ColumnKind, str]]:
+    return {e.column: ("text", ANY), e.inputs[0]: ("id", ANY)}
+
+
+KIND = FeatureKind(
+    name="lookup", build=build, column=column, inputs=inputs, needs=needs, sparse=sparse, dense=dense
+)

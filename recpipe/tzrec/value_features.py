@@ -1,0 +1,137 @@
+"""TorchEasyRec's value features → recpipe kinds: ``lookup_feature`` → ``lookup``, ``match_feature`` →
+``match``, ``expr_feature`` → ``expr``, ``overlap_feature`` → ``overlap`` (docs/source/feature/feature.md;
+field names and defaults from tzrec/protos/feature.proto).
+
+Each input (``map: "user:kv_cate"``, a variable ``"item:i_age"``) names a column by ``<side>:<input>``; the
+sides ``feature`` and ``const`` (TorchEasyRec's FG DAG) have no recpipe counterpart and are reported. Fields
+outside the schema subset (recpipe.tzrec.schema) are reported at their line, as for every feature.
+
+Example::
+
+    lookup_feature { feature_name: "user_cate_cnt" map: "user:kv_cate_cnt" key: "item:cate"
+                     embedding_dim: 16 boundaries: [0, 1, 2, 3, 4] }
+    # → {kind: lookup, name: user_cate_cnt, map: kv_cate_cnt, key: cate, boundaries: [0, 1, 2, 3, 4],
+    #    embedding_dim: 16}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from recpipe.tzrec.problems import Findings
+
+VALUE_FEATURES = {
+    "lookup_feature": "lookup",
+    "match_feature": "match",
+    "expr_feature": "expr",
+    "overlap_feature": "overlap",
+}
+_SIDES = ("user", "item", "context")
+_MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
+
+
+def _input(text: str, where: str, found: Findings, allow_all: bool = False) -> str | None:
+    """The column of ``"<side>:<input>"`` (``ALL`` as it is, for a match key)."""
+    if allow_all and text == "ALL":
+        return text
+    side, sep, column = text.partition(":")
+    if not sep or not column:
+        found.problem(where, f"input {text!r} is not '<side>:<input>'")
+        return None
+    if side not in _SIDES:
+        found.problem(
+            where,
+            f"input side {side!r} of {text!r} is not supported (recpipe reads table columns: {', '.join(_SIDES)})",
+        )
+        return None
+    return column
+
+
+def map_value_feature(
+    kind: str,
+    cfg: Any,
+    path: str,
+    found: Findings,
+    encoded: bool,
+    map_normalizer: Callable[[str], str | None],
+) -> dict[str, Any]:
+    """The recpipe feature of one TorchEasyRec value feature block (``kind`` is its oneof name;
+    ``map_normalizer`` is :func:`recpipe.tzrec.features.map_normalizer`, which reads a raw feature's too)."""
+    name = cfg.feature_name
+    out: dict[str, Any] = {"kind": VALUE_FEATURES[kind], "name": name}
+    if encoded:
+        found.problem(
+            path,
+            f"pre-encoded (FG_NONE) {kind} is not supported: its column holds FG's output, which a raw or id "
+            "feature of recpipe reads; declare it as one",
+        )
+        return out
+    if kind == "lookup_feature":
+        out["map"] = _input(cfg.map, f"{path}.map", found)
+        out["key"] = _input(cfg.key, f"{path}.key", found)
+        if cfg.separator != "\x1d":
+            out["separator"] = cfg.separator
+        out["combiner"] = cfg.combiner
+        for flag in ("need_discrete", "need_key"):
+            if getattr(cfg, flag):
+                out[flag] = True
+    elif kind == "match_feature":
+        out["nested_map"] = _input(cfg.nested_map, f"{path}.nested_map", found)
+        out["pkey"] = _input(cfg.pkey, f"{path}.pkey", found, allow_all=True)
+        out["skey"] = _input(cfg.skey, f"{path}.skey", found, allow_all=True)
+        for flag in ("need_discrete", "show_pkey", "show_skey"):
+            if getattr(cfg, flag):
+                out[flag] = True
+    elif kind == "expr_feature":
+        out["expression"] = cfg.expression
+        out["variables"] = [_input(v, f"{path}.variables", found) for v in cfg.variables]
+        if cfg.separator != "\x1d":
+            out["separator"] = cfg.separator
+        if cfg.HasField("fill_missing"):
+            out["fill_missing"] = cfg.fill_missing
+        if cfg.value_dim > 1:
+            found.problem(
+                f"{path}.value_dim", "an expression of value_dim > 1 (a vector value) is not supported"
+            )
+    else:
+        out["query"] = _input(cfg.query, f"{path}.query", found)
+        out["title"] = _input(cfg.title, f"{path}.title", found)
+        out["method"] = cfg.method
+    if kind in ("lookup_feature", "match_feature"):
+        given = [k for k in _MAPPINGS if (len(cfg.vocab_list) > 0 if k == "vocab_list" else cfg.HasField(k))]
+        for k in given:
+            out[k] = list(cfg.vocab_list) if k == "vocab_list" else getattr(cfg, k)
+        if cfg.HasField("value_dim") and cfg.value_dim > 1:
+            found.problem(
+                f"{path}.value_dim",
+                f"value_dim {cfg.value_dim}: a looked-up vector is not supported (recpipe's dense output is one "
+                "column per feature)",
+            )
+    bounds = list(cfg.boundaries)
+    if bounds:
+        out["boundaries"] = bounds
+    if bounds or any(k in out for k in _MAPPINGS):
+        if not cfg.embedding_dim:
+            found.problem(path, f"{kind} {name!r} has ids (boundaries or a mapping) but no embedding_dim")
+        out["embedding_dim"] = cfg.embedding_dim
+        if cfg.pooling != "sum":
+            out["pooling"] = cfg.pooling
+    elif cfg.HasField("embedding_dim"):
+        found.note(
+            f"{path}.embedding_dim", f"ignored: {kind} without boundaries or a mapping is a dense value"
+        )
+    if kind != "overlap_feature":
+        # TorchEasyRec's "" is "no default" (an id output has no id; recpipe's dense value is then 0).
+        out["default_value"] = cfg.default_value or None
+    if kind != "expr_feature" and cfg.HasField("normalizer"):
+        normalizer = map_normalizer(cfg.normalizer)
+        if normalizer is None:
+            found.problem(
+                f"{path}.normalizer",
+                f"normalizer {cfg.normalizer!r} is not supported: recpipe applies log(x+C) "
+                "('method=expression,expr=log(x+C)'); zscore statistics are fitted on the training split",
+            )
+        else:
+            out["normalizer"] = normalizer
+    return out
