@@ -86,13 +86,62 @@ class _IdMappingMixin(Strict):
         return self
 
 
-class IdFeatureConfig(_IdMappingMixin, FeatureSection):
+# TorchEasyRec's multi-value separator (tzrec/protos/feature.proto, ``separator`` default "\x1d").
+MULTI_VALUE_SEPARATOR = "\x1d"
+
+
+class _MultiIdMixin(Strict):
+    """Multi-value ids, as TorchEasyRec's ``id_feature`` / ``combo_feature`` read them (feature.proto, feature.md).
+
+    ``separator`` splits a text value into several ids of one pooled key (an empty piece is no id; a list column
+    holds its ids already); ``value_dim`` keeps the first ``value_dim`` ids of a row, 0 keeps all of them;
+    ``default_bucketize_value`` makes a vocabulary's ids its 0-based positions, an out-of-vocabulary value taking
+    this id (TorchEasyRec's rule; without it recpipe's vocabulary ids are positions + 1, 0 for the unknown).
+    """
+
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
+    value_dim: int = Field(0, ge=0)
+    default_bucketize_value: int | None = Field(None, ge=0)
+    pooling: Literal["sum", "mean"] = "sum"
+
+    @model_validator(mode="after")
+    def _bucketize_value(self) -> _MultiIdMixin:
+        dbv = self.default_bucketize_value
+        if dbv is None:
+            return self
+        vocab = getattr(self, "vocab_list", None)
+        if vocab is None and getattr(self, "vocab_file", None) is None:
+            raise ValueError(
+                "default_bucketize_value is the id of an out-of-vocabulary value: it needs vocab_list or "
+                "vocab_file (TorchEasyRec uses it with vocabularies only)"
+            )
+        if getattr(self, "default_bucket", None) is not None:
+            raise ValueError("give default_bucketize_value or default_bucket, not both")
+        if vocab is not None and dbv >= len(vocab):
+            raise ValueError(
+                f"default_bucketize_value {dbv} must be below len(vocab_list) = {len(vocab)}: the vocabulary's ids "
+                "are its 0-based positions and an out-of-vocabulary value takes one of them"
+            )
+        return self
+
+
+class IdFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
     kind: Literal["id"]
+    # TorchEasyRec's ``k1:w1<sep>k2:w2`` ids; refused until weights reach the model (see _not_weighted).
+    weighted: bool = False
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.source_column]
 
-    pooling: Literal["sum", "mean"] = "sum"
+    @model_validator(mode="after")
+    def _not_weighted(self) -> IdFeatureConfig:
+        if self.weighted:
+            raise ValueError(
+                "weighted: true (TorchEasyRec's weighted ids 'k1:w1\\x1dk2:w2') is not supported yet: weighted "
+                "pooling needs per-id weights in the batch's KeyedJaggedTensor, a weighted EmbeddingBagCollection "
+                "in the models and weights in every export backend; recpipe has none of them"
+            )
+        return self
 
 
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
