@@ -80,6 +80,7 @@ FEATURE_KINDS: dict[str, Declared] = {
     "sequence": Declared(
         "recpipe.config.features:SequenceFeatureConfig", "recpipe.features.kinds.sequence:KIND"
     ),
+    "combo": Declared("recpipe.config.features:ComboFeatureConfig", "recpipe.features.kinds.combo:KIND"),
 }
 
 MODELS: dict[str, Declared] = {

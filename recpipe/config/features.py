@@ -242,3 +242,37 @@ class FeatureGroupConfig(Strict):
         if self.embedding_dim is not None and self.type != "wide":
             raise ValueError(f"embedding_dim is a setting of wide groups; group {self.name!r} is {self.type}")
         return self
+
+
+class ComboFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
+    """Kind ``combo``: the cross of two or more columns (TorchEasyRec's ``combo_feature``, its ``expression``
+    list): each row's ids are the cartesian product of its columns' values (multi-value ones included), each
+    crossed value the text of its parts joined by ``"_"`` (``"ua_ia"``), mapped by hash or a vocabulary.
+
+    Example::
+
+        {kind: combo, name: age_x_cate, columns: [age, cate], hash_bucket_size: 1000}
+    """
+
+    kind: Literal["combo"]
+    columns: list[str] = Field(min_length=2)
+
+    @property
+    def source_column(self) -> str:
+        return self.columns[0]
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return list(self.columns)
+
+    @model_validator(mode="after")
+    def _combo(self) -> ComboFeatureConfig:
+        if self.column is not None:
+            raise ValueError("a combo feature reads its columns: give columns, not column")
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"columns {self.columns} name a column twice")
+        if self.num_buckets is not None:
+            raise ValueError(
+                "a combo feature has no num_buckets (TorchEasyRec's ComboFeature has none: a crossed value is "
+                "text); use hash_bucket_size, vocab_list, vocab_file or min_freq"
+            )
+        return self
