@@ -151,8 +151,13 @@ class RawFeatureConfig(FeatureSection):
     kind: Literal["raw"]
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
-        return [self.source_column] if skip_bad_rows else []
+        return [self.source_column] if skip_bad_rows or self.value_dim > 1 else []
 
+    # A vector of value_dim numbers in one column (TorchEasyRec's "embedding feature": "0.1|0.2|0.3" with
+    # separator "|", or a list column): value_dim dense columns <name>__<i> (a group listing the feature gets
+    # all of them), or with boundaries value_dim bucket ids of one pooled key. A row of another count is bad.
+    value_dim: int = Field(1, ge=1)
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
     # With boundaries: bucketized into len(boundaries)+1 ids and embedded; otherwise a dense column.
     boundaries: list[float] | None = None
     embedding_dim: int = Field(16, ge=1)
@@ -161,7 +166,8 @@ class RawFeatureConfig(FeatureSection):
     num_quantile_buckets: int | None = Field(None, ge=2)
     # "log(x+3)", "zscore" or "log(x+3),zscore" (zscore statistics are fitted on the training split).
     normalizer: str | None = None
-    default: float = 0.0
+    # A vector feature's default: one number for every value, or value_dim of them.
+    default: float | list[float] = 0.0
 
     @field_validator("boundaries")
     @classmethod
@@ -182,12 +188,35 @@ class RawFeatureConfig(FeatureSection):
         # A null is read as the raw value ``default`` and transformed like any other value.
         m = _NORMALIZER.match(self.normalizer or "")
         offset = m.group("off") if m else None
-        if offset is not None and not self.default + float(offset) > 0:
+        for default in self.defaults():
+            if offset is not None and not default + float(offset) > 0:
+                raise ValueError(
+                    f"default {default:g} is outside the domain of {self.normalizer}: a null is read as "
+                    f"x = default, so default + {offset} must be > 0"
+                )
+        return self
+
+    def defaults(self) -> list[float]:
+        """The default of each of its value_dim values."""
+        return list(self.default) if isinstance(self.default, list) else [self.default] * self.value_dim
+
+    @model_validator(mode="after")
+    def _vector(self) -> RawFeatureConfig:
+        if isinstance(self.default, list) and len(self.default) != self.value_dim:
+            raise ValueError(f"default lists {len(self.default)} values; value_dim is {self.value_dim}")
+        if self.value_dim > 1 and self.num_quantile_buckets is not None:
+            raise ValueError("num_quantile_buckets with value_dim > 1 is not supported yet: give boundaries")
+        if self.value_dim > 1 and "zscore" in (self.normalizer or ""):
             raise ValueError(
-                f"default {self.default:g} is outside the domain of {self.normalizer}: a null is read as "
-                f"x = default, so default + {offset} must be > 0"
+                "zscore with value_dim > 1 is not supported yet (its statistics are fitted per column)"
             )
         return self
+
+
+def vector_key(feature: str, index: int) -> str:
+    """The dense column of value ``index`` of a raw feature of value_dim > 1 (``vector_key("pic_emb", 0)`` is
+    ``"pic_emb__0"``)."""
+    return f"{feature}{SUB_KEY_SEPARATOR}{index}"
 
 
 class SubFeatureConfig(_IdMappingMixin):

@@ -119,6 +119,8 @@ class DenseFeature:
     mean: float = 0.0
     std: float = 1.0
     kind: str = "raw"
+    # The kind's own settings (JSON values; a vector's index and value_dim…), left out of fg.json when empty.
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
