@@ -86,6 +86,7 @@ FEATURE_KINDS: dict[str, Declared] = {
         "recpipe.config.features:OverlapFeatureConfig", "recpipe.features.kinds.overlap:KIND"
     ),
     "match": Declared("recpipe.config.features:MatchFeatureConfig", "recpipe.features.kinds.match:KIND"),
+    "combo": Declared("recpipe.config.features:ComboFeatureConfig", "recpipe.features.kinds.combo:KIND"),
 }
 
 MODELS: dict[str, Declared] = {

@@ -86,13 +86,62 @@ class _IdMappingMixin(Strict):
         return self
 
 
-class IdFeatureConfig(_IdMappingMixin, FeatureSection):
+# TorchEasyRec's multi-value separator (tzrec/protos/feature.proto, ``separator`` default "\x1d").
+MULTI_VALUE_SEPARATOR = "\x1d"
+
+
+class _MultiIdMixin(Strict):
+    """Multi-value ids, as TorchEasyRec's ``id_feature`` / ``combo_feature`` read them (feature.proto, feature.md).
+
+    ``separator`` splits a text value into several ids of one pooled key (an empty piece is no id; a list column
+    holds its ids already); ``value_dim`` keeps the first ``value_dim`` ids of a row, 0 keeps all of them;
+    ``default_bucketize_value`` makes a vocabulary's ids its 0-based positions, an out-of-vocabulary value taking
+    this id (TorchEasyRec's rule; without it recpipe's vocabulary ids are positions + 1, 0 for the unknown).
+    """
+
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
+    value_dim: int = Field(0, ge=0)
+    default_bucketize_value: int | None = Field(None, ge=0)
+    pooling: Literal["sum", "mean"] = "sum"
+
+    @model_validator(mode="after")
+    def _bucketize_value(self) -> _MultiIdMixin:
+        dbv = self.default_bucketize_value
+        if dbv is None:
+            return self
+        vocab = getattr(self, "vocab_list", None)
+        if vocab is None and getattr(self, "vocab_file", None) is None:
+            raise ValueError(
+                "default_bucketize_value is the id of an out-of-vocabulary value: it needs vocab_list or "
+                "vocab_file (TorchEasyRec uses it with vocabularies only)"
+            )
+        if getattr(self, "default_bucket", None) is not None:
+            raise ValueError("give default_bucketize_value or default_bucket, not both")
+        if vocab is not None and dbv >= len(vocab):
+            raise ValueError(
+                f"default_bucketize_value {dbv} must be below len(vocab_list) = {len(vocab)}: the vocabulary's ids "
+                "are its 0-based positions and an out-of-vocabulary value takes one of them"
+            )
+        return self
+
+
+class IdFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
     kind: Literal["id"]
+    # TorchEasyRec's ``k1:w1<sep>k2:w2`` ids; refused until weights reach the model (see _not_weighted).
+    weighted: bool = False
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.source_column]
 
-    pooling: Literal["sum", "mean"] = "sum"
+    @model_validator(mode="after")
+    def _not_weighted(self) -> IdFeatureConfig:
+        if self.weighted:
+            raise ValueError(
+                "weighted: true (TorchEasyRec's weighted ids 'k1:w1\\x1dk2:w2') is not supported yet: weighted "
+                "pooling needs per-id weights in the batch's KeyedJaggedTensor, a weighted EmbeddingBagCollection "
+                "in the models and weights in every export backend; recpipe has none of them"
+            )
+        return self
 
 
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
@@ -102,8 +151,13 @@ class RawFeatureConfig(FeatureSection):
     kind: Literal["raw"]
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
-        return [self.source_column] if skip_bad_rows else []
+        return [self.source_column] if skip_bad_rows or self.value_dim > 1 else []
 
+    # A vector of value_dim numbers in one column (TorchEasyRec's "embedding feature": "0.1|0.2|0.3" with
+    # separator "|", or a list column): value_dim dense columns <name>__<i> (a group listing the feature gets
+    # all of them), or with boundaries value_dim bucket ids of one pooled key. A row of another count is bad.
+    value_dim: int = Field(1, ge=1)
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
     # With boundaries: bucketized into len(boundaries)+1 ids and embedded; otherwise a dense column.
     boundaries: list[float] | None = None
     embedding_dim: int = Field(16, ge=1)
@@ -112,7 +166,8 @@ class RawFeatureConfig(FeatureSection):
     num_quantile_buckets: int | None = Field(None, ge=2)
     # "log(x+3)", "zscore" or "log(x+3),zscore" (zscore statistics are fitted on the training split).
     normalizer: str | None = None
-    default: float = 0.0
+    # A vector feature's default: one number for every value, or value_dim of them.
+    default: float | list[float] = 0.0
 
     @field_validator("boundaries")
     @classmethod
@@ -133,12 +188,35 @@ class RawFeatureConfig(FeatureSection):
         # A null is read as the raw value ``default`` and transformed like any other value.
         m = _NORMALIZER.match(self.normalizer or "")
         offset = m.group("off") if m else None
-        if offset is not None and not self.default + float(offset) > 0:
+        for default in self.defaults():
+            if offset is not None and not default + float(offset) > 0:
+                raise ValueError(
+                    f"default {default:g} is outside the domain of {self.normalizer}: a null is read as "
+                    f"x = default, so default + {offset} must be > 0"
+                )
+        return self
+
+    def defaults(self) -> list[float]:
+        """The default of each of its value_dim values."""
+        return list(self.default) if isinstance(self.default, list) else [self.default] * self.value_dim
+
+    @model_validator(mode="after")
+    def _vector(self) -> RawFeatureConfig:
+        if isinstance(self.default, list) and len(self.default) != self.value_dim:
+            raise ValueError(f"default lists {len(self.default)} values; value_dim is {self.value_dim}")
+        if self.value_dim > 1 and self.num_quantile_buckets is not None:
+            raise ValueError("num_quantile_buckets with value_dim > 1 is not supported yet: give boundaries")
+        if self.value_dim > 1 and "zscore" in (self.normalizer or ""):
             raise ValueError(
-                f"default {self.default:g} is outside the domain of {self.normalizer}: a null is read as "
-                f"x = default, so default + {offset} must be > 0"
+                "zscore with value_dim > 1 is not supported yet (its statistics are fitted per column)"
             )
         return self
+
+
+def vector_key(feature: str, index: int) -> str:
+    """The dense column of value ``index`` of a raw feature of value_dim > 1 (``vector_key("pic_emb", 0)`` is
+    ``"pic_emb__0"``)."""
+    return f"{feature}{SUB_KEY_SEPARATOR}{index}"
 
 
 class SubFeatureConfig(_IdMappingMixin):
@@ -430,3 +508,35 @@ class OverlapFeatureConfig(_ValueOutputMixin, FeatureSection):
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.query, self.title]
+class ComboFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
+    """Kind ``combo``: the cross of two or more columns (TorchEasyRec's ``combo_feature``, its ``expression``
+    list): each row's ids are the cartesian product of its columns' values (multi-value ones included), each
+    crossed value the text of its parts joined by ``"_"`` (``"ua_ia"``), mapped by hash or a vocabulary.
+
+    Example::
+
+        {kind: combo, name: age_x_cate, columns: [age, cate], hash_bucket_size: 1000}
+    """
+
+    kind: Literal["combo"]
+    columns: list[str] = Field(min_length=2)
+
+    @property
+    def source_column(self) -> str:
+        return self.columns[0]
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return list(self.columns)
+
+    @model_validator(mode="after")
+    def _combo(self) -> ComboFeatureConfig:
+        if self.column is not None:
+            raise ValueError("a combo feature reads its columns: give columns, not column")
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"columns {self.columns} name a column twice")
+        if self.num_buckets is not None:
+            raise ValueError(
+                "a combo feature has no num_buckets (TorchEasyRec's ComboFeature has none: a crossed value is "
+                "text); use hash_bucket_size, vocab_list, vocab_file or min_freq"
+            )
+        return self

@@ -24,8 +24,14 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     ``data.fg_encoded`` every id column holds row ids and a bucketized raw feature's column holds its bucket id.
     """
     parts = SpecParts(encoded=cfg.data.fg_encoded)
+    # A feature that made several dense columns (a raw vector's <name>__<i>): a group listing it gets them all.
+    columns_of: dict[str, list[str]] = {}
     for f in cfg.features:
+        before = len(parts.dense)
         feature_kind(f.kind).build(f, parts)
+        made = [d.name for d in parts.dense[before:]]
+        if made and made != [f.name]:
+            columns_of[f.name] = made
     spec = FeatureSpec(
         sparse=parts.sparse,
         dense=parts.dense,
@@ -36,10 +42,11 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
         weight=cfg.data.weight,
         group_column=cfg.eval.gauc_group or cfg.data.group_column,
     )
+    listed = {g.name: [c for n in g.features for c in columns_of.get(n, [n])] for g in cfg.feature_groups}
     spec.groups = [
-        _wide_group(spec, g.name, g.features, g.embedding_dim or WIDE_EMBEDDING_DIM)
+        _wide_group(spec, g.name, listed[g.name], g.embedding_dim or WIDE_EMBEDDING_DIM)
         if g.type == "wide"
-        else _group(spec, g.name, g.type, g.features)
+        else _group(spec, g.name, g.type, listed[g.name])
         for g in cfg.feature_groups
     ]
     spec.tables()  # validates shared-table dims

@@ -89,7 +89,8 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
         for key in vocab_keys:
             feat = spec.feature(key)
             if feat.sequence is None:
-                arr = to_string_array(batch.column(feat.column))
+                values = feature_kind(feat.kind).fit_values
+                arr = values(feat, batch) if values else to_string_array(batch.column(feat.column))
             else:
                 s = seqs[feat.sequence]
                 items = pc.list_flatten(

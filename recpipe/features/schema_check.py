@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from recpipe.config import CsvOptions
 from recpipe.data.types import DataError
-from recpipe.features.kinds.base import ANY, IDS, NUMERIC, TEXT
+from recpipe.features.kinds.base import ANY, IDS, LIST_OF, NUMERIC, TEXT
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec, SequenceFeature
 
@@ -47,6 +47,12 @@ def _is_number(t: pa.DataType) -> bool:
 def _readable(t: pa.DataType, need: str) -> bool:
     if pa.types.is_null(t):  # an all-null column: every row takes the feature's default
         return True
+    if need.endswith(LIST_OF):  # a multi-value feature: its values, or a list of them
+        need = need.removesuffix(LIST_OF)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            t = t.value_type
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        return need == ANY
     if need == NUMERIC:
         return _is_number(t) or _is_string(t)
     if need == IDS:

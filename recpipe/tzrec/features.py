@@ -59,7 +59,8 @@ def _column(expression: str, name: str, path: str, found: Findings) -> str | Non
 def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[str, Any]:
     """The id mapping, embedding dim, pooling and default value shared by id features and sub-features."""
     out: dict[str, Any] = {}
-    given = [k for k in _MAPPINGS if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    mappings = [k for k in _MAPPINGS if k in cfg.DESCRIPTOR.fields_by_name]  # a combo has no num_buckets
+    given = [k for k in mappings if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
     if encoded and given and given[0] in ("vocab_list", "vocab_file"):
         found.problem(
             f"{path}.{given[0]}",
@@ -69,7 +70,7 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
     if len(given) != 1:
         found.problem(
             path,
-            f"id feature {cfg.feature_name!r} needs exactly one of {', '.join(_MAPPINGS)}; "
+            f"id feature {cfg.feature_name!r} needs exactly one of {', '.join(mappings)}; "
             f"got {', '.join(given) or 'none'}",
         )
     for key in given[:1]:
@@ -151,7 +152,14 @@ def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[st
             )
         else:
             out["normalizer"] = normalizer
-    _default(cfg, out, "default", path, found, encoded)
+    if cfg.value_dim > 1:
+        _raw_vector(cfg, out, path, found, encoded)
+    elif cfg.value_dim == 0:
+        found.problem(
+            f"{path}.value_dim", "value_dim 0 is not a raw feature's: its values are value_dim numbers"
+        )
+    else:
+        _default(cfg, out, "default", path, found, encoded)
     return out
 
 
@@ -177,9 +185,14 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
         if kind == "id_feature":
             out: dict[str, Any] = {"kind": "id", "name": cfg.feature_name}
             out.update(_id_fields(cfg, path, found, encoded))
+            out.update(_multi_value(cfg, path, found))
             column = None if encoded else _column(cfg.expression, cfg.feature_name, path, found)
             if column:
                 out["column"] = column
+            table = cfg.embedding_name or f"{cfg.feature_name}_emb"
+            tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
+        elif kind == "combo_feature":
+            out = _combo(cfg, path, found, encoded)
             table = cfg.embedding_name or f"{cfg.feature_name}_emb"
             tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
         elif kind == "raw_feature":
@@ -225,6 +238,7 @@ def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Memb
         _column(sub.expression, sub.feature_name, sub_path, found)
         sub_out: dict[str, Any] = {"name": sub.feature_name}
         sub_out.update(_id_fields(sub, sub_path, found))
+        _single_value_sub(sub, sub_path, found)
         # TorchEasyRec resets a sequence feature's empty default_value to "0" (tzrec/features/feature.py,
         # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
         # "782577\x037511\x03" is id 0, not a bad row.
@@ -256,3 +270,81 @@ def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
         for m in members:
             if m.is_sub or m.name != owner.name:
                 m.target["embedding_name"] = owner.name
+
+
+# ------------------------------------------------------------------------ multi-value, vectors, combos
+_SEPARATOR = "\x1d"  # TorchEasyRec's multi-value separator (feature.proto's default)
+
+
+def _multi_value(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
+    """An id or combo feature's ``separator``, ``value_dim`` (0 or unset: every value) and
+    ``default_bucketize_value`` (docs/source/feature/feature.md); ``weighted`` ids are refused."""
+    out: dict[str, Any] = {}
+    if cfg.separator != _SEPARATOR:
+        out["separator"] = cfg.separator
+    if cfg.value_dim:
+        out["value_dim"] = cfg.value_dim
+    if cfg.HasField("default_bucketize_value"):
+        out["default_bucketize_value"] = cfg.default_bucketize_value
+    if "weighted" in cfg.DESCRIPTOR.fields_by_name and cfg.weighted:
+        found.problem(
+            f"{path}.weighted",
+            "weighted ids ('k1:w1\\x1dk2:w2') are not supported yet: weighted pooling needs per-id weights in "
+            "recpipe's batches, models and export backends",
+        )
+    return out
+
+
+def _single_value_sub(cfg: Any, path: str, found: Findings) -> None:
+    """A history's sub-feature holds one value per item (TorchEasyRec's value_dim default of 1 there)."""
+    if cfg.HasField("value_dim") and cfg.value_dim != 1:
+        found.problem(
+            f"{path}.value_dim", f"value_dim {cfg.value_dim}: recpipe reads one value per item of a sequence"
+        )
+    if cfg.HasField("separator"):
+        found.note(f"{path}.separator", "ignored: an item of a sequence holds one value")
+    for field in ("weighted", "default_bucketize_value"):
+        if cfg.HasField(field):
+            found.problem(f"{path}.{field}", f"{field} of a sequence sub-feature is not supported")
+
+
+def _raw_vector(cfg: Any, out: dict[str, Any], path: str, found: Findings, encoded: bool) -> None:
+    """A raw feature of ``value_dim`` > 1 (a vector in one column); its default a number or ``value_dim`` of
+    them joined by its separator (TorchEasyRec's ``"0.1\\x1d0.4"``)."""
+    out["value_dim"] = cfg.value_dim
+    if cfg.separator != _SEPARATOR:
+        out["separator"] = cfg.separator
+    if encoded:
+        found.problem(
+            f"{path}.value_dim", "pre-encoded (FG_NONE) raw features of value_dim > 1 are not supported"
+        )
+        return
+    if not cfg.HasField("default_value") or not cfg.default_value:
+        return
+    try:
+        values = [float(v) for v in cfg.default_value.split(cfg.separator)]
+    except ValueError:
+        found.problem(f"{path}.default_value", f"default_value {cfg.default_value!r} is not numbers")
+        return
+    if len(values) not in (1, cfg.value_dim):
+        found.problem(
+            f"{path}.default_value",
+            f"default_value {cfg.default_value!r} holds {len(values)} numbers; value_dim is {cfg.value_dim}",
+        )
+        return
+    out["default"] = values[0] if len(values) == 1 else values
+
+
+def _combo(cfg: Any, path: str, found: Findings, encoded: bool) -> dict[str, Any]:
+    """``combo_feature`` → kind ``combo``: its ``expression`` list names the crossed columns (each
+    ``<side>:<input>``, as an id feature's expression). Pre-encoded (FG_NONE), the column named after the
+    feature holds the crossed ids FG wrote: an id feature of kind ``id``."""
+    out: dict[str, Any] = {"kind": "id" if encoded else "combo", "name": cfg.feature_name}
+    if not encoded:
+        if len(cfg.expression) < 2:
+            found.problem(f"{path}.expression", "a combo feature crosses 2 or more inputs (expression: [..])")
+        columns = [_column(e, "", f"{path}.expression[{j}]", found) for j, e in enumerate(cfg.expression)]
+        out["columns"] = [c for c in columns if c]
+    out.update(_id_fields(cfg, path, found, encoded))
+    out.update(_multi_value(cfg, path, found))
+    return out

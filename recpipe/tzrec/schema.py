@@ -171,6 +171,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     "FeatureConfig": [
         _one("feature", "id_feature", 1, "IdFeature"),
         _one("feature", "raw_feature", 2, "RawFeature"),
+        _one("feature", "combo_feature", 3, "ComboFeature"),
         _one("feature", "sequence_feature", 6, "SequenceFeature"),
         # feature.proto's value features (recpipe.tzrec.value_features).
         _one("feature", "lookup_feature", 4, "LookupFeature"),
@@ -251,10 +252,29 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("hash_bucket_size", 5, "uint64"),
         _f("num_buckets", 6, "uint64"),
         _f("vocab_list", 7, "string", _REP),
+        _f("value_dim", 9, "uint32"),  # no default: 0, or 1 in a sequence (tzrec/features/id_feature.py)
         _f("pooling", 10, "string", default="sum"),
         _f("default_value", 11, "string", default=""),
+        _f("separator", 12, "string", default="\x1d"),
+        _f("weighted", 13, "bool", default="false"),
         _f("vocab_file", 17, "string"),
         _f("fg_encoded_default_value", 30, "string"),
+        _f("default_bucketize_value", 31, "uint64"),
+    ],
+    "ComboFeature": [
+        _f("feature_name", 1, "string", _REQ),
+        _f("expression", 2, "string", _REP),
+        _f("embedding_name", 3, "string"),
+        _f("embedding_dim", 4, "uint32"),
+        _f("hash_bucket_size", 5, "uint64"),
+        _f("vocab_list", 7, "string", _REP),
+        _f("value_dim", 9, "uint32", default="0"),
+        _f("pooling", 10, "string", default="sum"),
+        _f("default_value", 11, "string", default=""),
+        _f("separator", 12, "string", default="\x1d"),
+        _f("vocab_file", 16, "string"),
+        _f("fg_encoded_default_value", 30, "string"),
+        _f("default_bucketize_value", 31, "uint64"),
     ],
     "RawFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -262,8 +282,10 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("embedding_name", 3, "string"),
         _f("embedding_dim", 4, "uint32"),
         _f("boundaries", 5, "double", _REP),
+        _f("value_dim", 6, "uint32", default="1"),
         _f("normalizer", 7, "string"),
         _f("default_value", 11, "string", default="0"),
+        _f("separator", 12, "string", default="\x1d"),
         _f("fg_encoded_default_value", 30, "string"),
     ],
     "SequenceFeature": [

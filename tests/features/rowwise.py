@@ -103,6 +103,13 @@ def _row(
             while bucket < len(f.boundaries) and f.boundaries[bucket] <= x:
                 bucket += 1
             per_key[f.name] = [bucket]
+        elif isinstance(r[f.column], str) and f.params.get("separator", "\x1d") in r[f.column]:
+            # a multi-value id (recpipe.features.kinds.id): each non-empty piece, else the default
+            pieces = [p for p in r[f.column].split(f.params.get("separator", "\x1d")) if p]
+            if not pieces and f.mapping.default_value is not None:
+                pieces = [f.mapping.default_value]
+            pieces = pieces[: f.params.get("value_dim") or None]
+            per_key[f.name] = [map_id(p, f.mapping, f.column, f.zch) for p in pieces]
         else:
             i = map_id(r[f.column], f.mapping, f.column, f.zch)
             per_key[f.name] = [] if i is None else [i]

@@ -33,6 +33,8 @@ NUMERIC = "a numeric (or numeric text) column"
 IDS = "an integer or string column for ids"
 TEXT = "a string column"
 ANY = "any column"
+# Appended to a need: a list column of such values is read too (a multi-value feature's Parquet lists).
+LIST_OF = " (or a list column of them)"
 
 
 @dataclass
@@ -98,6 +100,8 @@ class FeatureKind:
         dense (Callable | None): ``dense(entry, batch) -> DenseOut`` for its dense columns.
         sequence (Callable | None): ``sequence(entry, sub_features, batch, values, lengths, bads) ->
             truncated rows`` for its histories: fills ``values`` / ``lengths`` of every sub-feature key.
+        fit_values (Callable | None): ``fit_values(entry, batch) -> pa.Array``: the text values a fitted
+            vocabulary (``min_freq``) of one of its pooled keys counts; None: the column as text.
     """
 
     name: str
@@ -121,6 +125,7 @@ class FeatureKind:
         ]
         | None
     ) = None
+    fit_values: Callable[[SparseFeature, pa.RecordBatch], pa.Array] | None = None
 
     def columns(self, entry: Any) -> dict[str, tuple[ColumnKind, str]]:
         """Every input column one of its entries reads → (how FG reads it, what it must hold)."""

@@ -1,5 +1,20 @@
 """Kind ``id``: a categorical column → one pooled KJT key, its ids mapped by hash, mod, a vocabulary (listed,
-from a file, or fitted with ``min_freq``) or zero-collision keys; pre-encoded ids used as they are."""
+from a file, or fitted with ``min_freq``) or zero-collision keys; pre-encoded ids used as they are.
+
+Multi-value ids, as TorchEasyRec's ``id_feature`` reads them (docs/source/feature/feature.md, feature.proto):
+a text value holds several ids joined by ``separator`` (default ``"\\x1d"``), a list column (Parquet's
+``list<string>`` / ``list<int64>``) holds them as a list; each becomes one value of the row's pooled key
+(``sum`` / ``mean`` pooling). An empty piece is no id; a row without any id takes ``default_value`` (one id)
+when it is set, else has none. ``value_dim`` keeps the first ``value_dim`` ids of a row (0: all of them).
+``default_bucketize_value`` makes a vocabulary's ids its 0-based positions, an out-of-vocabulary value taking
+that id (TorchEasyRec's rule), instead of recpipe's positions + 1 with 0 for the unknown.
+
+Example::
+
+    # separator "\\x1d", vocab_list [a, b, c], default_bucketize_value 0
+    ids(spec.feature("tags"), pa.record_batch({"tags": ["b\\x1dc", "", "z"]}))
+    # values [1, 2, 0], lengths [2, 0, 1]
+"""
 
 from __future__ import annotations
 
@@ -7,11 +22,24 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from recpipe.config.features import IdFeatureConfig, SubFeatureConfig
-from recpipe.features.columns import map_ids
-from recpipe.features.kinds.base import ANY, IDS, ColumnKind, FeatureKind, FitNeeds, SparseOut, SpecParts
+from recpipe.config.features import MULTI_VALUE_SEPARATOR, IdFeatureConfig, SubFeatureConfig
+from recpipe.features.columns import BadRows, as_numpy, is_string, map_ids
+from recpipe.features.hashing import to_string_array
+from recpipe.features.kinds.base import (
+    ANY,
+    IDS,
+    LIST_OF,
+    ColumnKind,
+    FeatureKind,
+    FitNeeds,
+    SparseOut,
+    SpecParts,
+)
 from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
+
+_MAX_EXACT_INT = 2.0**63
 
 
 def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -> IdMapping:
@@ -41,8 +69,29 @@ def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -
         vocab = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     else:  # min_freq: filled in by fit
         vocab = []
+    dbv = getattr(cfg, "default_bucketize_value", None)
+    if dbv is not None:  # TorchEasyRec's ids: 0-based positions, the unknown value takes dbv
+        if dbv >= len(vocab):
+            raise FeatureSpecError(
+                f"feature {cfg.name!r}: default_bucketize_value {dbv} is not below the vocabulary's "
+                f"{len(vocab)} entries"
+            )
+        return IdMapping("vocab", len(vocab), vocab=vocab, default_value=cfg.default_value, unk_id=dbv)
     unk = cfg.default_bucket if cfg.default_bucket is not None else 0
     return IdMapping("vocab", len(vocab) + 1, vocab=vocab, default_value=cfg.default_value, unk_id=unk)
+
+
+def multi_params(cfg: IdFeatureConfig) -> dict:
+    """The entry's ``params``: the multi-value settings that differ from TorchEasyRec's defaults (none for a
+    plain id feature, so its fg.json and digest read as before)."""
+    params: dict = {}
+    if cfg.separator != MULTI_VALUE_SEPARATOR:
+        params["separator"] = cfg.separator
+    if cfg.value_dim:
+        params["value_dim"] = cfg.value_dim
+    if cfg.default_bucketize_value is not None:
+        params["default_bucketize_value"] = cfg.default_bucketize_value
+    return params
 
 
 def id_entry(
@@ -55,17 +104,19 @@ def id_entry(
 ) -> SparseFeature:
     """The KJT key of an id config (a feature of its own, or a history's sub-feature ``sequence``): its mapping,
     its table (shared by ``embedding_name``) and zch."""
+    own = isinstance(cfg, IdFeatureConfig)
     return SparseFeature(
         name=key,
         column=column,
         mapping=id_mapping(cfg, encoded=encoded),
         table=cfg.embedding_name or cfg.name,
         embedding_dim=cfg.embedding_dim,
-        pooling=cfg.pooling if isinstance(cfg, IdFeatureConfig) else "sum",  # a history is never pooled here
+        pooling=cfg.pooling if own else "sum",  # a history is never pooled here
         sequence=sequence,
         zch=cfg.zch,
         zch_size=cfg.zch_size,
         kind=kind,
+        params=multi_params(cfg) if own else {},
     )
 
 
@@ -77,14 +128,146 @@ def needs(f: IdFeatureConfig) -> FitNeeds:
     return FitNeeds(vocab={f.name: f.min_freq}) if f.min_freq is not None else FitNeeds()
 
 
+# ------------------------------------------------------------------------------------ multi-value ids
+def _has(arr: pa.Array, separator: str) -> bool:
+    """Whether any value of a string column holds ``separator`` (one scan of the bytes of its rows)."""
+    data = arr.buffers()[2]
+    if data is None or not len(arr):
+        return False
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], width)
+    start, end = int(offsets[arr.offset]), int(offsets[arr.offset + len(arr)])
+    return separator.encode() in data.slice(start, end - start).to_pybytes()
+
+
+def _list_values(values: pa.Array) -> pa.Array:
+    """A list column's ids by the raw-value contract: null and "" elements are no id, integral floats ints."""
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if pa.types.is_null(values.type):  # lists that are all empty or of nulls (pandas' [] and [None])
+        return pa.nulls(len(values), pa.string())
+    if is_string(values.type):
+        values = pc.if_else(pc.equal(values, ""), pa.scalar(None, values.type), values)
+    elif pa.types.is_floating(values.type):
+        x = values.to_numpy(zero_copy_only=False)
+        present = ~np.isnan(x)
+        v = x[present]
+        if np.all((v == np.floor(v)) & (np.abs(v) < _MAX_EXACT_INT)):
+            out = np.zeros(len(x), np.int64)
+            out[present] = v.astype(np.int64)
+            values = pa.array(out, mask=~present)
+        else:
+            values = pc.if_else(pc.is_nan(values), pa.scalar(None, values.type), values)
+            values = pc.cast(values, pa.string())
+    return values
+
+
+def split_values(arr: pa.Array, separator: str) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Every id of a multi-value column: ``(values, row of each value, count per row)``.
+
+    A text value is split by ``separator``, a list column is flattened; null, "" and empty pieces are no id.
+    Values keep their row order (a row's ids in the order written).
+
+    Example::
+
+        split_values(pa.array(["a\\x1db", None, "\\x1dc"]), "\\x1d")   # (["a", "b", "c"], [0, 0, 2], [2, 0, 1])
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        flat = _list_values(pc.list_flatten(arr))
+        counts = as_numpy(pc.fill_null(pc.list_value_length(arr), 0)).astype(np.int64)
+    elif is_string(arr.type):
+        items = pc.split_pattern(pc.fill_null(arr, "") if arr.null_count else arr, pattern=separator)
+        flat = pc.list_flatten(items)
+        flat = pc.if_else(pc.equal(flat, ""), pa.scalar(None, flat.type), flat)
+        counts = as_numpy(pc.list_value_length(items)).astype(np.int64)
+    else:  # one id per row (an integer column): its nulls are rows without an id
+        flat, counts = arr, np.ones(n, np.int64)
+    rows = np.repeat(np.arange(n), counts)
+    if flat.null_count:
+        keep = ~as_numpy(flat.is_null())
+        flat, rows = flat.filter(pa.array(keep)), rows[keep]
+        counts = np.bincount(rows, minlength=n).astype(np.int64)
+    return flat, rows, counts
+
+
+def first_values(rows: np.ndarray, counts: np.ndarray, value_dim: int) -> np.ndarray | None:
+    """The positions of the first ``value_dim`` values of each row (None when no row has more)."""
+    if not value_dim or not len(counts) or counts.max() <= value_dim:
+        return None
+    starts = np.cumsum(counts) - counts
+    return np.flatnonzero(np.arange(len(rows)) - starts[rows] < value_dim)
+
+
+def with_default(
+    flat: pa.Array, rows: np.ndarray, counts: np.ndarray, default: str | None
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Rows without a value get ``default`` as their one value (TorchEasyRec's ``default_value``)."""
+    empty = counts == 0
+    if default is None or not empty.any():
+        return flat, rows, counts
+    flat = to_string_array(flat)
+    new_counts = np.where(empty, 1, counts)
+    new_rows = np.repeat(np.arange(len(counts)), new_counts)
+    within = np.arange(len(new_rows)) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
+    old_start = np.cumsum(counts) - counts
+    take = np.where(empty[new_rows], len(flat), old_start[new_rows] + within)
+    joined = pa.concat_arrays([flat.cast(pa.string()), pa.array([default], pa.string())])
+    return joined.take(pa.array(take)), new_rows, new_counts
+
+
+def vocab_positions(values: pa.Array, vocab: list[str], unknown: int) -> np.ndarray:
+    """TorchEasyRec's vocabulary ids under ``default_bucketize_value``: the 0-based position of each value in
+    ``vocab``, ``unknown`` for a value outside it."""
+    s = to_string_array(values)
+    idx = pc.index_in(s, value_set=pa.array(vocab, type=pa.string()).cast(s.type))
+    return as_numpy(pc.fill_null(idx, unknown)).astype(np.int64)
+
+
+def map_values(
+    flat: pa.Array, rows: np.ndarray, f: SparseFeature, column: str
+) -> tuple[np.ndarray, BadRows | None]:
+    """The table rows of every value of a key (:func:`map_ids`, or vocabulary positions under
+    ``default_bucketize_value``); a bad value is named by its row."""
+    dbv = f.params.get("default_bucketize_value")
+    if dbv is not None:
+        return vocab_positions(flat, f.mapping.vocab or [], int(dbv)), None
+    ids, _, bad = map_ids(flat, f.mapping, column, f.zch)
+    if bad is not None:
+        bad = BadRows(rows[bad.rows], column, bad.expected, flat, bad.rows)
+    return ids, bad
+
+
 def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
-    """One id per row where the column has one (``default_value`` fills nulls, else the row has none)."""
-    values, present, bad = map_ids(batch.column(f.column), f.mapping, f.column, f.zch)
-    return (values if present.all() else values[present]), present.astype(np.int32), bad
+    """The ids of each row: one where the column has one value (``default_value`` fills nulls, else the row has
+    none), several where it holds ``separator``-joined values or a list."""
+    arr = batch.column(f.column)
+    separator = f.params.get("separator", MULTI_VALUE_SEPARATOR)
+    multi = pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
+    multi = multi or (is_string(arr.type) and _has(arr, separator))
+    if not multi and "default_bucketize_value" not in f.params:
+        values, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
+        return (values if present.all() else values[present]), present.astype(np.int32), bad
+    flat, rows, counts = split_values(arr, separator)
+    flat, rows, counts = with_default(flat, rows, counts, f.mapping.default_value)
+    keep = first_values(rows, counts, int(f.params.get("value_dim", 0)))
+    if keep is not None:
+        flat, rows = flat.take(pa.array(keep)), rows[keep]
+        counts = np.minimum(counts, int(f.params["value_dim"]))
+    values, bad = map_values(flat, rows, f, f.column)
+    return values, counts.astype(np.int32), bad
+
+
+def fit_values(f: SparseFeature, batch: pa.RecordBatch) -> pa.Array:
+    """The values a fitted vocabulary (``min_freq``) counts: every id of every row, as text."""
+    flat, _, _ = split_values(batch.column(f.column), f.params.get("separator", MULTI_VALUE_SEPARATOR))
+    return to_string_array(flat)
 
 
 def column(f: SparseFeature) -> tuple[ColumnKind, str]:
-    return "id", IDS if f.mapping.kind in ("mod", "identity") else ANY
+    return "id", IDS + LIST_OF if f.mapping.kind in ("mod", "identity") else ANY
 
 
-KIND = FeatureKind(name="id", build=build, column=column, needs=needs, sparse=ids)
+KIND = FeatureKind(name="id", build=build, column=column, needs=needs, sparse=ids, fit_values=fit_values)
