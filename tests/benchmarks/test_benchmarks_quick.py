@@ -37,6 +37,7 @@ SLOW = {
     "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
     "gpu_check": "AOTInductor compiles of two dense archs (24-51 s)",
     "startup": "two `recpipe train` processes to their first step (30-53 s)",
+    "shuffle": "four 1-epoch trainings on rewritten splits (20-35 s)",
     "collisions": "two 1-epoch trainings (12-27 s)",
     "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
 }
