@@ -21,6 +21,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recpipe.auc import binary_auc
 from recpipe.config import RecpipeConfig, load_config, parse_config
@@ -282,7 +284,7 @@ def test_rows_are_deterministic_by_seed(name) -> None:
     assert a.schema == c.schema
 
 
-def test_every_column_of_every_shipped_config_has_nulls_at_the_rate_and_labels_none() -> None:
+def test_every_input_column_has_nulls_at_the_rate_and_labels_none() -> None:
     cfg = _cfg("rich_taobao_small.yaml")
     table = make_chunk(build_model(cfg, seed=0, rows=20_000, nulls=0.05), 0, 0, 20_000)[0]
     inputs = config_gen.input_columns(cfg)
@@ -293,6 +295,20 @@ def test_every_column_of_every_shipped_config_has_nulls_at_the_rate_and_labels_n
         assert table[name].null_count == 0
     none = make_chunk(build_model(cfg, seed=0, rows=1000, nulls=0.0), 0, 0, 1000)[0]
     assert sum(none[c].null_count for c in inputs) == 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    name=st.sampled_from(["rich_taobao_small.yaml", *sorted(KIND_CONFIGS)]),
+    seed=st.integers(0, 2**20),
+    rows=st.integers(10, 300),
+    nulls=st.sampled_from([0.0, 0.01, 0.3]),
+    lists=st.booleans(),
+)
+def test_any_seed_size_null_rate_and_layout_passes_fg(name, seed, rows, nulls, lists) -> None:
+    cfg = _cfg(name)
+    table = make_chunk(build_model(cfg, seed, rows, nulls=nulls, lists=lists), seed, 0, rows)[0]
+    assert FeatureGenerator(build_feature_spec(cfg), on_bad_row="error")(table).num_rows == rows
 
 
 # ------------------------------------------------------------------------------------ what each kind sees
@@ -523,6 +539,60 @@ def test_run_falls_back_to_the_configs_own_columns(tmp_path) -> None:
     assert synthetic_source_for(
         resolve_config(str(ROOT / "configs" / "din_taobao_small.yaml")), 10
     ).startswith("synthetic:taobao")
+
+
+TZREC = """\
+train_input_path: "data/train"
+eval_input_path: "data/eval"
+model_dir: "experiments/small"
+train_config {
+    sparse_optimizer { adagrad_optimizer { lr: 0.01 } constant_learning_rate {} }
+    dense_optimizer { adam_optimizer { lr: 0.001 } constant_learning_rate {} }
+}
+data_config { batch_size: 64 dataset_type: ParquetDataset fg_mode: FG_DAG label_fields: "clk" }
+feature_configs { id_feature { feature_name: "item_id" expression: "item:item_id" num_buckets: 10000 embedding_dim: 8 } }
+feature_configs { id_feature { feature_name: "tags" expression: "user:tags" hash_bucket_size: 100 separator: "," embedding_dim: 8 } }
+feature_configs { lookup_feature { feature_name: "cate_cnt" map: "user:kv_cate" key: "item:cate" } }
+feature_configs {
+    match_feature { feature_name: "brand_any" nested_map: "user:kkv" pkey: "ALL" skey: "item:brand" hash_bucket_size: 100 embedding_dim: 8 }
+}
+feature_configs { expr_feature { feature_name: "gap" expression: "a - b" variables: ["user:a", "item:b"] } }
+feature_configs {
+    overlap_feature { feature_name: "ratio" query: "user:query" title: "item:title" method: "query_common_ratio" }
+}
+feature_configs {
+    combo_feature { feature_name: "tag_x_item" expression: ["user:tags", "item:item_id"] hash_bucket_size: 1000 embedding_dim: 8 }
+}
+model_config {
+    feature_groups {
+        group_name: "all"
+        feature_names: ["item_id", "tags", "cate_cnt", "brand_any", "gap", "ratio", "tag_x_item"]
+        group_type: DEEP
+    }
+    multi_tower { towers { input: "all" mlp { hidden_units: [16] } } final { hidden_units: [8] } }
+    metrics { auc {} }
+    losses { binary_cross_entropy {} }
+}
+"""
+
+
+def test_an_imported_torcheasyrec_config_gets_rows_for_its_own_columns(tmp_path) -> None:
+    from recpipe.pipeline.params import synthetic_source_for
+    from recpipe.stages import ingest
+    from recpipe.tzrec import import_tzrec
+
+    imported = import_tzrec(TZREC)
+    path = tmp_path / "imported.yaml"
+    path.write_text(imported.to_yaml())
+    cfg = load_config(path)
+    source = synthetic_source_for(cfg, 2000, config_path=path)
+    assert source.startswith("synthetic:config?")
+    data = ingest.run(source, tmp_path / "data", cfg.data.label, cfg.data.split, spec=build_feature_spec(cfg))
+    assert data.oracle_auc is not None and data.oracle_auc > 0.6
+    train = pq.read_table(data.train_dir)
+    assert FeatureGenerator(build_feature_spec(cfg), on_bad_row="error")(train).num_rows == data.train_rows
+    tags = pc.split_pattern(train["tags"], ",")
+    assert pc.max(pc.list_value_length(tags)).as_py() > 1  # the separator "," makes them multi-valued
 
 
 def test_cli_data_generate_config(tmp_path, capsys) -> None:

@@ -121,11 +121,10 @@ def test_run_refuses_a_source_without_the_configs_columns_before_starting(tmp_pa
 
 def test_run_says_when_no_generated_data_fits_the_config():
     from recpipe.config import ParameterError
-    from recpipe.pipeline.params import resolve_config, synthetic_source_for
-
     from recpipe.config.features import LookupFeatureConfig
     from recpipe.features.build import build_feature_spec
     from recpipe.features.schema_check import schema_problems, source_schema
+    from recpipe.pipeline.params import resolve_config, synthetic_source_for
 
     cfg = resolve_config(str(Path(__file__).resolve().parents[2] / "configs" / "dlrm_criteo_small.yaml"))
     cfg.features[0].column = "I0"

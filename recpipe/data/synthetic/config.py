@@ -16,8 +16,9 @@ How the rows are made:
   space holds integers below it, a ``vocab_list`` space the list plus a few out-of-vocabulary values, a
   hashed one short strings (``pid3``); an id column a kind reads as a number holds integers.
 - **Multi-value ids.** An id column holds several ids per row when its feature says so: ``value_dim`` > 1,
-  a ``separator`` other than TorchEasyRec's default ``"\\x1d"``, or ``pooling: mean`` (and every reader of
-  the column splits by the same separator); ``lists=1`` writes them (and vectors, terms) as list columns.
+  a ``separator`` other than TorchEasyRec's default ``"\\x1d"``, or ``pooling: mean`` (unless another reader
+  needs one value per row, or splits by another separator and reads integers); ``lists=1`` writes them (and
+  vectors, terms) as list columns.
 - **The click model.** ``logit = base + Σ per-id effects`` of the first few id features ``+`` linear terms of
   the first numeric columns and raw vector ``+`` a pair effect of the first combo's columns ``+ 1.2 ·
   0.93^position`` of the candidate's most recent occurrence in each history (the candidate is one of the
@@ -135,7 +136,7 @@ class Column:
 
     @property
     def is_multi(self) -> bool:
-        return self.role == "ids" and self.multi is not None and not self.single and self.seps <= {self.multi}
+        return self.role == "ids" and self.multi is not None and not self.single
 
 
 class Plan:
@@ -462,6 +463,13 @@ def plan_columns(cfg: RecpipeConfig) -> Plan:
                 f"{', '.join(sorted(CLAIMS))}); add an entry to recpipe.data.synthetic.config.CLAIMS"
             )
         claim(f, plan)
+    for col in plan.columns.values():
+        # Several ids per row, unless a reader needs one, or splits by another separator and reads integers
+        # (it would see "12,34" as one id, not an integer); a text reader sees one (unknown) id, no bad row.
+        if col.multi is not None and (
+            col.single or (col.seps - {col.multi} and plan.space_of(col.space).ints)
+        ):
+            col.multi = None
     return plan
 
 
