@@ -361,12 +361,7 @@ def claim_sequence(f: Any, plan: Plan) -> None:
             f"table:{sub.embedding_name or sub_feature_key(f.name, sub.name)}", **_mapping(sub)
         )
         target = plan.features.get(sub.name)
-        if target is not None and getattr(target, "kind", None) in ("id", "raw"):
-            if target.kind == "raw":
-                raise SyntheticConfigError(
-                    f"sequence {f.name!r}: sub-feature {sub.name!r} names raw feature {sub.name!r} as its "
-                    "candidate; synthetic:config draws histories of ids"
-                )
+        if target is not None and getattr(target, "kind", None) == "id":  # the candidate: the same ids
             tcol = plan.ids(target.source_column, f.name, space, single=True)
             if tcol.target is None:
                 tcol.target = (f.source_column, j)
