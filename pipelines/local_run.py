@@ -60,7 +60,8 @@ def run_local(
             default ``RECPIPE_RUNS``, else ``runs``.
         config: recpipe config.
         data_source: any source ``ingest`` reads, checked against the config's columns first; default
-            generated data of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, ``rows`` rows).
+            generated data of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, else
+            ``synthetic:config`` for the config's own columns; ``rows`` rows).
         rows: generated rows (default 1,000,000).
 
     Raises:
@@ -100,7 +101,7 @@ def run_local(
         check_data_fits(cfg, data_source)
         source = data_source
     else:
-        source = synthetic_source_for(cfg, rows or DEFAULT_ROWS)
+        source = synthetic_source_for(cfg, rows or DEFAULT_ROWS, config_path=Path(config).resolve())
     runs = runs_folder(runs_dir).resolve()
     run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -110,6 +111,8 @@ def run_local(
         # Only the runs folder is mounted: the steps read this very config from there.
         _check_inside_runs(runs, source, uri)
         config_path = Path(shutil.copy(config_path, run_dir / config_path.name))
+        if source.startswith("synthetic:config"):  # generated in a container: from the copy it sees
+            source = synthetic_source_for(cfg, rows or DEFAULT_ROWS, config_path=config_path)
     args: dict[str, Any] = {
         "config": str(config_path),
         "data_source": source,

@@ -24,9 +24,19 @@ def _print(result: Any) -> None:
 
 # --------------------------------------------------------------------------------------- commands
 def cmd_data_generate(a: argparse.Namespace) -> int:
+    from recpipe.config import load_config, parse_overrides
     from recpipe.data.synthetic import generate
 
-    r = generate(a.kind, a.rows, a.out, seed=a.seed)
+    if (a.kind is None) == (a.config is None):
+        both = ", not both" if a.kind else ""
+        raise ValueError(f"give a kind (taobao, criteo) or --config <config.yaml>{both}")
+    if a.config is None and (a.nulls is not None or a.lists or a.set):
+        raise ValueError("--nulls, --lists and --set go with --config")
+    if a.config is not None:
+        cfg = load_config(a.config, parse_overrides(a.set))
+        r = generate("config", a.rows, a.out, seed=a.seed, config=cfg, nulls=a.nulls, lists=a.lists)
+    else:
+        r = generate(a.kind, a.rows, a.out, seed=a.seed)
     print(f"wrote {r.rows} rows to {a.out} ({len(r.files)} files, {r.seconds:.1f}s)")
     for name, task in r.tasks.items():
         print(f"{name}: positive_rate={task['positive_rate']:.4f} oracle_auc={task['oracle_auc']:.4f}")
@@ -81,8 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="synthetic data").add_subparsers(dest="data_command", required=True)
-    g = data.add_parser("generate", help="generate Taobao or Criteo-like data with a known click model")
-    g.add_argument("kind", choices=["taobao", "criteo"], help="which data: Taobao display ads or Criteo")
+    g = data.add_parser(
+        "generate",
+        help="generate Taobao or Criteo-like data, or rows for any config, with a known click model",
+    )
+    g.add_argument(
+        "kind", nargs="?", choices=["taobao", "criteo"], help="which data: Taobao display ads or Criteo"
+    )
+    g.add_argument(
+        "--config",
+        help="instead of a kind: rows for every input column of this recpipe config (synthetic:config)",
+    )
+    g.add_argument("--nulls", type=float, default=None, help="--config: share of nulls per column (0.01)")
+    g.add_argument("--lists", action="store_true", help="--config: multi-value columns as Parquet lists")
+    _set_arg(g)
     g.add_argument("--rows", type=int, required=True, help="rows to generate")
     g.add_argument("--out", required=True, help="output folder (Parquet files and _meta.json)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

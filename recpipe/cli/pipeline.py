@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--data",
         default=None,
         help="data source, checked against the config's columns (default: generated data of the config's "
-        "kind, synthetic:taobao or synthetic:criteo)",
+        "kind, synthetic:taobao or synthetic:criteo, else synthetic:config for the config's own columns)",
     )
     r.add_argument(
         "--rows",

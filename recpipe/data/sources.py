@@ -23,7 +23,14 @@ from recpipe.data.types import Source
 SYNTHETIC = "synthetic:"
 ODPS = "odps://"
 # Options of each synthetic kind besides rows and seed: keyword arguments of recpipe.data.synthetic.generate.
-SYNTHETIC_OPTIONS = {"taobao": ("users", "ads"), "criteo": ("max_vocab", "hashed", "pairs")}
+SYNTHETIC_OPTIONS = {
+    "taobao": ("users", "ads"),
+    "criteo": ("max_vocab", "hashed", "pairs"),
+    "config": ("path", "nulls", "vocab", "lists"),
+}
+# Options that are not integers: synthetic:config's config path (generate's ``config``) and null share.
+_TEXT_OPTIONS = {"path": "config"}
+_FLOAT_OPTIONS = ("nulls",)
 # Column layouts a kind can generate, as URI query suffixes: criteo's Kaggle one and TorchEasyRec's
 # (hashed=1: int_k / cat_k, what its example configs read). synthetic_source_for tries each.
 SYNTHETIC_LAYOUTS = {"taobao": ("",), "criteo": ("", "&hashed=1")}
@@ -33,16 +40,17 @@ class SyntheticSource(NamedTuple):
     """A parsed ``synthetic:`` URI: what :func:`recpipe.data.synthetic.generate` takes.
 
     Args:
-        kind (str): ``"taobao"`` or ``"criteo"``.
+        kind (str): ``"taobao"``, ``"criteo"`` or ``"config"``.
         rows (int): rows to generate.
         seed (int): generator seed.
-        options (dict[str, int]): the kind's own options (``users``, ``ads``; ``max_vocab``).
+        options (dict[str, Any]): the kind's own options, as :func:`recpipe.data.synthetic.generate` takes them
+            (``users``, ``ads``; ``max_vocab``; ``config`` (the URI's ``path``), ``nulls``, ``vocab``, ``lists``).
     """
 
     kind: str
     rows: int
     seed: int
-    options: dict[str, int]
+    options: dict[str, Any]
 
 
 def parse_synthetic(uri: str) -> SyntheticSource:
@@ -50,16 +58,26 @@ def parse_synthetic(uri: str) -> SyntheticSource:
 
     Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
     ``max_vocab`` (vocabulary cap), ``hashed`` (1: TorchEasyRec's ``int_k``/``cat_k`` columns) and ``pairs``
-    (0: no pair effects in the click model); anything
+    (0: no pair effects in the click model); ``synthetic:config?path=<config.yaml>`` (rows for every input
+    column of that config, :mod:`recpipe.data.synthetic.config`) takes ``nulls`` (share of nulls, default
+    0.01), ``vocab`` (values per id space) and ``lists`` (1: list columns for multi-value ids); anything
     else is an error naming the allowed keys.
 
+    Example::
+
+        parse_synthetic("synthetic:config?path=configs/rich_taobao_small.yaml&rows=5000&nulls=0.02")
+        # SyntheticSource("config", 5000, 0, {"config": "configs/rich_taobao_small.yaml", "nulls": 0.02})
+
     Raises:
-        ValueError: an unknown kind or option, a value that is not an integer, fewer than 10 rows.
+        ValueError: an unknown kind or option, a value that is not an integer, fewer than 10 rows, a config
+            kind without ``path`` or with a path that is not a file.
     """
     u = urlparse(uri)
     kind = u.path or u.netloc
     if kind not in SYNTHETIC_OPTIONS:
-        raise ValueError(f"data source {uri!r}: synthetic kind must be 'taobao' or 'criteo', got {kind!r}")
+        raise ValueError(
+            f"data source {uri!r}: synthetic kind must be 'taobao', 'criteo' or 'config', got {kind!r}"
+        )
     q = parse_qs(u.query)
     allowed = ("rows", "seed", *SYNTHETIC_OPTIONS[kind])
     unknown = sorted(set(q) - set(allowed))
@@ -67,16 +85,27 @@ def parse_synthetic(uri: str) -> SyntheticSource:
         raise ValueError(
             f"data source {uri!r}: unknown option(s) {unknown}; synthetic {kind} takes {list(allowed)}"
         )
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     for key, texts in q.items():
+        if key in _TEXT_OPTIONS:
+            values[_TEXT_OPTIONS[key]] = texts[-1]
+            continue
+        number = float if key in _FLOAT_OPTIONS else int
         try:
-            values[key] = int(texts[-1])
+            values[key] = number(texts[-1])
         except ValueError:
-            raise ValueError(f"data source {uri!r}: {key} must be an integer, got {texts[-1]!r}") from None
+            what = "a number" if number is float else "an integer"
+            raise ValueError(f"data source {uri!r}: {key} must be {what}, got {texts[-1]!r}") from None
     rows = values.pop("rows", 100_000)
     seed = values.pop("seed", 0)
     if rows < 10:
         raise ValueError(f"data source {uri!r}: rows must be >= 10, got {rows}")
+    if kind == "config":
+        path = values.get("config")
+        if not path:
+            raise ValueError(f"data source {uri!r}: synthetic:config needs path=<config.yaml>")
+        if not Path(path).is_file():
+            raise ValueError(f"data source {uri!r}: config file {path!r} does not exist")
     return SyntheticSource(kind, rows, seed, values)
 
 
@@ -92,12 +121,18 @@ def check_source(uri: str) -> None:
     Example::
 
         check_source("synthetic:taobao?rows=1000")    # fine
+        check_source("synthetic:config?path=my.yaml")  # SyntheticConfigError: a kind without a generator
         check_source("/no/such/folder")                # DataError: no such file or folder
     """
     if not uri or not uri.strip():
         raise ValueError("the data source is empty")
     if uri.startswith(SYNTHETIC):
-        parse_synthetic(uri)
+        syn = parse_synthetic(uri)
+        if syn.kind == "config":  # the config loads and every feature's kind has a generator
+            from recpipe.config import load_config
+            from recpipe.data.synthetic.config import plan_columns
+
+            plan_columns(load_config(syn.options["config"]))
     elif uri.startswith(ODPS):
         parse_odps_uri(uri)
         require_credentials()

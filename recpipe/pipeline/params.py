@@ -45,18 +45,24 @@ def check_data_fits(cfg: RecpipeConfig, source: str) -> None:
         raise ParameterError("data_source", str(err)) from None
 
 
-def synthetic_source_for(cfg: RecpipeConfig, rows: int) -> str:
+def synthetic_source_for(cfg: RecpipeConfig, rows: int, config_path: str | Path | None = None) -> str:
     """The ``synthetic:`` source whose columns fit ``cfg`` (Taobao for a Taobao-schema config, Criteo for a
-    Criteo-schema one), with ``rows`` rows.
+    Criteo-schema one, else ``synthetic:config``: rows generated for the config's own columns), with ``rows``
+    rows.
 
     Args:
         cfg (RecpipeConfig): the resolved config.
         rows (int): rows to generate.
+        config_path (str | Path | None): the YAML ``synthetic:config`` reads (``path=``); None: ``cfg`` is
+            written to ``<tmp>/recpipe-synthetic/<digest>.yaml`` (readable by the steps of this machine).
 
     Raises:
         ParameterError: no synthetic kind has the config's columns (give a data source).
     """
+    from urllib.parse import quote
+
     from recpipe.data.sources import SYNTHETIC_LAYOUTS
+    from recpipe.data.synthetic.config import SyntheticConfigError, plan_columns
     from recpipe.features.build import build_feature_spec
     from recpipe.features.schema_check import schema_problems, source_schema
 
@@ -68,6 +74,17 @@ def synthetic_source_for(cfg: RecpipeConfig, rows: int) -> str:
             if not problems:
                 return f"synthetic:{kind}?rows={int(rows)}{layout}"
             misses.setdefault(kind, problems[0])
+    try:
+        plan_columns(cfg)
+    except SyntheticConfigError as err:
+        misses["config"] = str(err)
+    else:
+        if config_path is None:
+            import tempfile
+
+            config_path = Path(tempfile.gettempdir()) / "recpipe-synthetic" / f"{cfg.digest()[:16]}.yaml"
+            write_config(cfg, config_path)
+        return f"synthetic:config?path={quote(str(config_path), safe='/')}&rows={int(rows)}"
     tried = "; ".join(f"{kind}: {problem}" for kind, problem in misses.items())
     raise ParameterError(
         "data_source", f"no synthetic data has the config's columns ({tried}); give a data source"

@@ -121,12 +121,23 @@ def test_run_refuses_a_source_without_the_configs_columns_before_starting(tmp_pa
 
 def test_run_says_when_no_generated_data_fits_the_config():
     from recpipe.config import ParameterError
+    from recpipe.config.features import LookupFeatureConfig
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.schema_check import schema_problems, source_schema
     from recpipe.pipeline.params import resolve_config, synthetic_source_for
 
     cfg = resolve_config(str(Path(__file__).resolve().parents[2] / "configs" / "dlrm_criteo_small.yaml"))
     cfg.features[0].column = "I0"
+    # Neither Criteo layout has I0: rows generated for the config's own columns (synthetic:config).
+    source = synthetic_source_for(cfg, 100)
+    assert source.startswith("synthetic:config?path=") and source.endswith("&rows=100")
+    assert not schema_problems(build_feature_spec(cfg), source_schema(source))
+    # A column read as a number and as a lookup's map: no generated data has it.
+    cfg.features.append(LookupFeatureConfig(kind="lookup", name="c1_in_i0", map="I0", key="C1"))
     with pytest.raises(
-        ParameterError, match="no synthetic data has the config's columns .*give a data source"
+        ParameterError,
+        match=r"no synthetic data has the config's columns \(taobao: .*; criteo: .*; config: column 'I0' is "
+        r"read as a number .*\); give a data source",
     ):
         synthetic_source_for(cfg, 100)
 

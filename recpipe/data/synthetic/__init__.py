@@ -1,4 +1,5 @@
-"""Synthetic Taobao display-ad and Criteo data with a known click model (so the oracle AUC is known).
+"""Synthetic Taobao display-ad and Criteo data, and rows for any recpipe config (``config``), with a known click
+model (so the oracle AUC is known).
 
 ``generate`` streams chunks to ``out/part-00000.parquet``, ... and writes ``out/_meta.json``.
 """
@@ -9,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from recpipe.config import RecpipeConfig, load_config
+from recpipe.data.synthetic import config as config_gen
 from recpipe.data.synthetic import criteo, taobao
 from recpipe.data.synthetic.common import GenerateReport, write_chunks
 
@@ -18,7 +21,7 @@ DEFAULT_CHUNK_ROWS = 200_000
 
 
 def generate(
-    kind: Literal["taobao", "criteo"],
+    kind: Literal["taobao", "criteo", "config"],
     rows: int,
     out: str | Path,
     seed: int = 0,
@@ -28,6 +31,10 @@ def generate(
     max_vocab: int | None = None,
     hashed: int | bool = False,
     pairs: int | bool = True,
+    config: str | Path | RecpipeConfig | None = None,
+    nulls: float | None = None,
+    vocab: int | None = None,
+    lists: int | bool = False,
 ) -> GenerateReport:
     """Generate ``rows`` synthetic rows of ``kind`` into the folder ``out``, one Parquet file per chunk.
 
@@ -48,6 +55,11 @@ def generate(
             ``cat_0..cat_25`` (see :func:`recpipe.data.synthetic.criteo.make_chunk`); 0 or 1.
         pairs (int | bool): criteo only: 1 (default) adds the click model's two pair effects, 0 leaves
             first-order effects only, 2 adds a factorization machine's pair effects over every column pair.
+        config (str | Path | RecpipeConfig | None): config only: the recpipe config (or its YAML path) whose
+            input columns to generate (:mod:`recpipe.data.synthetic.config`).
+        nulls (float | None): config only: share of nulls in every feature input column (default 0.01).
+        vocab (int | None): config only: values per id space (default one per 20 rows, 20 to 100,000).
+        lists (int | bool): config only: 1 writes multi-value ids, vectors and terms as list columns.
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC (of every label: ``tasks``), seconds.
@@ -62,6 +74,10 @@ def generate(
         raise ValueError(f"seed must be >= 0, got {seed}")
     if kind != "taobao" and (users is not None or ads is not None):
         raise ValueError(f"users and ads are options of synthetic taobao data, not of {kind!r}")
+    if kind != "config" and (config is not None or nulls is not None or vocab is not None or lists):
+        raise ValueError(
+            f"config, nulls, vocab and lists are options of synthetic:config data, not of {kind!r}"
+        )
     if kind != "criteo" and (max_vocab is not None or hashed or not pairs):
         raise ValueError(f"max_vocab, hashed and pairs are options of synthetic criteo data, not of {kind!r}")
     if hashed not in (0, 1) or pairs not in (0, 1, 2):
@@ -86,6 +102,21 @@ def generate(
         }
         labels = ("label",)
         make = lambda c, n: criteo.make_chunk(model, seed, c, n, bool(hashed))  # noqa: E731
+    elif kind == "config":
+        if config is None:
+            raise ValueError("synthetic config data needs a config (its YAML path or a RecpipeConfig)")
+        cfg = config if isinstance(config, RecpipeConfig) else load_config(config)
+        null_rate = config_gen.DEFAULT_NULLS if nulls is None else float(nulls)
+        cmodel = config_gen.build_model(cfg, seed, rows, nulls=null_rate, vocab=vocab, lists=bool(lists))
+        params = {
+            "config": cfg.name if isinstance(config, RecpipeConfig) else str(config),
+            "bases": cmodel.bases,
+            "nulls": null_rate,
+            "lists": bool(lists),
+            "spaces": {k: s.size for k, s in sorted(cmodel.spaces.items())},
+        }
+        labels = cmodel.labels
+        make = lambda c, n: config_gen.make_chunk(cmodel, seed, c, n)  # noqa: E731
     else:
-        raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao' or 'criteo'")
+        raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao', 'criteo' or 'config'")
     return write_chunks(kind, rows, out, seed, chunk_rows, make, params, labels)
