@@ -86,6 +86,12 @@ FEATURE_KINDS: dict[str, Declared] = {
         "recpipe.config.features:OverlapFeatureConfig", "recpipe.features.kinds.overlap:KIND"
     ),
     "match": Declared("recpipe.config.features:MatchFeatureConfig", "recpipe.features.kinds.match:KIND"),
+    "sequence_id": Declared(
+        "recpipe.config.features:SequenceIdFeatureConfig", "recpipe.features.kinds.sequence_id:KIND"
+    ),
+    "sequence_raw": Declared(
+        "recpipe.config.features:SequenceRawFeatureConfig", "recpipe.features.kinds.sequence_raw:KIND"
+    ),
 }
 
 MODELS: dict[str, Declared] = {
