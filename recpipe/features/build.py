@@ -101,7 +101,7 @@ def _group(spec: FeatureSpec, name: str, gtype: str, features: list[str]) -> Fea
     # DIN zero-pads the query to the item width (tzrec/modules/sequence.py, DINEncoder). Query features
     # paired by name with sub-features listed in another order are a mistake: they would be paired by position.
     short = [h.removeprefix(sub_feature_key(str(seq_of[h]), "")) for h in history]
-    if sorted(query) == sorted(short) and query != short:
+    if any(q in short and short.index(q) != i for i, q in enumerate(query)):
         raise FeatureSpecError(
             f"sequence group {name!r}: list the history sub-features {history} in the order of their query "
             f"features {query}: query and history are paired by position"

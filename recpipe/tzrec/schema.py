@@ -37,7 +37,7 @@ TZREC_MODELS = frozenset(
 
 
 class FieldSpec(NamedTuple):
-    """One field: ``type`` is a scalar (``string``, ``bool``, ``uint32``, ``uint64``, ``double``) or the
+    """One field: ``type`` is a scalar (``string``, ``bool``, ``int32``, ``uint32``, ``uint64``, ``double``) or the
     name of a message or enum below; ``default`` is TorchEasyRec's, as protobuf text."""
 
     name: str
@@ -314,7 +314,9 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     "SeqEncoderConfig": [_one("seq_module", "din_encoder", 1, "DINEncoder")],
     "DINEncoder": [
         _f("name", 1, "string"),
-        _f("input", 2, "string", _REQ),
+        # Required in seq_encoder.proto, yet TorchEasyRec fills it with the only sequence group when unset
+        # (tzrec/modules/embedding.py, _inspect_and_supplement_feature_group).
+        _f("input", 2, "string"),
         _f("attn_mlp", 3, _MLP, _REQ),
         _f("max_seq_length", 6, "int32", default="0"),
     ],
@@ -391,6 +393,7 @@ _SCALARS = {
     "string": _FDP.TYPE_STRING,
     "bool": _FDP.TYPE_BOOL,
     "uint32": _FDP.TYPE_UINT32,
+    "int32": _FDP.TYPE_INT32,
     "uint64": _FDP.TYPE_UINT64,
     "double": _FDP.TYPE_DOUBLE,
 }

@@ -82,7 +82,8 @@ def sequence_ids(
     nsub = len(s.sub_features)
     sub_counts = as_numpy(pc.list_value_length(subs))
     malformed = sub_counts != nsub
-    if nsub == 1:
+    if nsub == 1 and feats[0].boundaries is None and feats[0].mapping.default_value is None:
+        # One value per item and no default for an empty one: "3||5" is malformed (with a default it is 3, d, 5).
         malformed |= as_numpy(pc.equal(kept_items, ""))
     if malformed.any():
         bad_items = np.flatnonzero(malformed)
