@@ -5,7 +5,6 @@ numeric sub-features of a grouped sequence (``raw_feature`` in ``sequence_featur
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pytest
 import torch
