@@ -203,7 +203,8 @@ class SequenceFeatureConfig(FeatureSection):
         return [self.name, *self.sub_keys()]
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
-        return [self.source_column]
+        # Pre-encoded input (data.fg_encoded) holds each sub-feature's ids in a column named by its key.
+        return [self.source_column, *self.sub_keys()]
 
 
 class FeatureGroupConfig(Strict):

@@ -1,5 +1,6 @@
-"""``feature_configs`` → recpipe ``features``: id, raw and grouped sequence features, and which
-features share an embedding table.
+"""``feature_configs`` → recpipe ``features``: id, raw and grouped sequence features (id and bucketized numeric
+sub-features), standalone ``sequence_id_feature`` / ``sequence_raw_feature`` (kinds ``sequence_id`` /
+``sequence_raw``), and which features share an embedding table.
 
 Tables follow TorchEasyRec's rule: a feature's table is its ``embedding_name``, else
 ``"<feature name>_emb"``, where a sequence sub-feature's name is ``"<sequence_name>__<feature_name>"``.

@@ -26,7 +26,9 @@ What maps to what (TorchEasyRec → recpipe):
   ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
   ``keep_last_checkpoints``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
-- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``WIDE``) → ``feature_groups``;
+- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``JAGGED_SEQUENCE``/``WIDE``) → ``feature_groups``,
+  a DEEP group's ``sequence_groups`` → ``sequence`` groups and its ``sequence_encoders`` (``din_encoder``) →
+  a multi-task model's ``din_towers`` (see :func:`recpipe.tzrec.models.sequence_encoders`);
   ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final), ``deepfm`` and
   ``wide_and_deep`` (``deep``, ``final``; groups ``wide``/``deep``/``fm``; ``wide_embedding_dim`` → the WIDE
   groups' ``embedding_dim``; see :mod:`recpipe.tzrec.models`) and ``dlrm`` (``final`` → ``over_mlp``,

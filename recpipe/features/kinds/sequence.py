@@ -1,6 +1,15 @@
 """Kind ``sequence``: a behaviour history, one string column → the ids of every sub-feature, items kept
-jagged (a history of 3 items is 3 values). A fast path parses the common case (decimal ids, nothing to
-truncate or reject) in one Arrow C++ pass; the general path finds and names bad rows."""
+jagged (a history of 3 items is 3 values). A sub-feature is an id (mapped as an id feature's) or numeric
+(``boundaries``: one bucket id per item, TorchEasyRec's raw_feature inside a sequence_feature). Pre-encoded
+input (``data.fg_encoded``) holds each sub-feature's ids in a column of its own, ``<sequence>__<sub>``. A fast
+path parses the common case (decimal ids, nothing to truncate or reject) in one Arrow C++ pass; the general
+path finds and names bad rows.
+
+Example::
+
+    # sub_features [adgroup_id (num_buckets 100), age (boundaries [1, 7])]; one row "3\x030.5|8\x0330"
+    # -> click_seq__adgroup_id [3, 8], click_seq__age [0, 2], lengths [2] for both
+"""
 
 from __future__ import annotations
 
