@@ -87,6 +87,12 @@ FEATURE_KINDS: dict[str, Declared] = {
     ),
     "match": Declared("recpipe.config.features:MatchFeatureConfig", "recpipe.features.kinds.match:KIND"),
     "combo": Declared("recpipe.config.features:ComboFeatureConfig", "recpipe.features.kinds.combo:KIND"),
+    "sequence_id": Declared(
+        "recpipe.config.features:SequenceIdFeatureConfig", "recpipe.features.kinds.sequence_id:KIND"
+    ),
+    "sequence_raw": Declared(
+        "recpipe.config.features:SequenceRawFeatureConfig", "recpipe.features.kinds.sequence_raw:KIND"
+    ),
 }
 
 MODELS: dict[str, Declared] = {

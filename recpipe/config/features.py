@@ -10,9 +10,9 @@ config class in its own module.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from recpipe.config.sections import Strict
 
@@ -223,6 +223,39 @@ class SubFeatureConfig(_IdMappingMixin):
     name: str
 
 
+class RawSubFeatureConfig(Strict):
+    """A numeric sub-value of every history item (TorchEasyRec's ``raw_feature`` inside a ``sequence_feature``:
+    the price of each clicked item, the time since each click), bucketized by ``boundaries`` into one id per
+    item (``searchsorted(boundaries, x, side="right")``, as a raw feature's bucket). An empty sub-value is
+    ``default``. Dense per-item values (no boundaries) are not supported yet."""
+
+    name: str
+    boundaries: list[float] = Field(min_length=1)
+    default: float = 0.0
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+
+    @field_validator("boundaries")
+    @classmethod
+    def _sorted(cls, v: list[float]) -> list[float]:
+        if any(b >= a for b, a in zip(v, v[1:])):
+            raise ValueError("boundaries must be strictly increasing")
+        return v
+
+
+def _sub_kind(v: Any) -> str:
+    """A sub-feature with ``boundaries`` is numeric, any other one an id."""
+    if isinstance(v, dict):
+        return "raw" if "boundaries" in v else "id"
+    return "raw" if isinstance(v, RawSubFeatureConfig) else "id"
+
+
+SubFeature = Annotated[
+    Annotated[SubFeatureConfig, Tag("id")] | Annotated[RawSubFeatureConfig, Tag("raw")],
+    Discriminator(_sub_kind),
+]
+
+
 SUB_KEY_SEPARATOR = "__"
 
 
@@ -238,7 +271,7 @@ class SequenceFeatureConfig(FeatureSection):
     sequence_length: int = Field(100, ge=1)
     delimiter: str = "|"
     sub_delimiter: str = "\x03"
-    sub_features: list[SubFeatureConfig] = Field(min_length=1)
+    sub_features: list[SubFeature] = Field(min_length=1)
 
     def sub_keys(self) -> list[str]:
         """The keys of its sub-features, in order (:func:`sub_feature_key`)."""
@@ -248,7 +281,8 @@ class SequenceFeatureConfig(FeatureSection):
         return [self.name, *self.sub_keys()]
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
-        return [self.source_column]
+        # Pre-encoded input (data.fg_encoded) holds each sub-feature's ids in a column named by its key.
+        return [self.source_column, *self.sub_keys()]
 
 
 class FeatureGroupConfig(Strict):
@@ -508,6 +542,8 @@ class OverlapFeatureConfig(_ValueOutputMixin, FeatureSection):
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.query, self.title]
+
+
 class ComboFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
     """Kind ``combo``: the cross of two or more columns (TorchEasyRec's ``combo_feature``, its ``expression``
     list): each row's ids are the cartesian product of its columns' values (multi-value ones included), each
@@ -539,4 +575,45 @@ class ComboFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
                 "a combo feature has no num_buckets (TorchEasyRec's ComboFeature has none: a crossed value is "
                 "text); use hash_bucket_size, vocab_list, vocab_file or min_freq"
             )
+        return self
+
+
+# ------------------------------------------------------------------------ sequence_id, sequence_raw kinds
+# TorchEasyRec's standalone sequences (sequence_id_feature, sequence_raw_feature; docs/source/feature/feature.md
+# 普通序列特征): one history column of one value per item, items by ``delimiter`` (TorchEasyRec's
+# sequence_delim, default ";"), the first ``sequence_length`` kept. The feature's own name is its KJT key.
+class _StandaloneSequenceMixin(Strict):
+    # TorchEasyRec's proto gives sequence_length no default; recpipe asks for it.
+    sequence_length: int = Field(ge=1)
+    delimiter: str = Field(";", min_length=1)
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.source_column]  # type: ignore[attr-defined]
+
+
+class SequenceIdFeatureConfig(_IdMappingMixin, _StandaloneSequenceMixin, FeatureSection):
+    """TorchEasyRec's ``sequence_id_feature``: a history of ids (``"3;8;1"``), mapped as an id feature's."""
+
+    kind: Literal["sequence_id"]
+
+
+class SequenceRawFeatureConfig(_StandaloneSequenceMixin, FeatureSection):
+    """TorchEasyRec's ``sequence_raw_feature``: a history of numbers (``"0.1;0.2"``), each bucketized by
+    ``boundaries`` (one id per item; an empty item is ``default``)."""
+
+    kind: Literal["sequence_raw"]
+    boundaries: list[float] | None = None
+    default: float = 0.0
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+
+    @model_validator(mode="after")
+    def _bucketized(self) -> SequenceRawFeatureConfig:
+        if not self.boundaries:
+            raise ValueError(
+                f"sequence_raw feature {self.name!r} needs boundaries: its items are bucketized into ids; "
+                "dense per-item values are not supported yet"
+            )
+        if any(b >= a for b, a in zip(self.boundaries, self.boundaries[1:])):
+            raise ValueError("boundaries must be strictly increasing")
         return self

@@ -98,20 +98,26 @@ def _group(spec: FeatureSpec, name: str, gtype: str, features: list[str]) -> Fea
     query = [n for n in sparse if seq_of[n] is None]
     if dense:
         raise FeatureSpecError(f"sequence group {name!r} cannot hold dense features {dense}")
-    if not history or len(query) != len(history):
+    if not history or not query:
         raise FeatureSpecError(
-            f"sequence group {name!r} needs one query feature per history sub-feature; "
+            f"sequence group {name!r} needs query features and history sub-features; "
             f"got query {query} and history {history}"
         )
-    # Pair query and history by the sub-feature's name (click_50_seq__cate_id ↔ cate_id).
-    by_suffix = {h.removeprefix(sub_feature_key(str(seq_of[h]), "")): h for h in history}
-    missing = [q for q in query if q not in by_suffix]
-    if missing:
+    # TorchEasyRec's rule (tzrec/modules/embedding.py, SequenceEmbeddingGroupImpl): the query is the group's
+    # non-sequence features concatenated in order, each item the sequence features concatenated in order, and
+    # DIN zero-pads the query to the item width (tzrec/modules/sequence.py, DINEncoder). Query features
+    # paired by name with sub-features listed in another order are a mistake: they would be paired by position.
+    short = [h.removeprefix(sub_feature_key(str(seq_of[h]), "")) for h in history]
+    if any(q in short and short.index(q) != i for i, q in enumerate(query)):
         raise FeatureSpecError(
-            f"sequence group {name!r}: query features {missing} have no history sub-feature"
+            f"sequence group {name!r}: list the history sub-features {history} in the order of their query "
+            f"features {query}: query and history are paired by position"
         )
-    qdim = [spec.feature(q).embedding_dim for q in query]
-    hdim = [spec.feature(by_suffix[q]).embedding_dim for q in query]
-    if qdim != hdim:
-        raise FeatureSpecError(f"sequence group {name!r}: query dims {qdim} differ from history dims {hdim}")
-    return FeatureGroup(name, "sequence", sparse, [], query=query, history=[by_suffix[q] for q in query])
+    qdim = sum(spec.feature(q).embedding_dim for q in query)
+    hdim = sum(spec.feature(h).embedding_dim for h in history)
+    if qdim > hdim:
+        raise FeatureSpecError(
+            f"sequence group {name!r}: the query ({query}, width {qdim}) is wider than a history item "
+            f"({history}, width {hdim}); DIN pads a narrower query with zeros, never a wider one"
+        )
+    return FeatureGroup(name, "sequence", sparse, [], query=query, history=history)

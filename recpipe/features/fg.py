@@ -146,7 +146,9 @@ class FeatureGenerator:
         first: dict[str, str] = {}
         for f in spec.sparse:
             if f.sequence is None:
-                how = repr((f.kind, f.column, f.inputs, f.params, f.mapping, f.boundaries, f.raw_default, f.zch))
+                how = repr(
+                    (f.kind, f.column, f.inputs, f.params, f.mapping, f.boundaries, f.raw_default, f.zch)
+                )
                 self._repeats[f.name] = first.setdefault(how, f.name)
         self._repeats = {k: v for k, v in self._repeats.items() if k != v}
         # Every entry's kind, checked once: the kind must compute that sort of entry.
@@ -157,6 +159,16 @@ class FeatureGenerator:
             if getattr(kind, part) is None:
                 raise FeatureSpecError(f"feature {e.name!r}: kind {e.kind!r} computes no {part} entries")
             self._kind[e.name] = kind
+        # The histories a sequence group reads item by item together (TorchEasyRec's standalone and pre-encoded
+        # sequences in one group): (group, first history key, another parent's key), lengths checked per row.
+        self._aligned: list[tuple[str, str, str]] = []
+        for g in spec.groups:
+            if g.type == "sequence":
+                first_of: dict[str | None, str] = {}
+                for h in g.history:
+                    first_of.setdefault(spec.feature(h).sequence, h)
+                firsts = list(first_of.values())
+                self._aligned += [(g.name, firsts[0], other) for other in firsts[1:]]
         self.stats = FGStats()
         # Rows of the last call that were emitted (None: all of them), to line up outputs with inputs.
         self.last_kept: np.ndarray | None = None
@@ -238,6 +250,12 @@ class FeatureGenerator:
         for s in self.spec.sequences:
             feats = [self.spec.feature(k) for k in s.sub_features]
             truncated += self._kind[s.name].sequence(s, feats, batch, values, lengths, bads)
+        for group, first, other in self._aligned:
+            differ = lengths[first] != lengths[other]
+            if differ.any():
+                col, ref = self.spec.feature(other).column, self.spec.feature(first).column
+                expected = f"as many items as column {ref!r} (sequence group {group!r} reads its histories item by item)"
+                bads.append(BadRows(np.flatnonzero(differ), col, expected, batch.column(col)))
         dense = np.empty((n, len(self.spec.dense)), np.float32)
         for j, d in enumerate(self.spec.dense):
             dense[:, j], found = self._kind[d.name].dense(d, batch)

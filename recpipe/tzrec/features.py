@@ -1,5 +1,6 @@
-"""``feature_configs`` → recpipe ``features``: id, raw and grouped sequence features, and which
-features share an embedding table.
+"""``feature_configs`` → recpipe ``features``: id, raw and grouped sequence features (id and bucketized numeric
+sub-features), standalone ``sequence_id_feature`` / ``sequence_raw_feature`` (kinds ``sequence_id`` /
+``sequence_raw``), and which features share an embedding table.
 
 Tables follow TorchEasyRec's rule: a feature's table is its ``embedding_name``, else
 ``"<feature name>_emb"``, where a sequence sub-feature's name is ``"<sequence_name>__<feature_name>"``.
@@ -205,16 +206,26 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
             if "boundaries" in out or any(k in out for k in _MAPPINGS):
                 table = cfg.embedding_name or f"{cfg.feature_name}_emb"
                 tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
+        elif kind in ("sequence_id_feature", "sequence_raw_feature"):
+            out = _standalone_sequence(kind, cfg, path, found, encoded, tables)
         else:
-            if encoded:
-                found.problem(path, "pre-encoded (FG_NONE) sequence features are not supported")
-            out = _sequence(cfg, path, found, tables)
+            out = _sequence(cfg, path, found, tables, encoded)
+        if kind in ("id_feature", "raw_feature"):
+            for unused in ("sequence_length", "sequence_delim"):
+                if cfg.HasField(unused):
+                    found.note(f"{path}.{unused}", f"ignored: {kind} is not a sequence")
         features.append(out)
     _assign_tables(tables, found)
     return features
 
 
-def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Member]]) -> dict[str, Any]:
+def _sequence(
+    cfg: Any, path: str, found: Findings, tables: dict[str, list[_Member]], encoded: bool = False
+) -> dict[str, Any]:
+    """A grouped ``sequence_feature``: its id and numeric (``raw_feature``) sub-features. Pre-encoded
+    (FG_NONE) input holds each sub-feature's ids in its own column, named ``<sequence>__<sub>``
+    (``_parse_fg_encoded_sequence_sparse_feature_impl``): recpipe's kind ``sequence`` reads them so under
+    ``data.fg_encoded``."""
     name = cfg.sequence_name
     out: dict[str, Any] = {
         "kind": "sequence",
@@ -228,25 +239,79 @@ def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Memb
     if not cfg.features:
         found.problem(path, f"sequence feature {name!r} has no sub-features")
     for j, sub_fc in enumerate(cfg.features):
-        sub_path = f"{path}.features[{j}].id_feature"
-        if sub_fc.WhichOneof("feature") is None:
-            found.problem(f"{path}.features[{j}]", "sub-feature sets no id_feature")
+        which = sub_fc.WhichOneof("feature")
+        sub_path = f"{path}.features[{j}].{which}"
+        if which is None:
+            found.problem(f"{path}.features[{j}]", "sub-feature sets no id_feature or raw_feature")
             continue
-        sub = sub_fc.id_feature
+        sub = getattr(sub_fc, which)
         # The expression names the per-item input; recpipe reads sub-values by position in the sequence
-        # column, so only its form is checked.
-        _column(sub.expression, sub.feature_name, sub_path, found)
-        sub_out: dict[str, Any] = {"name": sub.feature_name}
-        sub_out.update(_id_fields(sub, sub_path, found))
-        _single_value_sub(sub, sub_path, found)
-        # TorchEasyRec resets a sequence feature's empty default_value to "0" (tzrec/features/feature.py,
-        # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
-        # "782577\x037511\x03" is id 0, not a bad row.
-        sub_out.setdefault("default_value", "0")
+        # column (or, pre-encoded, the column <sequence>__<sub>), so only its form is checked.
+        if not encoded:
+            _column(sub.expression, sub.feature_name, sub_path, found)
+        for unused in ("sequence_length", "sequence_delim"):
+            if sub.HasField(unused):
+                found.note(f"{sub_path}.{unused}", f"ignored: the sequence's {unused} applies")
         key = sub_feature_key(name, sub.feature_name)
+        if which == "raw_feature":
+            sub_out = _bucketized(sub, sub_path, found, encoded, "a numeric sub-feature")
+        else:
+            sub_out = {"name": sub.feature_name}
+            sub_out.update(_id_fields(sub, sub_path, found, encoded))
+            _single_value_sub(sub, sub_path, found)
+            # TorchEasyRec resets a sequence feature's empty default_value to "0" (tzrec/features/feature.py,
+            # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
+            # "782577\x037511\x03" is id 0, not a bad row.
+            sub_out.setdefault("default_value", "0")
         table = sub.embedding_name or f"{key}_emb"
         tables.setdefault(table, []).append(_Member(sub_out, key, True, sub_path))
         out["sub_features"].append(sub_out)
+    return out
+
+
+_DENSE_PER_ITEM = (
+    "without boundaries it is a dense value per item, which recpipe does not carry yet (a jagged float "
+    "per history item through the Batch, the models and every export backend); give boundaries to bucketize "
+    "it into one id per item"
+)
+
+
+def _bucketized(cfg: Any, path: str, found: Findings, encoded: bool, what: str) -> dict[str, Any]:
+    """A numeric history value (a raw sub-feature, a sequence_raw_feature): bucketized by ``boundaries``."""
+    raw = _raw(cfg, path, found, encoded)
+    out = {"name": cfg.feature_name}
+    if "boundaries" not in raw:
+        found.problem(path, f"{what} {cfg.feature_name!r}: {_DENSE_PER_ITEM}")
+        return out
+    out.update({k: raw[k] for k in ("boundaries", "embedding_dim", "default") if k in raw})
+    return out
+
+
+def _standalone_sequence(
+    kind: str, cfg: Any, path: str, found: Findings, encoded: bool, tables: dict[str, list[_Member]]
+) -> dict[str, Any]:
+    """``sequence_id_feature`` / ``sequence_raw_feature`` (docs/source/feature/feature.md, 普通序列特征) → kinds
+    ``sequence_id`` / ``sequence_raw``: one history column (the expression's input; pre-encoded, the feature
+    name), items by ``sequence_delim`` (default ``;``), the first ``sequence_length`` kept."""
+    name = cfg.feature_name
+    if kind == "sequence_id_feature":
+        out: dict[str, Any] = {"kind": "sequence_id", "name": name}
+        out.update(_id_fields(cfg, path, found, encoded))
+        _single_value_sub(cfg, path, found)
+        # As a grouped sub-feature's: TorchEasyRec makes an empty default "0" for a sequence (fg_json).
+        out.setdefault("default_value", "0")
+    else:
+        out = {"kind": "sequence_raw", **_bucketized(cfg, path, found, encoded, "sequence_raw_feature")}
+    column = None if encoded else _column(cfg.expression, name, path, found)
+    if column:
+        out["column"] = column
+    if not cfg.sequence_length:
+        found.problem(path, f"{kind} {name!r} needs sequence_length (TorchEasyRec's proto has no default)")
+    out["sequence_length"] = cfg.sequence_length or 1
+    out["delimiter"] = cfg.sequence_delim
+    if "embedding_dim" in out:
+        table = cfg.embedding_name or f"{name}_emb"
+        tables.setdefault(table, []).append(_Member(out, name, False, path))
     return out
 
 

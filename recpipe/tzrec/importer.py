@@ -26,7 +26,9 @@ What maps to what (TorchEasyRec → recpipe):
   ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
   ``keep_last_checkpoints``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
-- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``WIDE``) → ``feature_groups``;
+- ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``JAGGED_SEQUENCE``/``WIDE``) → ``feature_groups``,
+  a DEEP group's ``sequence_groups`` → ``sequence`` groups and its ``sequence_encoders`` (``din_encoder``) →
+  a multi-task model's ``din_towers`` (see :func:`recpipe.tzrec.models.sequence_encoders`);
   ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final), ``deepfm`` and
   ``wide_and_deep`` (``deep``, ``final``; groups ``wide``/``deep``/``fm``; ``wide_embedding_dim`` → the WIDE
   groups' ``embedding_dim``; see :mod:`recpipe.tzrec.models`) and ``dlrm`` (``final`` → ``over_mlp``,
@@ -59,7 +61,13 @@ from recpipe.config.features import sub_feature_key
 from recpipe.config.placeholders import PLACEHOLDER, placeholders
 from recpipe.data.odps import parse_odps_uri
 from recpipe.tzrec.features import map_features
-from recpipe.tzrec.models import check_dlrm_groups, check_model_groups, map_model, wide_embedding_dim
+from recpipe.tzrec.models import (
+    check_dlrm_groups,
+    check_model_groups,
+    map_model,
+    sequence_group_name,
+    wide_embedding_dim,
+)
 from recpipe.tzrec.problems import Findings, Problem, TzrecImportError, parse_error_problem
 from recpipe.tzrec.render import render_yaml
 from recpipe.tzrec.scan import scan
@@ -82,7 +90,10 @@ _SPARSE_OPT = {
     "rowwise_adagrad_optimizer": "rowwise_adagrad",
 }
 _DENSE_OPT = {"sgd_optimizer": "sgd", "adagrad_optimizer": "adagrad", "adam_optimizer": "adam"}
-_GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence", "WIDE": "wide"}
+# JAGGED_SEQUENCE (tzrec/protos/model.proto) differs from SEQUENCE only in the tensor TorchEasyRec hands its
+# encoders (the items back to back instead of padded: SequenceEmbeddingGroupImpl, tzrec/modules/embedding.py);
+# recpipe's sequence groups are jagged already.
+_GROUP_TYPES = {"DEEP": "deep", "SEQUENCE": "sequence", "JAGGED_SEQUENCE": "sequence", "WIDE": "wide"}
 _CSV_TYPES = {"INT32": "int64", "INT64": "int64", "FLOAT": "float64", "DOUBLE": "float64", "STRING": "string"}
 
 
@@ -376,7 +387,11 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
         kind = fc.WhichOneof("feature")
         if kind == "sequence_feature":
             seq = fc.sequence_feature
-            known |= {sub_feature_key(seq.sequence_name, s.id_feature.feature_name) for s in seq.features}
+            known |= {
+                sub_feature_key(seq.sequence_name, getattr(s, s.WhichOneof("feature")).feature_name)
+                for s in seq.features
+                if s.WhichOneof("feature")
+            }
         elif kind is not None:
             known.add(getattr(fc, kind).feature_name)
     # A feature of an unsupported type (sequence_id_feature) is reported once, where it is defined, not
@@ -386,6 +401,7 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
         for q in found.problems
     )
     out = []
+    names = {g.group_name for g in msg.model_config.feature_groups}
     for i, g in enumerate(msg.model_config.feature_groups):
         path = f"model_config.feature_groups[{i}]"
         gtype = g.DESCRIPTOR.fields_by_name["group_type"].enum_type.values_by_number[g.group_type].name
@@ -409,4 +425,16 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
                 wide_dim  # the model's wide_embedding_dim sizes every WIDE group's tables
             )
         out.append(group)
+        for j, sg in enumerate(g.sequence_groups):
+            sp = f"{path}.sequence_groups[{j}]"
+            for k, feature in enumerate(sg.feature_names):
+                if feature not in known and not unsupported:
+                    found.problem(
+                        f"{sp}.feature_names[{k}]", f"feature {feature!r} is not defined in feature_configs"
+                    )
+            name = sequence_group_name(g, j)
+            if name in names:
+                found.problem(f"{sp}.group_name", f"sequence group {name!r}: a feature group has that name")
+            names.add(name)
+            out.append({"name": name, "type": "sequence", "features": list(sg.feature_names)})
     return out

@@ -107,8 +107,23 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             model["fm_group"] = "fm" if has_fm else "deep"
     elif kind in MULTI_TASK:
         model = _multi_task(mc, kind, f"{p}.{kind}", found)
+        if mc.feature_groups:
+            model["din_towers"] = sequence_encoders(mc.feature_groups[0], f"{p}.feature_groups[0]", found)
+            if not model["din_towers"]:
+                del model["din_towers"]
     else:
         model = {}
+    if kind in MODELS and kind not in MULTI_TASK:
+        for i, g in enumerate(mc.feature_groups):
+            if g.sequence_groups or g.sequence_encoders:
+                found.problem(
+                    f"{p}.feature_groups[{i}].sequence_encoders",
+                    f"group {g.group_name!r}: TorchEasyRec appends its sequence encoders' outputs to the group "
+                    f"before {kind} reads it (a tower's MLP takes them); recpipe's DIN towers "
+                    "join at the final MLP, a different model. Declare the sequence as a SEQUENCE group with a "
+                    "din_towers entry, or use mmoe, dbmtl or ple, which read their group as it is",
+                )
+    if kind not in MODELS:
         # A TorchEasyRec model recpipe lacks is one problem, at its line, not also "no model set".
         if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
             found.problem(p, f"no model set; supported: {', '.join(MODELS)}")
@@ -168,6 +183,79 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
             networks.append(net)
         out["extraction_networks"] = networks
     return out
+
+
+def sequence_group_name(g: Any, j: int) -> str:
+    """The recpipe feature group of ``g.sequence_groups[j]``: its ``group_name``; TorchEasyRec names the only,
+    unnamed one after ``g`` (``_inspect_and_supplement_feature_group``, tzrec/modules/embedding.py), which in
+    recpipe is ``<g>_seq`` (``g`` itself is the deep group)."""
+    sg = g.sequence_groups[j]
+    if sg.HasField("group_name"):
+        return sg.group_name
+    return f"{g.group_name}_seq"
+
+
+def sequence_encoders(g: Any, path: str, found: Findings) -> list[dict[str, Any]]:
+    """A DEEP group's ``sequence_groups`` / ``sequence_encoders`` → recpipe ``din_towers``, checked as
+    TorchEasyRec's ``_inspect_and_supplement_feature_group`` (tzrec/modules/embedding.py) checks them: both or
+    neither, every sequence group named when there are several, each encoder's ``input`` one of them (the only
+    one when unset), each group encoded. The encoders' outputs follow the group's own features, in encoder
+    order (``EmbeddingGroup.forward``), as recpipe's DIN towers follow a multi-task model's towers."""
+    groups, encoders = list(g.sequence_groups), list(g.sequence_encoders)
+    if not groups and not encoders:
+        return []
+    if g.group_type != 0:  # DEEP
+        found.problem(
+            path, f"group {g.group_name!r}: sequence_groups and sequence_encoders belong in a DEEP group"
+        )
+        return []
+    if not groups or not encoders:
+        missing = "sequence_encoders" if groups else "sequence_groups"
+        found.problem(
+            f"{path}",
+            f"group {g.group_name!r} has {'sequence_groups' if groups else 'sequence_encoders'} but no {missing}",
+        )
+        return []
+    if len(groups) > 1 and not all(sg.HasField("group_name") for sg in groups):
+        found.problem(
+            f"{path}.sequence_groups", f"group {g.group_name!r} has several sequence_groups: name each"
+        )
+        return []
+    names = {
+        sg.group_name if sg.HasField("group_name") else g.group_name: sequence_group_name(g, j)
+        for j, sg in enumerate(groups)
+    }
+    towers, encoded, unknown = [], set(), False
+    for i, enc in enumerate(encoders):
+        ep = f"{path}.sequence_encoders[{i}]"
+        kind = enc.WhichOneof("seq_module")
+        if kind is None:  # an unsupported encoder is reported at its line
+            continue
+        din = enc.din_encoder
+        source = din.input or (next(iter(names)) if len(names) == 1 else "")
+        if source not in names:
+            unknown = True
+            found.problem(
+                f"{ep}.din_encoder.input",
+                f"input {din.input!r} is not one of the sequence_groups {sorted(names)}",
+            )
+            continue
+        encoded.add(source)
+        if din.max_seq_length > 0:
+            found.problem(
+                f"{ep}.din_encoder.max_seq_length",
+                "recpipe's DIN reads the history FG kept (the sequence's sequence_length); set sequence_length "
+                f"to {din.max_seq_length} instead",
+            )
+        if din.HasField("name"):
+            found.note(f"{ep}.din_encoder.name", "ignored: recpipe names a DIN tower by its group")
+        towers.append(
+            {"group": names[source], "attn_mlp": _mlp(din.attn_mlp, f"{ep}.din_encoder.attn_mlp", found)}
+        )
+    for source in names:
+        if source not in encoded and not unknown and all(e.WhichOneof("seq_module") for e in encoders):
+            found.problem(f"{path}.sequence_groups", f"sequence group {source!r} has no sequence encoder")
+    return towers
 
 
 def _unsupported_model(q: Problem) -> str:

@@ -37,7 +37,7 @@ TZREC_MODELS = frozenset(
 
 
 class FieldSpec(NamedTuple):
-    """One field: ``type`` is a scalar (``string``, ``bool``, ``uint32``, ``uint64``, ``double``) or the
+    """One field: ``type`` is a scalar (``string``, ``bool``, ``int32``, ``uint32``, ``uint64``, ``double``) or the
     name of a message or enum below; ``default`` is TorchEasyRec's, as protobuf text."""
 
     name: str
@@ -57,6 +57,11 @@ def _one(oneof: str, name: str, number: int, type_: str) -> FieldSpec:
 
 
 _REQ, _REP = "required", "repeated"
+# IdFeature's / RawFeature's fields read when the feature is a standalone sequence (feature.proto 101-102).
+_SEQUENCE_FIELDS = (
+    FieldSpec("sequence_length", 101, "uint32"),
+    FieldSpec("sequence_delim", 102, "string", "optional", ";"),
+)
 _LR = _f("lr", 1, "double", _REQ, "0.002")
 _MLP = "MLP"
 
@@ -178,6 +183,9 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _one("feature", "match_feature", 5, "MatchFeature"),
         _one("feature", "expr_feature", 7, "ExprFeature"),
         _one("feature", "overlap_feature", 8, "OverlapFeature"),
+        # Standalone sequences (recpipe kinds sequence_id, sequence_raw).
+        _one("feature", "sequence_id_feature", 101, "IdFeature"),
+        _one("feature", "sequence_raw_feature", 102, "RawFeature"),
     ],
     "LookupFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -260,6 +268,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("vocab_file", 17, "string"),
         _f("fg_encoded_default_value", 30, "string"),
         _f("default_bucketize_value", 31, "uint64"),
+        *_SEQUENCE_FIELDS,
     ],
     "ComboFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -287,6 +296,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("default_value", 11, "string", default="0"),
         _f("separator", 12, "string", default="\x1d"),
         _f("fg_encoded_default_value", 30, "string"),
+        *_SEQUENCE_FIELDS,
     ],
     "SequenceFeature": [
         _f("sequence_name", 1, "string", _REQ),
@@ -295,7 +305,10 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("sequence_pk", 4, "string"),
         _f("features", 5, "SeqFeatureConfig", _REP),
     ],
-    "SeqFeatureConfig": [_one("feature", "id_feature", 1, "IdFeature")],
+    "SeqFeatureConfig": [
+        _one("feature", "id_feature", 1, "IdFeature"),
+        _one("feature", "raw_feature", 2, "RawFeature"),
+    ],
     # model.proto, rank_model.proto, tower.proto, module.proto, loss.proto, metric.proto
     "ModelConfig": [
         _f("feature_groups", 1, "FeatureGroupConfig", _REP),
@@ -315,6 +328,19 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("group_name", 1, "string", _REQ),
         _f("feature_names", 2, "string", _REP),
         _f("group_type", 3, "FeatureGroupType", _REQ, "DEEP"),
+        _f("sequence_groups", 4, "SeqGroupConfig", _REP),
+        _f("sequence_encoders", 5, "SeqEncoderConfig", _REP),
+    ],
+    # model.proto's SeqGroupConfig (embedding_name_suffix left out) and seq_encoder.proto's DIN encoder.
+    "SeqGroupConfig": [_f("group_name", 1, "string"), _f("feature_names", 2, "string", _REP)],
+    "SeqEncoderConfig": [_one("seq_module", "din_encoder", 1, "DINEncoder")],
+    "DINEncoder": [
+        _f("name", 1, "string"),
+        # Required in seq_encoder.proto, yet TorchEasyRec fills it with the only sequence group when unset
+        # (tzrec/modules/embedding.py, _inspect_and_supplement_feature_group).
+        _f("input", 2, "string"),
+        _f("attn_mlp", 3, _MLP, _REQ),
+        _f("max_seq_length", 6, "int32", default="0"),
     ],
     "MultiTower": [_f("towers", 1, "Tower", _REP), _f("final", 2, _MLP, _REQ)],
     "MultiTowerDIN": [
@@ -389,6 +415,7 @@ _SCALARS = {
     "string": _FDP.TYPE_STRING,
     "bool": _FDP.TYPE_BOOL,
     "uint32": _FDP.TYPE_UINT32,
+    "int32": _FDP.TYPE_INT32,
     "uint64": _FDP.TYPE_UINT64,
     "double": _FDP.TYPE_DOUBLE,
 }

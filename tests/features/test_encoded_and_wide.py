@@ -96,15 +96,16 @@ def test_an_id_outside_the_table_is_a_bad_row(column, value, expected) -> None:
 
 
 def test_what_encoded_input_cannot_describe_is_refused() -> None:
-    """A vocabulary, quantiles to fit and a sequence map raw values: nothing FG_NONE input can hold."""
+    """A vocabulary and quantiles to fit map raw values: nothing FG_NONE input can hold (pre-encoded
+    sequences: tests/features/test_kind_sequence_numeric.py)."""
     vocab = {"kind": "id", "name": "v", "vocab_list": ["a"], "embedding_dim": 4}
     with pytest.raises(FeatureSpecError, match="feature 'v': pre-encoded input .* needs num_buckets"):
         build_feature_spec(_cfg(extra_features=[vocab]))
     quant = {"kind": "raw", "name": "q", "num_quantile_buckets": 4, "embedding_dim": 4}
     with pytest.raises(FeatureSpecError, match="'q': pre-encoded input holds bucket ids"):
         build_feature_spec(_cfg(extra_features=[quant]))
-    seq = {"kind": "sequence", "name": "s", "sub_features": [{"name": "a", "num_buckets": 3}]}
-    with pytest.raises(FeatureSpecError, match="pre-encoded sequences"):
+    seq = {"kind": "sequence", "name": "s", "sub_features": [{"name": "a", "vocab_list": ["x"]}]}
+    with pytest.raises(FeatureSpecError, match="feature 'a': pre-encoded input .* needs num_buckets"):
         build_feature_spec(_cfg(extra_features=[seq]))
 
 

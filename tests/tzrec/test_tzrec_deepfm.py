@@ -86,8 +86,7 @@ def test_the_deprecated_fg_encoded_wins_over_fg_mode_as_in_torcheasyrec():
     din = small_din()
     assert import_tzrec(din).config.data.fg_encoded is False
     encoded = din.replace("fg_mode: FG_DAG", "fg_mode: FG_DAG fg_encoded: true")
-    with pytest.raises(TzrecImportError, match="pre-encoded .FG_NONE. sequence features are not supported"):
-        import_tzrec(encoded)
+    assert import_tzrec(encoded).config.data.fg_encoded is True
     raw = din.replace("fg_mode: FG_DAG", "fg_mode: FG_NONE fg_encoded: false")
     assert import_tzrec(raw).config.data.fg_encoded is False
 

@@ -96,7 +96,6 @@ def test_values_recpipe_cannot_honour_are_all_listed():
         .replace("fg_mode: FG_DAG", "fg_mode: FG_BUCKETIZE")
         .replace("adam_optimizer { lr: 0.001 }", "sgd_optimizer { lr: 0.1 }")
         .replace('expression: "user:user_id"', 'expression: "feature:user_id"')
-        .replace("group_type: DEEP", "group_type: JAGGED_SEQUENCE")
         .replace("final { hidden_units: [8] }", 'final { hidden_units: [8] activation: "nn.PReLU" }')
     )
     with pytest.raises(TzrecImportError) as err:
@@ -106,7 +105,6 @@ def test_values_recpipe_cannot_honour_are_all_listed():
         (6, "momentum"),  # TorchEasyRec's dense SGD defaults to 0.9; not written, so its parent's line
         (11, "fg_mode"),
         (14, "expression"),
-        (33, "group_type"),
         (43, "activation"),
     }
 

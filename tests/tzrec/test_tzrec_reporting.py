@@ -30,14 +30,11 @@ def test_an_unsupported_model_is_one_problem():
 
 def test_pre_encoded_input_needs_no_expressions_and_refuses_only_what_it_cannot_hold():
     """TorchEasyRec's FG_NONE configs read each feature by name and write no ``expression``: no "missing
-    expression" problems; only the history, which recpipe cannot read pre-encoded, is refused (once), and
-    FG_BUCKETIZE (generated but not bucketized) is one problem at fg_mode."""
+    expression" problems (a pre-encoded history reads one column per sub-feature), and FG_BUCKETIZE (generated
+    but not bucketized) is one problem at fg_mode."""
     text = re.sub(r'\s*expression: "[^"]*"', "", small_din().replace("FG_DAG", "FG_NONE"))
     assert "expression" not in text
-    problems = _problems(text)
-    assert [(p[1], p[2]) for p in problems] == [
-        ("feature_configs[2].sequence_feature", "pre-encoded (FG_NONE) sequence features are not supported")
-    ]
+    assert import_tzrec(text).config.data.fg_encoded
     problems = _problems(small_din().replace("FG_DAG", "FG_BUCKETIZE"))
     assert [p[1] for p in problems] == ["data_config.fg_mode"]
 
@@ -45,11 +42,11 @@ def test_pre_encoded_input_needs_no_expressions_and_refuses_only_what_it_cannot_
 def test_an_unsupported_feature_type_is_one_problem_not_one_per_group_that_names_it():
     text = small_din().replace(
         "model_config {",
-        'feature_configs { sequence_id_feature { feature_name: "hist" expression: "user:hist" } }\nmodel_config {',
+        'feature_configs { sequence_combo_feature { feature_name: "hist" expression: "user:hist" } }\nmodel_config {',
     )
     text = text.replace('feature_names: "click_50_seq__adgroup_id"', 'feature_names: "hist"')
     problems = _problems(text)
-    assert len(problems) == 1 and problems[0][1] == "feature_configs[3].sequence_id_feature"
+    assert len(problems) == 1 and problems[0][1] == "feature_configs[3].sequence_combo_feature"
 
 
 def _train(extra: str):

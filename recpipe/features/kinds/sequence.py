@@ -1,6 +1,15 @@
 """Kind ``sequence``: a behaviour history, one string column → the ids of every sub-feature, items kept
-jagged (a history of 3 items is 3 values). A fast path parses the common case (decimal ids, nothing to
-truncate or reject) in one Arrow C++ pass; the general path finds and names bad rows."""
+jagged (a history of 3 items is 3 values). A sub-feature is an id (mapped as an id feature's) or numeric
+(``boundaries``: one bucket id per item, TorchEasyRec's raw_feature inside a sequence_feature). Pre-encoded
+input (``data.fg_encoded``) holds each sub-feature's ids in a column of its own, ``<sequence>__<sub>``. A fast
+path parses the common case (decimal ids, nothing to truncate or reject) in one Arrow C++ pass; the general
+path finds and names bad rows.
+
+Example::
+
+    # sub_features [adgroup_id (num_buckets 100), age (boundaries [1, 7])]; one row "3\x030.5|8\x0330"
+    # -> click_seq__adgroup_id [3, 8], click_seq__age [0, 2], lengths [2] for both
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from recpipe.config.features import SequenceFeatureConfig
+from recpipe.config.features import RawSubFeatureConfig, SequenceFeatureConfig, SubFeatureConfig
 from recpipe.data.types import DataError
 from recpipe.features.columns import (
     UINT_EXPECTED,
@@ -19,10 +28,11 @@ from recpipe.features.columns import (
     is_string,
     map_ids,
     parse_uint,
+    to_float,
 )
 from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, SpecParts
 from recpipe.features.kinds.id import id_entry
-from recpipe.features.spec import FeatureSpecError, SequenceFeature, SparseFeature
+from recpipe.features.spec import IdMapping, SequenceFeature, SparseFeature
 
 
 def sequence_ids(
@@ -81,7 +91,8 @@ def sequence_ids(
     nsub = len(s.sub_features)
     sub_counts = as_numpy(pc.list_value_length(subs))
     malformed = sub_counts != nsub
-    if nsub == 1:
+    if nsub == 1 and feats[0].boundaries is None and feats[0].mapping.default_value is None:
+        # One value per item and no default for an empty one: "3||5" is malformed (with a default it is 3, d, 5).
         malformed |= as_numpy(pc.equal(kept_items, ""))
     if malformed.any():
         bad_items = np.flatnonzero(malformed)
@@ -111,6 +122,16 @@ def sequence_ids(
         else:
             take = np.minimum(sub_starts + j, last) if len(flat) else np.zeros(0, np.int64)
         empty = empty_all[take]
+        if f.boundaries is not None:  # a numeric sub-value, bucketized per item
+            idx = np.arange(j, len(flat), nsub) if regular else take
+            vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
+            values[key], bad = _bucketized(vals, empty, f, s.column)
+            if bad is not None:
+                wrong = bad.rows[~malformed[bad.rows]]
+                expected = f"{bad.expected} in sub-feature {key!r}"
+                bads.append(BadRows(row_of_item[wrong], s.column, expected, kept_items, wrong))
+            lengths[key] = kept.astype(np.int32)
+            continue
         # An empty sub-value is a missing one: the default keeps items aligned across sub-features.
         fill = f.mapping.default_value
         if empty.any() and fill is None:
@@ -141,6 +162,18 @@ def sequence_ids(
         values[key] = ids
         lengths[key] = kept.astype(np.int32)
     return truncated
+
+
+def _bucketized(
+    vals: pa.Array, empty: np.ndarray, f: SparseFeature, column: str
+) -> tuple[np.ndarray, BadRows | None]:
+    """Bucket ids of one numeric sub-value per item (an empty one is ``raw_default``), as a raw feature's:
+    ``searchsorted(boundaries, x, side="right")``; text that is not a finite number is a bad item."""
+    if empty.any():
+        vals = pc.if_else(pa.array(empty), pa.scalar(None, vals.type), vals)
+    x, bad = to_float(vals, f.raw_default, column)
+    ids = np.searchsorted(np.asarray(f.boundaries, np.float64), x, side="right").astype(np.int64)
+    return ids, bad
 
 
 def _sequence_fast(
@@ -225,14 +258,53 @@ def _sequence_fast(
     return 0
 
 
+def sub_entry(
+    key: str,
+    column: str,
+    sub: SubFeatureConfig | RawSubFeatureConfig,
+    kind: str,
+    sequence: str,
+    encoded: bool,
+) -> SparseFeature:
+    """The KJT key of one history sub-feature: an id mapping, or (numeric) its bucket ids by ``boundaries``;
+    pre-encoded input holds the ids (a numeric one's bucket ids) as they are."""
+    if not isinstance(sub, RawSubFeatureConfig):
+        return id_entry(key, column, sub, kind, encoded=encoded, sequence=sequence)
+    return SparseFeature(
+        name=key,
+        column=column,
+        mapping=IdMapping("identity", len(sub.boundaries) + 1),
+        table=sub.embedding_name or sub.name,
+        embedding_dim=sub.embedding_dim,
+        boundaries=None if encoded else list(sub.boundaries),
+        raw_default=sub.default,
+        sequence=sequence,
+        kind=kind,
+    )
+
+
 def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
-    if parts.encoded:
-        raise FeatureSpecError(
-            f"sequence feature {f.name!r}: pre-encoded sequences (data.fg_encoded) are not supported"
-        )
     keys = f.sub_keys()
+    if parts.encoded:
+        # TorchEasyRec's FG_NONE (tzrec/features/feature.py, _parse_fg_encoded_sequence_sparse_feature_impl):
+        # each sub-feature's ids are their own column, named after the sub-feature (<sequence>__<sub>), items
+        # by the sequence's delimiter. Each is a history of its own; a sequence group reads them item by item.
+        for key, sub in zip(keys, f.sub_features, strict=True):
+            parts.sparse.append(sub_entry(key, key, sub, "sequence", key, encoded=True))
+            parts.sequences.append(
+                SequenceFeature(
+                    name=key,
+                    column=key,
+                    max_length=f.sequence_length,
+                    delimiter=f.delimiter,
+                    sub_delimiter=f.sub_delimiter,
+                    sub_features=[key],
+                    kind="sequence",
+                )
+            )
+        return
     for key, sub in zip(keys, f.sub_features, strict=True):
-        parts.sparse.append(id_entry(key, f.source_column, sub, "sequence", sequence=f.name))
+        parts.sparse.append(sub_entry(key, f.source_column, sub, "sequence", f.name, encoded=False))
     parts.sequences.append(
         SequenceFeature(
             name=f.name,
@@ -248,7 +320,11 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
 
 def needs(f: SequenceFeatureConfig) -> FitNeeds:
     keys = f.sub_keys()
-    return FitNeeds(vocab={k: s.min_freq for k, s in zip(keys, f.sub_features, strict=True) if s.min_freq})
+    return FitNeeds(
+        vocab={
+            k: s.min_freq for k, s in zip(keys, f.sub_features, strict=True) if getattr(s, "min_freq", None)
+        }
+    )
 
 
 def histories(

@@ -43,8 +43,13 @@ def _list_items(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
     if pa.types.is_map(arr.type):
         t = arr.type
         arr = arr.cast(pa.list_(pa.struct([("key", t.key_type), ("value", t.item_type)])))
-    rows = _ints(pc.list_parent_indices(arr))
+    # Lengths with null rows as 0, the items of the other rows: list_flatten leaves a null row's storage out,
+    # which list_parent_indices would still count.
+    lengths = as_numpy(pc.fill_null(pc.list_value_length(arr), 0)).astype(np.int64)
+    rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths)
     items = pc.list_flatten(arr)
+    if len(items) != len(rows):
+        raise AssertionError(f"list column: {len(items)} items for {len(rows)} row positions")
     if items.null_count:
         keep = as_numpy(items.is_valid())
         rows, items = rows[keep], items.filter(pa.array(keep))

@@ -104,9 +104,9 @@ class MultiTowerDinDense(nn.Module):
         for tower in din_towers:
             if tower.attention not in ATTENTIONS:
                 raise ValueError(f"DIN tower {tower.name!r}: attention must be one of {list(ATTENTIONS)}")
-            if len(tower.query_keys) != len(tower.history_keys) or not tower.query_keys:
+            if not tower.query_keys or not tower.history_keys:
                 raise ValueError(
-                    f"DIN tower {tower.name!r} needs one query key per history key, "
+                    f"DIN tower {tower.name!r} needs query keys and history keys, "
                     f"got {list(tower.query_keys)} and {list(tower.history_keys)}"
                 )
             if tower.attn_mlp.batch_norm or tower.attn_mlp.dropout:
@@ -141,12 +141,14 @@ class MultiTowerDinDense(nn.Module):
         for tower in din_towers:
             q_dim = sum(key_dims[k] for k in tower.query_keys)
             s_dim = sum(key_dims[k] for k in tower.history_keys)
-            if q_dim != s_dim:
+            if q_dim > s_dim:
                 raise ValueError(
-                    f"DIN tower {tower.name!r}: query width {q_dim} differs from history width {s_dim}"
+                    f"DIN tower {tower.name!r}: query width {q_dim} exceeds history width {s_dim}"
                 )
-            self.din[tower.name] = _attention(tower, q_dim, device)
-            width += q_dim
+            attention = _attention(tower, s_dim, device)
+            # TorchEasyRec's DINEncoder zero-pads a narrower query to the item width (tzrec/modules/sequence.py).
+            self.din[tower.name] = attention if q_dim == s_dim else PadQuery(attention, s_dim - q_dim)
+            width += s_dim
         self.head = head(width) if head is not None else None
         if final is not None:
             self.final = MLP.from_spec(width, final, device=device)
@@ -176,6 +178,29 @@ class MultiTowerDinDense(nn.Module):
         if self.head is not None:
             return self.head(torch.cat(outs, dim=1))
         return self.logit(self.final(torch.cat(outs, dim=1))).squeeze(-1)
+
+
+class PadQuery(nn.Module):
+    """An attention whose query is zero-padded on the right by ``pad`` columns to the history item width (the
+    items carry sub-features the target has no counterpart of, e.g. the bucketized time since each click).
+
+    Example::
+
+        PadQuery(DinAttention(20, [8]), 4)(torch.randn(3, 16), torch.randn(5, 20), offsets).shape  # (3, 20)
+    """
+
+    def __init__(self, attention: nn.Module, pad: int) -> None:
+        super().__init__()
+        self.attention = attention
+        self.pad = pad
+
+    @property
+    def out_features(self) -> int:
+        return self.attention.out_features
+
+    def forward(self, query: torch.Tensor, values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        padded = torch.cat([query, query.new_zeros(query.shape[0], self.pad)], dim=1)
+        return self.attention(padded, values, offsets)
 
 
 def _attention(tower: DinTower, dim: int, device: torch.device | None) -> nn.Module:

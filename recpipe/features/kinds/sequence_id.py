@@ -1,0 +1,48 @@
+"""Kind ``sequence_id`` (TorchEasyRec's ``sequence_id_feature``): one history column of ids, ``"3;8;1"``, →
+one jagged KJT key named after the feature, each item mapped as an id feature's (hash, mod, vocabulary, zch;
+pre-encoded ids as they are). A history of one sub-feature: FG is :func:`recpipe.features.kinds.sequence.sequence_ids`.
+
+Example::
+
+    # kind: sequence_id, name: buy_seq, num_buckets: 100, sequence_length: 2, delimiter: ";"
+    # rows "3;108;5", "", None  ->  values [3, 8], lengths [2, 0, 0] (the third item past sequence_length)
+"""
+
+from __future__ import annotations
+
+from recpipe.config.features import SequenceIdFeatureConfig
+from recpipe.features.kinds.base import FeatureKind, FitNeeds, SpecParts
+from recpipe.features.kinds.id import id_entry
+from recpipe.features.kinds.sequence import column, histories
+from recpipe.features.spec import SequenceFeature
+
+# The separator of several values in one item (TorchEasyRec's multi-value separator): one item holds one id
+# here, so an item containing it is a bad row rather than silently one id.
+ITEM_SEPARATOR = "\x1d"
+
+
+def build(f: SequenceIdFeatureConfig, parts: SpecParts) -> None:
+    parts.sparse.append(
+        id_entry(f.name, f.source_column, f, "sequence_id", encoded=parts.encoded, sequence=f.name)
+    )
+    parts.sequences.append(standalone(f.name, f.source_column, f.sequence_length, f.delimiter, "sequence_id"))
+
+
+def standalone(name: str, column: str, max_length: int, delimiter: str, kind: str) -> SequenceFeature:
+    """The history entry of a standalone sequence: its only sub-feature key is its own name."""
+    return SequenceFeature(
+        name=name,
+        column=column,
+        max_length=max_length,
+        delimiter=delimiter,
+        sub_delimiter=ITEM_SEPARATOR,
+        sub_features=[name],
+        kind=kind,
+    )
+
+
+def needs(f: SequenceIdFeatureConfig) -> FitNeeds:
+    return FitNeeds(vocab={f.name: f.min_freq}) if f.min_freq is not None else FitNeeds()
+
+
+KIND = FeatureKind(name="sequence_id", build=build, column=column, needs=needs, sequence=histories)

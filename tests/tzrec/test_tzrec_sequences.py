@@ -1,0 +1,339 @@
+"""TorchEasyRec's sequences as its own test and benchmark configs write them, in protobuf text written here:
+numeric sub-features of a grouped sequence (``raw_feature`` in ``sequence_feature.features``), standalone
+``sequence_id_feature`` / ``sequence_raw_feature``, ``JAGGED_SEQUENCE`` groups, ``sequence_groups`` /
+``sequence_encoders`` (DIN encoders inside a DEEP group) and pre-encoded (FG_NONE) sequences."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+import torch
+from tzrec_fixtures import HEAD
+
+from recpipe.batch import to_batch
+from recpipe.features.build import build_feature_spec
+from recpipe.features.fg import BadRowError, FeatureGenerator
+from recpipe.models.registry import build_model
+from recpipe.tzrec import TzrecImportError, import_tzrec
+
+# multi_tower_din_fg_mock.config's constructs: a grouped sequence with id and numeric sub-features (the
+# numeric one bucketized), three standalone sequences in one SEQUENCE group paired with their query by
+# position (user_id <-> buy_50_user_id_seq), not by name.
+FEATURES = """\
+feature_configs { id_feature { feature_name: "user_id" expression: "user:user_id" hash_bucket_size: 100 embedding_dim: 8 } }
+feature_configs { id_feature { feature_name: "item_id" expression: "item:item_id" num_buckets: 50 embedding_dim: 8 } }
+feature_configs { raw_feature { feature_name: "raw_1" expression: "item:raw_1" boundaries: [0.1, 0.2, 0.3] embedding_dim: 8 } }
+feature_configs {
+    sequence_feature {
+        sequence_name: "click_50_seq"
+        sequence_length: 50
+        sequence_delim: "|"
+        features { id_feature { feature_name: "item_id" expression: "item:item_id" num_buckets: 50 embedding_dim: 8 } }
+        features {
+            raw_feature {
+                feature_name: "raw_1"
+                expression: "item:raw_1"
+                boundaries: [0.1, 0.2, 0.3]
+                embedding_dim: 8
+            }
+        }
+        features { raw_feature { feature_name: "ts" expression: "user:ts" boundaries: [60, 3600] embedding_dim: 8 } }
+    }
+}
+feature_configs {
+    sequence_id_feature {
+        feature_name: "buy_50_user_id_seq"
+        sequence_length: 50
+        sequence_delim: "|"
+        expression: "item:buy_50_user_id_seq"
+        hash_bucket_size: 100
+        embedding_dim: 8
+    }
+}
+feature_configs {
+    sequence_raw_feature {
+        feature_name: "buy_50_raw_seq"
+        sequence_length: 50
+        expression: "item:buy_50_raw_seq"
+        boundaries: [1, 10]
+        embedding_dim: 8
+    }
+}
+"""
+
+GROUPS = """\
+    feature_groups { group_name: "deep" feature_names: ["user_id", "item_id", "raw_1"] group_type: DEEP }
+    feature_groups {
+        group_name: "seq"
+        feature_names: ["item_id", "raw_1", "click_50_seq__item_id", "click_50_seq__raw_1", "click_50_seq__ts"]
+        group_type: SEQUENCE
+    }
+    feature_groups {
+        group_name: "seq_item"
+        feature_names: ["user_id", "buy_50_user_id_seq", "buy_50_raw_seq"]
+        group_type: JAGGED_SEQUENCE
+    }
+"""
+
+DIN = """\
+    multi_tower_din {
+        towers { input: "deep" mlp { hidden_units: [16] } }
+        din_towers { input: "seq" attn_mlp { hidden_units: [8] } }
+        din_towers { input: "seq_item" attn_mlp { hidden_units: [8] } }
+        final { hidden_units: [8] }
+    }
+"""
+
+
+def din_config(features: str = FEATURES, head: str = HEAD) -> str:
+    return head + features + "model_config {\n" + GROUPS + DIN + "}\n"
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(text, "x.config")
+    return [f"{p.line}: {p.message}" for p in err.value.problems]
+
+
+def _line(text: str, where: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if where in line)
+
+
+def rows() -> pa.Table:
+    return pa.table(
+        {
+            "user_id": ["u1", "u2", "u3"],
+            "item_id": [3, 7, 9],
+            "raw_1": [0.15, 0.05, 0.35],
+            "click_50_seq": ["3\x030.15\x0330|8\x030.25\x037200", "", None],
+            "buy_50_user_id_seq": ["u7|u8", None, "u1"],
+            "buy_50_raw_seq": ["0.5;20", "", "5"],
+            "clk": [1, 0, 1],
+        }
+    )
+
+
+def test_numeric_sub_features_standalone_sequences_and_jagged_groups_import_and_run():
+    imported = import_tzrec(din_config(), "din_fg_mock.config")
+    assert "0 refused" in imported.summary
+    features = {f["name"]: f for f in imported.data["features"]}
+    subs = {s["name"]: s for s in features["click_50_seq"]["sub_features"]}
+    # TorchEasyRec's table names: <sequence>__<feature>_emb unless embedding_name shares one.
+    assert subs["raw_1"] == {
+        "name": "raw_1",
+        "boundaries": [0.1, 0.2, 0.3],
+        "embedding_dim": 8,
+        "embedding_name": "click_50_seq__raw_1",
+    }
+    assert features["buy_50_user_id_seq"] == {
+        "kind": "sequence_id",
+        "name": "buy_50_user_id_seq",
+        "hash_bucket_size": 100,
+        "embedding_dim": 8,
+        "default_value": "0",
+        "sequence_length": 50,
+        "delimiter": "|",
+    }
+    # sequence_delim's default is ";" (feature.proto).
+    assert features["buy_50_raw_seq"]["kind"] == "sequence_raw"
+    assert features["buy_50_raw_seq"]["delimiter"] == ";"
+    groups = {g["name"]: g for g in imported.data["feature_groups"]}
+    assert groups["seq_item"]["type"] == "sequence"  # JAGGED_SEQUENCE: recpipe's groups are jagged already
+
+    spec = build_feature_spec(imported.config)
+    seq_item = spec.group("seq_item")
+    assert (seq_item.query, seq_item.history) == (["user_id"], ["buy_50_user_id_seq", "buy_50_raw_seq"])
+    out = FeatureGenerator(spec)(rows())
+    batch = to_batch(out, spec.sparse_keys())
+    kjt = batch.sparse.to_dict()
+    # Items of row 0: raw_1 0.15 -> bucket 1, 0.25 -> 2; ts 30 -> 0, 7200 -> 2 (searchsorted, side right).
+    assert kjt["click_50_seq__raw_1"].values().tolist() == [1, 2]
+    assert kjt["click_50_seq__ts"].values().tolist() == [0, 2]
+    assert kjt["buy_50_raw_seq"].values().tolist() == [0, 2, 1]
+    assert kjt["buy_50_raw_seq"].lengths().tolist() == [2, 0, 1]
+    model = build_model(spec, imported.config.model)
+    logits = model(batch.dense, batch.sparse)
+    assert logits.shape == (3,) and torch.isfinite(logits).all()
+    # seq: the query (item_id, raw_1: 16) is padded to the item (item_id, raw_1, ts: 24), as DINEncoder does.
+    assert model.dense.din["seq"].pad == 8 and model.dense.din["seq_item"].pad == 8
+
+
+def test_standalone_sequences_of_one_group_must_have_equal_lengths():
+    spec = build_feature_spec(import_tzrec(din_config()).config)
+    bad = rows().set_column(5, "buy_50_raw_seq", pa.array(["0.5", "", "5"]))
+    with pytest.raises(BadRowError, match="row 0, column 'buy_50_raw_seq': expected as many items as column"):
+        FeatureGenerator(spec)(bad)
+
+
+def test_a_numeric_history_value_without_boundaries_is_refused_precisely():
+    dense_sub = FEATURES.replace(
+        'features { raw_feature { feature_name: "ts" expression: "user:ts" boundaries: [60, 3600] embedding_dim: 8 } }',
+        'features { raw_feature { feature_name: "ts" expression: "user:ts" } }',
+    )
+    dense_seq = FEATURES.replace("boundaries: [1, 10]\n        embedding_dim: 8\n", "")
+    for text, where, what in (
+        (dense_sub, 'feature_name: "ts"', "a numeric sub-feature 'ts'"),
+        (dense_seq, "sequence_raw_feature {", "sequence_raw_feature"),
+    ):
+        line = _line(din_config(text), where)
+        found = _problems(din_config(text))
+        assert len(found) == 1, found
+        assert found[0].startswith(f"{line}: {what}") and "dense value per item" in found[0], found
+        assert "give boundaries" in found[0]
+
+
+def test_sequence_length_is_required_and_value_dim_is_unsupported():
+    text = FEATURES.replace(
+        'sequence_length: 50\n        sequence_delim: "|"\n        expression', "expression"
+    )
+    found = _problems(din_config(text))
+    assert found == [
+        f"{_line(din_config(text), 'sequence_id_feature {')}: sequence_id_feature 'buy_50_user_id_seq' needs sequence_length (TorchEasyRec's proto has no default)"
+    ]
+    multi = FEATURES.replace(
+        "hash_bucket_size: 100\n        embedding_dim: 8\n    }",
+        "hash_bucket_size: 100\n        embedding_dim: 8\n        value_dim: 0\n    }",
+    )
+    found = _problems(din_config(multi))
+    assert len(found) == 1 and "value_dim" in found[0], found
+
+
+def test_names_paired_out_of_order_are_refused():
+    text = din_config().replace(
+        '["item_id", "raw_1", "click_50_seq__item_id", "click_50_seq__raw_1", "click_50_seq__ts"]',
+        '["raw_1", "item_id", "click_50_seq__item_id", "click_50_seq__raw_1", "click_50_seq__ts"]',
+    )
+    imported = import_tzrec(text)
+    with pytest.raises(ValueError, match="in the order of their query features"):
+        build_feature_spec(imported.config)
+
+
+# dbmtl_has_sequence_mock.config's constructs: DIN encoders over sequence groups inside the one DEEP group.
+MULTITASK_HEAD = HEAD.replace('label_fields: "clk"', 'label_fields: "clk"\n    label_fields: "buy"')
+DBMTL = """\
+model_config {
+    feature_groups {
+        group_name: "all"
+        feature_names: ["user_id", "item_id", "raw_1"]
+        group_type: DEEP
+        sequence_groups {
+            group_name: "click_50_seq"
+            feature_names: ["item_id", "raw_1", "click_50_seq__item_id", "click_50_seq__raw_1", "click_50_seq__ts"]
+        }
+        sequence_groups {
+            group_name: "buys"
+            feature_names: ["user_id", "buy_50_user_id_seq", "buy_50_raw_seq"]
+        }
+        sequence_encoders { din_encoder { input: "click_50_seq" attn_mlp { hidden_units: [16, 8] } } }
+        sequence_encoders { din_encoder { input: "buys" attn_mlp { hidden_units: [8] } } }
+    }
+    dbmtl {
+        bottom_mlp { hidden_units: [16] }
+        task_towers { tower_name: "ctr" label_name: "clk" mlp { hidden_units: [8] } losses { binary_cross_entropy {} } }
+        task_towers { tower_name: "cvr" label_name: "buy" mlp { hidden_units: [8] } losses { binary_cross_entropy {} } }
+    }
+}
+"""
+
+
+def test_sequence_encoders_of_a_multitask_group_become_din_towers():
+    imported = import_tzrec(MULTITASK_HEAD + FEATURES + DBMTL, "dbmtl_has_sequence.config")
+    assert "0 refused" in imported.summary
+    model = imported.data["model"]
+    assert model["towers"] == [{"group": "all"}]
+    assert model["din_towers"] == [
+        {"group": "click_50_seq", "attn_mlp": {"hidden_units": [16, 8]}},
+        {"group": "buys", "attn_mlp": {"hidden_units": [8]}},
+    ]
+    groups = [(g["name"], g["type"]) for g in imported.data["feature_groups"]]
+    assert groups == [("all", "deep"), ("click_50_seq", "sequence"), ("buys", "sequence")]
+    spec = build_feature_spec(imported.config)
+    table = rows().append_column("buy", pa.array([0, 0, 1]))
+    batch = to_batch(FeatureGenerator(spec)(table), spec.sparse_keys())
+    model = build_model(spec, imported.config.model)
+    logits = model(batch.dense, batch.sparse)
+    assert logits.shape == (3, 2) and torch.isfinite(logits).all()
+
+
+def test_one_unnamed_sequence_group_is_named_after_its_group_and_an_encoder_without_input_reads_it():
+    text = (
+        DBMTL.replace('group_name: "click_50_seq"\n', "", 1)
+        .replace('input: "click_50_seq" ', "")
+        .replace(
+            'sequence_groups {\n            group_name: "buys"\n            feature_names: ["user_id", "buy_50_user_id_seq", "buy_50_raw_seq"]\n        }\n',
+            "",
+        )
+        .replace('sequence_encoders { din_encoder { input: "buys" attn_mlp { hidden_units: [8] } } }\n', "")
+    )
+    imported = import_tzrec(MULTITASK_HEAD + FEATURES + text)
+    assert imported.data["model"]["din_towers"] == [
+        {"group": "all_seq", "attn_mlp": {"hidden_units": [16, 8]}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('input: "buys"', 'input: "nope"', "input 'nope' is not one of the sequence_groups"),
+        (
+            'sequence_encoders { din_encoder { input: "buys" attn_mlp { hidden_units: [8] } } }\n',
+            "",
+            "sequence group 'buys' has no sequence encoder",
+        ),
+        (
+            "attn_mlp { hidden_units: [8] } }",
+            "attn_mlp { hidden_units: [8] } max_seq_length: 10 }",
+            "set sequence_length to 10 instead",
+        ),
+    ],
+)
+def test_sequence_encoder_mistakes_are_refused(old, new, expected):
+    found = _problems(MULTITASK_HEAD + FEATURES + DBMTL.replace(old, new))
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_sequence_encoders_feeding_a_tower_mlp_are_refused():
+    """TorchEasyRec's multi_tower reads the group with its encoders' outputs appended; recpipe's DIN towers
+    join at the final MLP."""
+    model = DBMTL[: DBMTL.index("    dbmtl {")].replace('"all"', '"deep"', 1) + (
+        '    multi_tower { towers { input: "deep" mlp { hidden_units: [8] } } final { hidden_units: [8] } }\n}\n'
+    )
+    found = _problems(HEAD + FEATURES + model)
+    assert len(found) == 1 and "a different model" in found[0], found
+
+
+# dbmtl_taobao_seq.config's construct: pre-encoded (FG_NONE) sequences, one column per sub-feature.
+ENCODED_HEAD = HEAD.replace("fg_mode: FG_DAG", "fg_mode: FG_NONE")
+
+
+def test_pre_encoded_sequences_read_one_column_per_sub_feature():
+    imported = import_tzrec(din_config(head=ENCODED_HEAD))
+    assert imported.config.data.fg_encoded
+    spec = build_feature_spec(imported.config)
+    columns = {s.name: s.column for s in spec.sequences}
+    assert columns["click_50_seq__ts"] == "click_50_seq__ts" and columns["buy_50_raw_seq"] == "buy_50_raw_seq"
+    table = pa.table(
+        {
+            "user_id": [1, 2],
+            "item_id": [3, 7],
+            "raw_1": [1, 0],
+            "click_50_seq__item_id": ["3|8", ""],
+            "click_50_seq__raw_1": ["1|2", None],
+            "click_50_seq__ts": ["0|2", ""],
+            "buy_50_user_id_seq": ["7|8", "1"],
+            "buy_50_raw_seq": ["0;2", "1"],
+            "clk": [1, 0],
+        }
+    )
+    kjt = to_batch(FeatureGenerator(spec)(table), spec.sparse_keys()).sparse.to_dict()
+    assert kjt["click_50_seq__ts"].values().tolist() == [0, 2]  # bucket ids as they are
+    assert kjt["click_50_seq__item_id"].lengths().tolist() == [2, 0]
+    assert kjt["buy_50_raw_seq"].values().tolist() == [0, 2, 1]
+    wrong = table.set_column(5, "click_50_seq__ts", pa.array(["0|3", ""]))  # 2 boundaries: ids 0..2
+    with pytest.raises(
+        BadRowError, match=r"row 0, column 'click_50_seq__ts': expected a pre-encoded id in \[0, 3\)"
+    ):
+        FeatureGenerator(spec)(wrong)
+    short = table.set_column(5, "click_50_seq__ts", pa.array(["0", ""]))
+    with pytest.raises(BadRowError, match="column 'click_50_seq__ts': expected as many items as column"):
+        FeatureGenerator(spec)(short)
