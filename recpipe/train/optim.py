@@ -13,6 +13,7 @@ from torchrec.optim.clipping import GradientClipping, GradientClippingOptimizer
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizer, KeyedOptimizerWrapper
 
 from recpipe.config import OptimizerConfig
+from recpipe.config.root import ADAM_BETAS
 from recpipe.train.dist import embedding_modules
 
 _SPARSE: dict[str, type[torch.optim.Optimizer]] = {
@@ -34,6 +35,8 @@ def _kwargs(cfg: OptimizerConfig) -> dict[str, Any]:
         kw["eps"] = cfg.eps
     if cfg.weight_decay:
         kw["weight_decay"] = cfg.weight_decay
+    if cfg.type == "adam" and tuple(cfg.betas) != ADAM_BETAS:
+        kw["betas"] = tuple(cfg.betas)
     return kw
 
 
@@ -45,6 +48,13 @@ def check_sparse_optimizer(cfg: OptimizerConfig, device_type: str) -> None:
         raise ValueError(
             f"train.sparse_optimizer.weight_decay {cfg.weight_decay}: not supported for the fused embedding "
             "optimizer (it would be silently ignored); set it to 0"
+        )
+    if tuple(cfg.betas) != ADAM_BETAS:
+        # The in-backward optimizer's kwargs are torch.optim.Adam's (betas), which FBGEMM's fused Adam does
+        # not read (it takes beta1 / beta2): they would be dropped or refused inside the sharder.
+        raise ValueError(
+            f"train.sparse_optimizer.betas {list(cfg.betas)}: the fused embedding Adam keeps FBGEMM's "
+            f"{list(ADAM_BETAS)}; set betas only on train.dense_optimizer"
         )
     if cfg.type == "adam" and device_type == "cpu":
         raise ValueError(

@@ -39,6 +39,13 @@ class _Member:
     path: str
 
 
+CUSTOM_FEATURE_REFUSED = (
+    "custom_feature is not supported: it runs a compiled FG operator (operator_lib_file, a C++ plugin of "
+    "pyfg such as libedit_distance.so) that recpipe's FG cannot load or reproduce; compute the value "
+    "upstream into a column and read it as a raw_feature or id_feature"
+)
+
+
 def _column(expression: str, name: str, path: str, found: Findings) -> str | None:
     if not expression:  # missing: reported as a required field
         return None
@@ -167,6 +174,9 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
         kind = fc.WhichOneof("feature")
         path = f"feature_configs[{i}].{kind}" if kind else f"feature_configs[{i}]"
         if kind is None:
+            # custom_feature runs a compiled operator (operator_lib_file, a .so of pyfg's C++ plugin API) at
+            # FG time: a closed binary recpipe's FG (numpy/pyarrow) cannot load; said at its line.
+            found.refine(lambda q, p=path: q.path == f"{p}.custom_feature", lambda q: CUSTOM_FEATURE_REFUSED)
             # An unsupported feature type (sequence_id_feature) is already reported once, at its line.
             if not any(q.path.startswith(f"{path}.") for q in found.problems):
                 found.problem(

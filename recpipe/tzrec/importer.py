@@ -247,6 +247,11 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
         ("pin_memory", "recpipe's loader decides"),
         ("fg_threads", "recpipe's feature generation is vectorized, not a thread pool"),
         ("odps_data_quota_name", "recpipe's ODPS reader uses the tunnel's default quota"),
+        (
+            "odps_data_compression",
+            "a transfer setting of MaxCompute's storage API; recpipe reads through pyodps' Arrow tunnel, "
+            "which picks its own compression (the rows read are the same)",
+        ),
     ):
         if dc.HasField(key):
             found.note(f"{p}.{key}", f"ignored: {why}")
@@ -317,6 +322,16 @@ def _train(tc: Any, found: Findings) -> dict[str, Any]:
     if tc.HasField("num_steps"):
         out["max_steps"] = tc.num_steps
     out["log_every_steps"] = tc.log_step_count_steps
+    if tc.HasField("mixed_precision"):
+        # TorchEasyRec autocasts the model's forward to BF16 or FP16 (tzrec/main.py, mixed_precision).
+        # Its values are exactly "BF16" and "FP16" (tzrec/acc/utils.py, mixed_precision_to_dtype).
+        if tc.mixed_precision in ("BF16", "FP16"):
+            out["mixed_precision"] = tc.mixed_precision.lower()
+        else:
+            found.problem(
+                "train_config.mixed_precision",
+                f"mixed_precision {tc.mixed_precision!r} is not 'BF16' or 'FP16'",
+            )
     _checkpoints(tc, out, found)
     for key, why in (
         ("use_tensorboard", "recpipe logs metrics to metrics.jsonl and MLflow"),
@@ -366,6 +381,11 @@ def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> d
         )
     if "weight_decay" in cfg.DESCRIPTOR.fields_by_name and cfg.weight_decay:
         out["weight_decay"] = cfg.weight_decay
+    if "beta1" in cfg.DESCRIPTOR.fields_by_name and (cfg.HasField("beta1") or cfg.HasField("beta2")):
+        # optimizer.proto's Adam beta1 / beta2 (defaults 0.9 / 0.999, torch's and FBGEMM's too).
+        out["betas"] = [cfg.beta1, cfg.beta2]
+    if "eps" in cfg.DESCRIPTOR.fields_by_name and cfg.HasField("eps"):
+        out["eps"] = cfg.eps
     return out
 
 

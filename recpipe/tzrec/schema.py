@@ -71,6 +71,7 @@ def _task_tower(label_name: str) -> list[FieldSpec]:
         _f("num_class", 5, "uint32", default="1"),
         _f("mlp", 6, _MLP),
         _f("weight", 7, "double", default="1.0"),
+        _f("train_metrics", 20, "TrainMetricConfig", _REP),
     ]
 
 
@@ -122,6 +123,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("cudnn_allow_tf32", 13, "bool", default="true"),
         _f("cuda_matmul_allow_tf32", 14, "bool", default="false"),
         _f("keep_checkpoint_max", 20, "uint32", default="0"),
+        # Read by recpipe.tzrec.training (emb work): autocast of the dense part.
+        _f("mixed_precision", 16, "string"),
     ],
     "SparseOptimizer": [
         _one("optimizer", "sgd_optimizer", 1, "FusedSGDOptimizer"),
@@ -138,7 +141,12 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     ],
     "FusedSGDOptimizer": [_LR],
     "FusedAdagradOptimizer": [_LR],
-    "FusedAdamOptimizer": [_LR, _f("weight_decay", 4, "double", default="0.0")],
+    "FusedAdamOptimizer": [
+        _LR,
+        _f("beta1", 2, "double", default="0.9"),
+        _f("beta2", 3, "double", default="0.999"),
+        _f("weight_decay", 4, "double", default="0.0"),
+    ],
     "FusedRowWiseAdagradOptimizer": [_LR],
     "SGDOptimizer": [
         _LR,
@@ -146,7 +154,13 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("weight_decay", 3, "double", default="0.0"),
     ],
     "AdagradOptimizer": [_LR, _f("weight_decay", 2, "double", default="0.0")],
-    "AdamOptimizer": [_LR, _f("weight_decay", 4, "double", default="0.0")],
+    "AdamOptimizer": [
+        _LR,
+        _f("beta1", 2, "double", default="0.9"),
+        _f("beta2", 3, "double", default="0.999"),
+        _f("weight_decay", 4, "double", default="0.0"),
+        _f("eps", 5, "double", default="1e-8"),
+    ],
     "ConstantLR": [],
     # eval.proto
     "EvalConfig": [_f("num_steps", 1, "uint32"), _f("log_step_count_steps", 2, "uint32", default="10")],
@@ -165,6 +179,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("odps_data_quota_name", 15, "string", default="pay-as-you-go"),
         _f("sample_weight_fields", 19, "string", _REP),
         _f("fg_mode", 20, "FgMode", default="FG_NONE"),
+        _f("odps_data_compression", 24, "string", default="LZ4_FRAME"),
     ],
     "Field": [_f("input_name", 1, "string", _REQ), _f("input_type", 2, "FieldType")],
     # feature.proto
@@ -280,6 +295,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("num_class", 2, "uint32", default="1"),
         _f("losses", 3, "LossConfig", _REP),
         _f("metrics", 4, "MetricConfig", _REP),
+        _f("train_metrics", 5, "TrainMetricConfig", _REP),
         _one("model", "dlrm", 100, "DLRM"),
         _one("model", "deepfm", 101, "DeepFM"),
         _one("model", "multi_tower", 102, "MultiTower"),
@@ -331,7 +347,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("task_towers", 5, "BayesTaskTower", _REP),
     ],
     "PLE": [_f("extraction_networks", 1, "ExtractionNetwork", _REP), _f("task_towers", 2, "TaskTower", _REP)],
-    # tower.proto: the task-space and pareto fields, train_metrics and sample_weight_name are left out.
+    # tower.proto: the task-space and pareto fields and sample_weight_name are left out.
     # BayesTaskTower (DBMTL's) is TaskTower with an optional label_name and the relation fields.
     "TaskTower": _task_tower(label_name=_REQ),
     "BayesTaskTower": [
@@ -359,6 +375,12 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     "BinaryCrossEntropy": [],
     "MetricConfig": [_one("metric", "auc", 1, "AUC"), _one("metric", "grouped_auc", 7, "GroupedAUC")],
     "AUC": [_f("thresholds", 1, "uint32", default="200")],
+    # metric.proto's TrainMetricConfig: only auc (recpipe's training log reports a window's AUC).
+    "TrainMetricConfig": [
+        _one("metric", "auc", 1, "AUC"),
+        _f("decay_rate", 20, "double", default="0.9"),
+        _f("decay_step", 21, "uint32", default="100"),
+    ],
     "GroupedAUC": [_f("grouping_key", 1, "string", _REQ)],
 }
 
