@@ -86,6 +86,12 @@ FEATURE_KINDS: dict[str, Declared] = {
         "recpipe.config.features:OverlapFeatureConfig", "recpipe.features.kinds.overlap:KIND"
     ),
     "match": Declared("recpipe.config.features:MatchFeatureConfig", "recpipe.features.kinds.match:KIND"),
+    "kv_dot_product": Declared(
+        "recpipe.config.features:KvDotProductFeatureConfig", "recpipe.features.kinds.kv_dot_product:KIND"
+    ),
+    "bool_mask": Declared(
+        "recpipe.config.features:BoolMaskFeatureConfig", "recpipe.features.kinds.bool_mask:KIND"
+    ),
 }
 
 MODELS: dict[str, Declared] = {

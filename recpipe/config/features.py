@@ -430,3 +430,56 @@ class OverlapFeatureConfig(_ValueOutputMixin, FeatureSection):
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.query, self.title]
+
+
+# ------------------------------------------------------------------------------ kv_dot_product, bool_mask
+class KvDotProductFeatureConfig(_ValueOutputMixin, FeatureSection):
+    """TorchEasyRec's ``kv_dot_product``: the dot product of two key:value columns (``query``, ``document``),
+    or the size of the intersection of two key sets (a key without a value weighs 1)."""
+
+    kind: Literal["kv_dot_product"]
+    query: str
+    document: str
+    # Multi-value separator of text (TorchEasyRec's separator, default \x1d) and the key:value separator.
+    separator: str = Field("\x1d", min_length=1)
+    kv_delimiter: str = Field(":", min_length=1, max_length=1)
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.query, self.document]
+
+
+class BoolMaskFeatureConfig(FeatureSection):
+    """TorchEasyRec's ``bool_mask_feature``: the values of ``column`` (default: the name) whose place in the
+    ``mask`` column is true, as ids (``tf.boolean_mask``), mapped like an id feature's."""
+
+    kind: Literal["bool_mask"]
+    mask: str
+    hash_bucket_size: int | None = Field(None, ge=1)
+    num_buckets: int | None = Field(None, ge=1)
+    vocab_list: list[str] | None = None
+    vocab_file: str | None = None
+    default_bucket: int | None = Field(None, ge=0)
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+    pooling: Literal["sum", "mean"] = "sum"
+    # Multi-value separator of both text columns (TorchEasyRec's separator, default \x1d).
+    separator: str = Field("\x1d", min_length=1)
+    # TorchEasyRec's default_value (default ""): the value of a row that keeps none; None: no id there.
+    default_value: str | None = None
+
+    def mapping_field(self) -> str:
+        return next(k for k in _VALUE_MAPPINGS if getattr(self, k) is not None)
+
+    @model_validator(mode="after")
+    def _one_mapping(self) -> BoolMaskFeatureConfig:
+        given = [k for k in _VALUE_MAPPINGS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"exactly one id mapping is required, one of {', '.join(_VALUE_MAPPINGS)}; got {given or 'none'}"
+            )
+        if self.mask == self.source_column:
+            raise ValueError(f"mask {self.mask!r} is the values column itself")
+        return self
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.source_column, self.mask]
