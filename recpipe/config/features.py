@@ -45,7 +45,32 @@ class FeatureSection(Strict):
         return []
 
 
-class _IdMappingMixin(Strict):
+class _TableMixin(Strict):
+    """The settings of a feature's embedding table (TorchEasyRec's common ``data_type`` and ``trainable``,
+    docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16`` (TorchEasyRec's
+    FP32 / FP16); ``trainable: false`` freezes the table (TorchEasyRec's frozen tables: SGD with lr 0, so the
+    optimizer never changes it). Features sharing a table must agree on both."""
+
+    data_type: Literal["fp32", "fp16"] = "fp32"
+    trainable: bool = True
+
+    def has_table(self) -> bool:
+        """The feature looks up an embedding table (its output is ids)."""
+        return True
+
+    @model_validator(mode="after")
+    def _table_settings(self) -> _TableMixin:
+        if not self.has_table():
+            set_ = [k for k, d in (("data_type", "fp32"), ("trainable", True)) if getattr(self, k) != d]
+            if set_:
+                raise ValueError(
+                    f"{' and '.join(set_)} set a feature's embedding table; this feature is a dense value "
+                    "(no boundaries or id mapping) and has none"
+                )
+        return self
+
+
+class _IdMappingMixin(_TableMixin):
     hash_bucket_size: int | None = Field(None, ge=1)
     num_buckets: int | None = Field(None, ge=1)
     vocab_list: list[str] | None = None
@@ -98,8 +123,11 @@ class IdFeatureConfig(_IdMappingMixin, FeatureSection):
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
 
 
-class RawFeatureConfig(FeatureSection):
+class RawFeatureConfig(_TableMixin, FeatureSection):
     kind: Literal["raw"]
+
+    def has_table(self) -> bool:
+        return self.boundaries is not None or self.num_quantile_buckets is not None
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.source_column] if skip_bad_rows else []
@@ -202,7 +230,7 @@ class FeatureGroupConfig(Strict):
 _VALUE_MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
 
 
-class _ValueOutputMixin(Strict):
+class _ValueOutputMixin(_TableMixin):
     boundaries: list[float] | None = None
     embedding_dim: int = Field(16, ge=1)
     embedding_name: str | None = None
@@ -216,6 +244,9 @@ class _ValueOutputMixin(Strict):
     def mapping_field(self) -> str | None:
         """The id mapping the value is mapped by (lookup, match), else None."""
         return None
+
+    def has_table(self) -> bool:
+        return self.sparse_output
 
     @property
     def sparse_output(self) -> bool:
@@ -448,7 +479,7 @@ class KvDotProductFeatureConfig(_ValueOutputMixin, FeatureSection):
         return [self.query, self.document]
 
 
-class BoolMaskFeatureConfig(FeatureSection):
+class BoolMaskFeatureConfig(_TableMixin, FeatureSection):
     """TorchEasyRec's ``bool_mask_feature``: the values of ``column`` (default: the name) whose place in the
     ``mask`` column is true, as ids (``tf.boolean_mask``), mapped like an id feature's."""
 

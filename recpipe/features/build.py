@@ -25,7 +25,9 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     """
     parts = SpecParts(encoded=cfg.data.fg_encoded)
     for f in cfg.features:
+        start = len(parts.sparse)
         feature_kind(f.kind).build(f, parts)
+        _table_settings(f, parts, start)
     spec = FeatureSpec(
         sparse=parts.sparse,
         dense=parts.dense,
@@ -44,6 +46,18 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     ]
     spec.tables()  # validates shared-table dims
     return spec
+
+
+def _table_settings(f: object, parts: SpecParts, start: int) -> None:
+    """The ``data_type`` / ``trainable`` of the section (a history's: each sub-feature's) on the KJT keys its
+    kind just appended: table settings, the same for every kind."""
+    subs = {sub_feature_key(f.name, s.name): s for s in getattr(f, "sub_features", [])}  # type: ignore[attr-defined]
+    for i in range(start, len(parts.sparse)):
+        entry = parts.sparse[i]
+        section = subs.get(entry.name, f)
+        settings = {k: getattr(section, k) for k in ("data_type", "trainable") if hasattr(section, k)}
+        if settings:
+            parts.sparse[i] = dataclasses.replace(entry, **settings)
 
 
 def _wide_group(spec: FeatureSpec, name: str, features: list[str], dim: int) -> FeatureGroup:

@@ -70,10 +70,24 @@ def apply_sparse_optimizer(model: nn.Module, cfg: OptimizerConfig, device_type: 
     tables) is ``dmp.fused_optimizer``.
     """
     check_sparse_optimizer(cfg, device_type)
-    params = [p for _, m in embedding_modules(model) for p in m.parameters()]
-    if not params:
+    frozen_tables = frozen_table_names(model)
+    params, frozen = [], []
+    for _, m in embedding_modules(model):
+        for name, p in m.named_parameters():
+            # ...embedding_bags.<table>.weight / ...embeddings.<table>.weight
+            (frozen if name.rsplit(".", 2)[-2] in frozen_tables else params).append(p)
+    if not params and not frozen:
         raise ValueError("the model has no EmbeddingBagCollection / EmbeddingCollection parameters")
-    apply_optimizer_in_backward(_SPARSE[cfg.type], params, _kwargs(cfg))
+    if params:
+        apply_optimizer_in_backward(_SPARSE[cfg.type], params, _kwargs(cfg))
+    if frozen:
+        # TorchEasyRec's frozen tables (tzrec/main.py): SGD with lr 0 keeps the fused kernel and the weights.
+        apply_optimizer_in_backward(torch.optim.SGD, frozen, {"lr": 0.0})
+
+
+def frozen_table_names(model: nn.Module) -> set[str]:
+    """The tables of ``model`` built with ``trainable: false`` (every EmbeddingGroup's ``frozen_tables``)."""
+    return {t for m in model.modules() for t in getattr(m, "frozen_tables", ())}
 
 
 def dense_parameters(model: nn.Module) -> dict[str, nn.Parameter]:

@@ -206,6 +206,8 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
             if encoded:
                 found.problem(path, "pre-encoded (FG_NONE) sequence features are not supported")
             out = _sequence(cfg, path, found, tables)
+        if kind != "sequence_feature":
+            table_settings(cfg, out, path, found)
         features.append(out)
     _assign_tables(tables, found)
     return features
@@ -239,6 +241,7 @@ def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Memb
         # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
         # "782577\x037511\x03" is id 0, not a bad row.
         sub_out.setdefault("default_value", "0")
+        table_settings(sub, sub_out, sub_path, found)
         key = sub_feature_key(name, sub.feature_name)
         table = sub.embedding_name or f"{key}_emb"
         tables.setdefault(table, []).append(_Member(sub_out, key, True, sub_path))
@@ -248,7 +251,7 @@ def _sequence(cfg: Any, path: str, found: Findings, tables: dict[str, list[_Memb
 
 def _table_shape(member: _Member) -> tuple[Any, ...]:
     t = member.target
-    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim"))
+    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim", "data_type", "trainable"))
     return tuple(tuple(v) if isinstance(v, list) else v for v in values)
 
 
@@ -261,8 +264,33 @@ def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
             for m in members:
                 found.problem(
                     m.path,
-                    f"features sharing embedding {table!r} ({names}) differ in their buckets or embedding_dim",
+                    f"features sharing embedding {table!r} ({names}) differ in their buckets, embedding_dim, data_type or trainable",
                 )
         for m in members:
             if m.is_sub or m.name != owner.name:
                 m.target["embedding_name"] = owner.name
+
+
+def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
+    """The common ``data_type`` (FP32 / FP16, tzrec/features/feature.py ``_dtype_str_to_data_type``) and
+    ``trainable`` of a feature's embedding table; a dense value has no table (a note says so)."""
+    has_table = (
+        out.get("kind") in ("id", "bool_mask", None)
+        or "boundaries" in out
+        or any(k in out for k in _MAPPINGS)
+    )
+    data_type = cfg.data_type if cfg.HasField("data_type") else "FP32"
+    if data_type not in ("FP32", "FP16"):
+        found.problem(
+            f"{path}.data_type", f"data_type {data_type!r} is not 'FP32' or 'FP16' (TorchEasyRec's)"
+        )
+        return
+    given = [k for k in ("data_type", "trainable") if cfg.HasField(k)]
+    if not has_table:
+        for k in given:
+            found.note(f"{path}.{k}", "ignored: a dense value has no embedding table")
+        return
+    if data_type == "FP16":
+        out["data_type"] = "fp16"
+    if not cfg.trainable:
+        out["trainable"] = False

@@ -208,6 +208,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 9, "string"),
         _f("pooling", 10, "string", default="sum"),
         _f("default_value", 11, "string", default="0"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "BoolMaskFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -222,6 +224,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("default_value", 11, "string", default=""),
         _f("separator", 12, "string", default="\x1d"),
         _f("vocab_file", 17, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "LookupFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -242,6 +246,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 17, "string"),
         _f("value_dim", 19, "uint32"),
         _f("vocab_file", 23, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "MatchFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -262,6 +268,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 18, "string"),
         _f("value_dim", 20, "uint32"),
         _f("vocab_file", 23, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "ExprFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -275,6 +283,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("pooling", 10, "string", default="sum"),
         _f("default_value", 11, "string", default="0"),
         _f("value_dim", 14, "uint32", default="0"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "OverlapFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -287,6 +297,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 8, "string"),
         _f("pooling", 10, "string", default="sum"),
         _f("separator", 12, "string", default="\x1d"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "IdFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -300,6 +312,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("default_value", 11, "string", default=""),
         _f("vocab_file", 17, "string"),
         _f("fg_encoded_default_value", 30, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "RawFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -310,6 +324,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 7, "string"),
         _f("default_value", 11, "string", default="0"),
         _f("fg_encoded_default_value", 30, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "SequenceFeature": [
         _f("sequence_name", 1, "string", _REQ),

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm used by KeyedJaggedTensor)
 import torch
 from torch import nn
-from torchrec.modules.embedding_configs import EmbeddingBagConfig, EmbeddingConfig, PoolingType
+from torchrec.modules.embedding_configs import DataType, EmbeddingBagConfig, EmbeddingConfig, PoolingType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
 from torchrec.modules.mc_embedding_modules import ManagedCollisionEmbeddingCollection
 from torchrec.modules.mc_modules import (
@@ -26,6 +26,8 @@ from recpipe.features.spec import TableSpec
 
 INIT_KINDS = ("uniform", "xavier_uniform", "normal")
 POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
+# TableSpec.data_type → TorchRec's table data type (TorchEasyRec's data_type FP32 / FP16).
+DATA_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16}
 
 
 # The init functions return the weight: TorchRec's managed-collision modules re-initialize evicted
@@ -311,6 +313,7 @@ class EmbeddingGroup(nn.Module):
                             embedding_dim=t.embedding_dim,
                             feature_names=feats,
                             init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                            data_type=DATA_TYPES[t.data_type],
                         )
                     )
                 continue
@@ -331,6 +334,7 @@ class EmbeddingGroup(nn.Module):
                     feature_names=feats,
                     pooling=POOLINGS[modes.pop()],
                     init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                    data_type=DATA_TYPES[t.data_type],
                 )
             )
         for kind, configs in (("sequence", seq_configs), ("zch", zch_configs)):
@@ -351,6 +355,9 @@ class EmbeddingGroup(nn.Module):
         self._mc_pooled = [k for k in self._mc_keys if k in wanted_pooled]
         self._mc_seq = [k for k in self._mc_keys if k in wanted_seq]
         self._permutes: dict[tuple[str, ...], tuple[list[int], ...]] = {}
+        # Tables built here that the optimizer must not move (TableSpec.trainable false).
+        built = {c.name for c in [*bag_configs, *seq_configs, *zch_configs]}
+        self.frozen_tables = sorted(t.name for t in tables if not t.trainable and t.name in built)
 
     def embedding_dim(self, key: str) -> int:
         """Embedding width of a requested key."""
