@@ -80,3 +80,12 @@ def test_fp16_tables_train_and_a_frozen_table_stays(options_config, taobao, tmp_
     ]
     assert all(map(torch.isfinite, torch.tensor(losses)))
     assert result.eval is not None and 0.0 < result.eval["auc"] < 1.0
+
+
+def test_the_memory_report_counts_fp16_weights_at_two_bytes(options_config):
+    from recpipe.train.memory import embedding_memory_report
+
+    spec = build_feature_spec(load_config(options_config))
+    by_name = {t.name: t for t in embedding_memory_report(spec, "adagrad").tables}
+    assert by_name["user_id"].weight_bytes == by_name["user_id"].rows * by_name["user_id"].dim * 2
+    assert by_name["cms_segid"].weight_bytes == by_name["cms_segid"].rows * by_name["cms_segid"].dim * 4
