@@ -86,6 +86,9 @@ class _IdMappingMixin(_TableMixin):
     # without a row, so a table needs at least 2 rows per rank.
     zch: bool = False
     zch_size: int | None = Field(None, ge=2)
+    # Steps between the zch table's admissions and evictions (TorchEasyRec's zch.eviction_interval); None:
+    # recpipe's 1 (every step).
+    zch_eviction_interval: int | None = Field(None, ge=1)
     # Value used when the column is null; None means the feature is absent (no id) in that row.
     default_value: str | None = None
 
@@ -101,6 +104,8 @@ class _IdMappingMixin(_TableMixin):
                 "exactly one id mapping is required, one of hash_bucket_size, num_buckets, vocab_list, "
                 f"vocab_file, min_freq; got {given or 'none'}"
             )
+        if self.zch_eviction_interval is not None and not self.zch:
+            raise ValueError("zch_eviction_interval is set but zch is false")
         if self.zch_size is not None and not self.zch:
             raise ValueError("zch_size is set but zch is false; set zch: true for a managed-collision table")
         if self.zch and given[0] not in ("hash_bucket_size", "num_buckets"):

@@ -25,7 +25,7 @@ FG_FORMAT_VERSION = 1
 # The types an embedding table's weights may have (TorchEasyRec's data_type FP32 / FP16), and the table
 # settings fg.json leaves out at their defaults.
 TABLE_DATA_TYPES = ("fp32", "fp16")
-_TABLE_DEFAULTS: dict[str, Any] = {"data_type": "fp32", "trainable": True}
+_TABLE_DEFAULTS: dict[str, Any] = {"data_type": "fp32", "trainable": True, "zch_eviction_interval": None}
 
 
 class FeatureSpecError(ValueError):
@@ -107,6 +107,8 @@ class SparseFeature:
     params: dict[str, Any] = field(default_factory=dict)
     data_type: str = "fp32"
     trainable: bool = True
+    # Steps between a zch table's admissions and evictions; None: recpipe's default (every step).
+    zch_eviction_interval: int | None = None
 
     def __post_init__(self) -> None:
         if self.data_type not in TABLE_DATA_TYPES:
@@ -180,6 +182,7 @@ class TableSpec:
     # The weights' type (SparseFeature.data_type) and whether the optimizer updates them.
     data_type: str = "fp32"
     trainable: bool = True
+    zch_eviction_interval: int | None = None
 
 
 @dataclass(frozen=True)
@@ -305,7 +308,7 @@ class FeatureSpec:
                     f"table {name!r} is shared by features with different dims {sorted(dims)}"
                 )
             zch_size = _zch_size(name, feats)
-            for setting in ("data_type", "trainable"):
+            for setting in ("data_type", "trainable", "zch_eviction_interval"):
                 values = {getattr(f, setting) for f in feats}
                 if len(values) > 1:
                     raise FeatureSpecError(
@@ -322,6 +325,7 @@ class FeatureSpec:
                     zch_size=zch_size,
                     data_type=feats[0].data_type,
                     trainable=feats[0].trainable,
+                    zch_eviction_interval=feats[0].zch_eviction_interval,
                 )
             )
         return out

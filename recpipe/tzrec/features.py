@@ -67,6 +67,8 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
     """The id mapping, embedding dim, pooling and default value shared by id features and sub-features."""
     out: dict[str, Any] = {}
     given = [k for k in _MAPPINGS if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    if cfg.DESCRIPTOR.fields_by_name.get("zch") is not None and cfg.HasField("zch"):
+        given = _zch(cfg, path, found, out, given)
     if encoded and given and given[0] in ("vocab_list", "vocab_file"):
         found.problem(
             f"{path}.{given[0]}",
@@ -80,6 +82,8 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
             f"got {', '.join(given) or 'none'}",
         )
     for key in given[:1]:
+        if key in out:  # set from zch_size
+            continue
         value = getattr(cfg, key)
         out[key] = list(value) if key == "vocab_list" else value
     out["embedding_dim"] = cfg.embedding_dim
@@ -89,6 +93,48 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
         out["pooling"] = cfg.pooling
     _default(cfg, out, "default_value", path, found, encoded)
     return out
+
+
+def _zch(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[str]) -> list[str]:
+    """TorchEasyRec's ``zch { zch_size eviction_interval <policy> }`` (docs/source/feature/zch.md): a table of
+    ``zch_size`` rows, each id its own row until full, then evicted by the policy. recpipe's zch evicts by
+    DistanceLFU (count / steps since last seen, decay_exponent 1); ``lfu``, ``lru``, another exponent and an
+    admission function are refused by name. A zch feature needs no bucket setting in TorchEasyRec (its table
+    is ``zch_size`` rows); recpipe keys its ids by hash then (``hash_bucket_size: zch_size``). Returns the
+    mapping fields left to map."""
+    z, zp = cfg.zch, f"{path}.zch"
+    out.update(zch=True, zch_size=z.zch_size, zch_eviction_interval=z.eviction_interval)
+    policy = z.WhichOneof("eviction_policy")
+    if policy is None:
+        found.problem(
+            zp,
+            "zch needs an eviction policy (TorchEasyRec's lfu, lru or distance_lfu); recpipe's is distance_lfu {}",
+        )
+    elif policy != "distance_lfu":
+        found.problem(
+            f"{zp}.{policy}",
+            f"eviction policy {policy} is not supported: recpipe's zch evicts by DistanceLFU "
+            "(access count / steps since last access); use distance_lfu {}",
+        )
+    elif z.distance_lfu.decay_exponent != 1.0:
+        found.problem(
+            f"{zp}.distance_lfu.decay_exponent",
+            f"decay_exponent {z.distance_lfu.decay_exponent:g} is not supported: recpipe's DistanceLFU uses 1.0",
+        )
+    if z.HasField("threshold_filtering_func"):
+        found.problem(
+            f"{zp}.threshold_filtering_func",
+            "an admission function (a Python lambda TorchEasyRec evaluates) is not supported: recpipe's zch "
+            "admits every id",
+        )
+    if given and given[0] in ("vocab_list", "vocab_file"):
+        found.problem(
+            f"{path}.{given[0]}", f"zch with {given[0]}: a vocabulary already gives each value its row"
+        )
+        return given
+    if not given:
+        out["hash_bucket_size"] = z.zch_size
+    return given or ["hash_bucket_size"]
 
 
 def _default(cfg: Any, out: dict[str, Any], key: str, path: str, found: Findings, encoded: bool) -> None:

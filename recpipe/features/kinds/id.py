@@ -65,6 +65,7 @@ def id_entry(
         sequence=sequence,
         zch=cfg.zch,
         zch_size=cfg.zch_size,
+        zch_eviction_interval=cfg.zch_eviction_interval,
         kind=kind,
     )
 

@@ -172,7 +172,7 @@ class ZchRemapModule(MCHManagedCollisionModule):
 def managed_collision_ec(
     configs: list[EmbeddingConfig],
     device: torch.device | None = None,
-    eviction_interval: int = ZCH_EVICTION_INTERVAL,
+    eviction_interval: int | dict[str, int | None] = ZCH_EVICTION_INTERVAL,
     decay_exponent: float = ZCH_DECAY_EXPONENT,
 ) -> ManagedCollisionEmbeddingCollection:
     """An EmbeddingCollection whose ids are 63-bit keys remapped to rows by TorchRec's zero-collision
@@ -185,7 +185,8 @@ def managed_collision_ec(
     Args:
         configs (list[EmbeddingConfig]): the zch tables; their ``num_embeddings`` are the zch sizes.
         device (torch.device | None): where the tables and the remapping buffers live (default CPU).
-        eviction_interval (int): steps between admissions/evictions.
+        eviction_interval (int | dict): steps between admissions/evictions, or per table name (a table not
+            given, or given None, takes :data:`ZCH_EVICTION_INTERVAL`).
         decay_exponent (float): DistanceLFU's exponent on the steps since an id was last seen.
 
     Example::
@@ -197,12 +198,14 @@ def managed_collision_ec(
     """
     device = device or torch.device("cpu")
     remap_device = torch.device("cpu") if device.type == "meta" else device
+    intervals = eviction_interval if isinstance(eviction_interval, dict) else {}
     modules = {
         c.name: ZchRemapModule(
             zch_size=c.num_embeddings,
             device=remap_device,
             eviction_policy=DistanceLFU_EvictionPolicy(decay_exponent=decay_exponent),
-            eviction_interval=eviction_interval,
+            eviction_interval=intervals.get(c.name)
+            or (ZCH_EVICTION_INTERVAL if intervals else eviction_interval),
             name=c.name,
         )
         for c in configs
@@ -346,7 +349,8 @@ class EmbeddingGroup(nn.Module):
                 )
         self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
         self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
-        self.mc_ec = managed_collision_ec(zch_configs, device) if zch_configs else None
+        intervals = {t.name: t.zch_eviction_interval for t in tables}
+        self.mc_ec = managed_collision_ec(zch_configs, device, intervals) if zch_configs else None
         self._ebc_keys = [f for c in bag_configs for f in c.feature_names]
         self._ec_keys = [f for c in seq_configs for f in c.feature_names]
         self._ec_pooled = [k for k in self._ec_keys if k in wanted_pooled]
