@@ -269,8 +269,9 @@ class TrainConfig(Strict):
     keep_last_checkpoints: int = Field(2, ge=1)
     seed: int = 0
     log_every_steps: int = Field(50, ge=1)
-    # torch.autocast of the dense part's forward (TorchEasyRec's train_config.mixed_precision "BF16" /
-    # "FP16"); embeddings, loss and optimizer states stay float32. fp16 scales the loss (torch GradScaler).
+    # torch.autocast of the training forward after the lookups (TorchEasyRec's train_config.mixed_precision
+    # "BF16" / "FP16"): parameters and optimizer states stay float32, no loss scaling (TorchEasyRec's without
+    # grad_scaler); evaluation and export run in float32.
     mixed_precision: Literal["bf16", "fp16"] | None = None
     allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
     # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
