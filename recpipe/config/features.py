@@ -10,7 +10,7 @@ config class in its own module.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -128,8 +128,43 @@ class IdFeatureConfig(_IdMappingMixin, FeatureSection):
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
 
 
+class AutoDisConfig(Strict):
+    """TorchEasyRec's ``autodis {}`` of a raw feature (docs/source/feature/autodis.md)."""
+
+    num_channels: int = Field(ge=1)
+    temperature: float = Field(0.1, gt=0.0)
+    keep_prob: float = Field(0.8, ge=0.0, le=1.0)
+
+
+class MlpEmbeddingConfig(Strict):
+    """TorchEasyRec's ``mlp {}`` of a raw feature: no settings."""
+
+
 class RawFeatureConfig(_TableMixin, FeatureSection):
     kind: Literal["raw"]
+    # The value as an embedding_dim-wide embedding in the model (its group reads the embedding): AutoDis, or
+    # TorchEasyRec's mlp (x · w). Only for a dense value (no boundaries).
+    autodis: AutoDisConfig | None = None
+    mlp: MlpEmbeddingConfig | None = None
+
+    def dense_embedding(self) -> dict[str, Any] | None:
+        """The DenseFeature's ``embedding`` settings, or None."""
+        if self.autodis is not None:
+            return {"type": "autodis", "dim": self.embedding_dim, **self.autodis.model_dump()}
+        if self.mlp is not None:
+            return {"type": "mlp", "dim": self.embedding_dim}
+        return None
+
+    @model_validator(mode="after")
+    def _dense_embedding(self) -> RawFeatureConfig:
+        if self.autodis is not None and self.mlp is not None:
+            raise ValueError("give one of autodis and mlp")
+        if (self.autodis is not None or self.mlp is not None) and self.has_table():
+            raise ValueError(
+                "autodis / mlp embed a dense value; a bucketized feature (boundaries, num_quantile_buckets) "
+                "already looks up a table"
+            )
+        return self
 
     def has_table(self) -> bool:
         return self.boundaries is not None or self.num_quantile_buckets is not None

@@ -25,7 +25,12 @@ FG_FORMAT_VERSION = 1
 # The types an embedding table's weights may have (TorchEasyRec's data_type FP32 / FP16), and the table
 # settings fg.json leaves out at their defaults.
 TABLE_DATA_TYPES = ("fp32", "fp16")
-_TABLE_DEFAULTS: dict[str, Any] = {"data_type": "fp32", "trainable": True, "zch_eviction_interval": None}
+_TABLE_DEFAULTS: dict[str, Any] = {
+    "data_type": "fp32",
+    "trainable": True,
+    "zch_eviction_interval": None,
+    "embedding": None,
+}
 
 
 class FeatureSpecError(ValueError):
@@ -138,6 +143,10 @@ class DenseFeature:
     # As a SparseFeature's: the other input columns of its kind, and the kind's own settings.
     inputs: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    # The model's embedding of the value (TorchEasyRec's autodis / mlp of a raw feature), read by the model,
+    # not by FG: {"type": "autodis", "dim", "num_channels", "temperature", "keep_prob"} or {"type": "mlp",
+    # "dim"}; None: the value enters its group as it is.
+    embedding: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

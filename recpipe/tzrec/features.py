@@ -182,6 +182,13 @@ def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[st
         if not cfg.embedding_dim:
             found.problem(path, f"raw feature {cfg.feature_name!r} has boundaries but no embedding_dim")
         out["embedding_dim"] = cfg.embedding_dim
+        if cfg.WhichOneof("dense_emb") is not None:
+            found.problem(
+                f"{path}.{cfg.WhichOneof('dense_emb')}",
+                "autodis / mlp embed a dense value; a feature with boundaries is bucketized into a table",
+            )
+    elif cfg.WhichOneof("dense_emb") is not None:
+        _dense_emb(cfg, out, path, found)
     elif cfg.HasField("embedding_dim"):
         found.note(
             f"{path}.embedding_dim",
@@ -206,6 +213,23 @@ def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[st
             out["normalizer"] = normalizer
     _default(cfg, out, "default", path, found, encoded)
     return out
+
+
+def _dense_emb(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
+    """``autodis {num_channels temperature keep_prob}`` / ``mlp {}`` (docs/source/feature/autodis.md,
+    feature.md RawFeature): the dense value embedded to ``embedding_dim`` in the model."""
+    kind = cfg.WhichOneof("dense_emb")
+    if not cfg.embedding_dim:
+        found.problem(path, f"raw feature {cfg.feature_name!r} has {kind} but no embedding_dim")
+    out["embedding_dim"] = cfg.embedding_dim
+    if kind == "mlp":
+        out["mlp"] = {}
+        return
+    a = cfg.autodis
+    out["autodis"] = {"num_channels": a.num_channels}
+    for key in ("temperature", "keep_prob"):
+        if a.HasField(key):
+            out["autodis"][key] = getattr(a, key)
 
 
 def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[dict[str, Any]]:

@@ -328,6 +328,12 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     "LFU_EvictionPolicy": [],
     "LRU_EvictionPolicy": [_f("decay_exponent", 1, "double", default="1.0")],
     "DistanceLFU_EvictionPolicy": [_f("decay_exponent", 1, "double", default="1.0")],
+    "AutoDisEmbedding": [
+        _f("num_channels", 2, "uint32", _REQ),
+        _f("temperature", 3, "double", default="0.1"),
+        _f("keep_prob", 4, "double", default="0.8"),
+    ],
+    "MLPEmbedding": [],
     "RawFeature": [
         _f("feature_name", 1, "string", _REQ),
         _f("expression", 2, "string", _REQ),
@@ -339,6 +345,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("fg_encoded_default_value", 30, "string"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        _one("dense_emb", "autodis", 40, "AutoDisEmbedding"),
+        _one("dense_emb", "mlp", 41, "MLPEmbedding"),
     ],
     "SequenceFeature": [
         _f("sequence_name", 1, "string", _REQ),
