@@ -24,7 +24,8 @@ What maps to what (TorchEasyRec → recpipe):
   ``num_steps`` → ``max_steps``, ``save_checkpoints_steps`` → ``checkpoint_every_steps``,
   ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset),
   ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
-  ``keep_last_checkpoints``.
+  ``keep_last_checkpoints``, ``mixed_precision`` ``BF16``/``FP16`` → ``mixed_precision`` ``bf16``/``fp16``;
+  Adam's ``beta1``/``beta2`` → ``betas``, dense Adam's ``eps`` → ``eps``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
 - ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``WIDE``) → ``feature_groups``;
   ``multi_tower_din`` (towers/din_towers ``input`` → ``group``), ``multi_tower`` (towers, final), ``deepfm`` and
@@ -38,7 +39,8 @@ What maps to what (TorchEasyRec → recpipe):
   ``losses`` ``binary_cross_entropy {}`` (recpipe's loss); ``num_class: 1``.
 
 Read but ignored (each reported as a note, with its line): ``model_dir``, ``eval_config``,
-``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``, ``sequence_pk``,
+``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``/``odps_data_compression``,
+``train_metrics`` (recpipe logs a window's training AUC), ``sequence_pk``,
 ``auc { thresholds }`` (recpipe's AUC is exact), ``train_config``'s TensorBoard, profiling and TF32
 switches. Each unsupported thing is one problem (an unsupported model or feature type is not also
 "missing"), and :meth:`Findings.summary` counts the fields mapped, ignored and refused. Sections TorchEasyRec has no counterpart for come from
