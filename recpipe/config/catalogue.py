@@ -93,6 +93,12 @@ FEATURE_KINDS: dict[str, Declared] = {
     "sequence_raw": Declared(
         "recpipe.config.features:SequenceRawFeatureConfig", "recpipe.features.kinds.sequence_raw:KIND"
     ),
+    "kv_dot_product": Declared(
+        "recpipe.config.features:KvDotProductFeatureConfig", "recpipe.features.kinds.kv_dot_product:KIND"
+    ),
+    "bool_mask": Declared(
+        "recpipe.config.features:BoolMaskFeatureConfig", "recpipe.features.kinds.bool_mask:KIND"
+    ),
 }
 
 MODELS: dict[str, Declared] = {

@@ -45,7 +45,32 @@ class FeatureSection(Strict):
         return []
 
 
-class _IdMappingMixin(Strict):
+class _TableMixin(Strict):
+    """The settings of a feature's embedding table (TorchEasyRec's common ``data_type`` and ``trainable``,
+    docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16`` (TorchEasyRec's
+    FP32 / FP16); ``trainable: false`` freezes the table (TorchEasyRec's frozen tables: SGD with lr 0, so the
+    optimizer never changes it). Features sharing a table must agree on both."""
+
+    data_type: Literal["fp32", "fp16"] = "fp32"
+    trainable: bool = True
+
+    def has_table(self) -> bool:
+        """The feature looks up an embedding table (its output is ids)."""
+        return True
+
+    @model_validator(mode="after")
+    def _table_settings(self) -> _TableMixin:
+        if not self.has_table():
+            set_ = [k for k, d in (("data_type", "fp32"), ("trainable", True)) if getattr(self, k) != d]
+            if set_:
+                raise ValueError(
+                    f"{' and '.join(set_)} set a feature's embedding table; this feature is a dense value "
+                    "(no boundaries or id mapping) and has none"
+                )
+        return self
+
+
+class _IdMappingMixin(_TableMixin):
     hash_bucket_size: int | None = Field(None, ge=1)
     num_buckets: int | None = Field(None, ge=1)
     vocab_list: list[str] | None = None
@@ -61,6 +86,9 @@ class _IdMappingMixin(Strict):
     # without a row, so a table needs at least 2 rows per rank.
     zch: bool = False
     zch_size: int | None = Field(None, ge=2)
+    # Steps between the zch table's admissions and evictions (TorchEasyRec's zch.eviction_interval); None:
+    # recpipe's 1 (every step).
+    zch_eviction_interval: int | None = Field(None, ge=1)
     # Value used when the column is null; None means the feature is absent (no id) in that row.
     default_value: str | None = None
 
@@ -76,6 +104,8 @@ class _IdMappingMixin(Strict):
                 "exactly one id mapping is required, one of hash_bucket_size, num_buckets, vocab_list, "
                 f"vocab_file, min_freq; got {given or 'none'}"
             )
+        if self.zch_eviction_interval is not None and not self.zch:
+            raise ValueError("zch_eviction_interval is set but zch is false")
         if self.zch_size is not None and not self.zch:
             raise ValueError("zch_size is set but zch is false; set zch: true for a managed-collision table")
         if self.zch and given[0] not in ("hash_bucket_size", "num_buckets"):
@@ -147,8 +177,46 @@ class IdFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
 
 
-class RawFeatureConfig(FeatureSection):
+class AutoDisConfig(Strict):
+    """TorchEasyRec's ``autodis {}`` of a raw feature (docs/source/feature/autodis.md)."""
+
+    num_channels: int = Field(ge=1)
+    temperature: float = Field(0.1, gt=0.0)
+    keep_prob: float = Field(0.8, ge=0.0, le=1.0)
+
+
+class MlpEmbeddingConfig(Strict):
+    """TorchEasyRec's ``mlp {}`` of a raw feature: no settings."""
+
+
+class RawFeatureConfig(_TableMixin, FeatureSection):
     kind: Literal["raw"]
+    # The value as an embedding_dim-wide embedding in the model (its group reads the embedding): AutoDis, or
+    # TorchEasyRec's mlp (x · w). Only for a dense value (no boundaries).
+    autodis: AutoDisConfig | None = None
+    mlp: MlpEmbeddingConfig | None = None
+
+    def dense_embedding(self) -> dict[str, Any] | None:
+        """The DenseFeature's ``embedding`` settings, or None."""
+        if self.autodis is not None:
+            return {"type": "autodis", "dim": self.embedding_dim, **self.autodis.model_dump()}
+        if self.mlp is not None:
+            return {"type": "mlp", "dim": self.embedding_dim}
+        return None
+
+    @model_validator(mode="after")
+    def _dense_embedding(self) -> RawFeatureConfig:
+        if self.autodis is not None and self.mlp is not None:
+            raise ValueError("give one of autodis and mlp")
+        if (self.autodis is not None or self.mlp is not None) and self.has_table():
+            raise ValueError(
+                "autodis / mlp embed a dense value; a bucketized feature (boundaries, num_quantile_buckets) "
+                "already looks up a table"
+            )
+        return self
+
+    def has_table(self) -> bool:
+        return self.boundaries is not None or self.num_quantile_buckets is not None
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.source_column] if skip_bad_rows or self.value_dim > 1 else []
@@ -314,7 +382,7 @@ class FeatureGroupConfig(Strict):
 _VALUE_MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
 
 
-class _ValueOutputMixin(Strict):
+class _ValueOutputMixin(_TableMixin):
     boundaries: list[float] | None = None
     embedding_dim: int = Field(16, ge=1)
     embedding_name: str | None = None
@@ -328,6 +396,9 @@ class _ValueOutputMixin(Strict):
     def mapping_field(self) -> str | None:
         """The id mapping the value is mapped by (lookup, match), else None."""
         return None
+
+    def has_table(self) -> bool:
+        return self.sparse_output
 
     @property
     def sparse_output(self) -> bool:
@@ -617,3 +688,56 @@ class SequenceRawFeatureConfig(_StandaloneSequenceMixin, FeatureSection):
         if any(b >= a for b, a in zip(self.boundaries, self.boundaries[1:])):
             raise ValueError("boundaries must be strictly increasing")
         return self
+
+
+# ------------------------------------------------------------------------------ kv_dot_product, bool_mask
+class KvDotProductFeatureConfig(_ValueOutputMixin, FeatureSection):
+    """TorchEasyRec's ``kv_dot_product``: the dot product of two key:value columns (``query``, ``document``),
+    or the size of the intersection of two key sets (a key without a value weighs 1)."""
+
+    kind: Literal["kv_dot_product"]
+    query: str
+    document: str
+    # Multi-value separator of text (TorchEasyRec's separator, default \x1d) and the key:value separator.
+    separator: str = Field("\x1d", min_length=1)
+    kv_delimiter: str = Field(":", min_length=1, max_length=1)
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.query, self.document]
+
+
+class BoolMaskFeatureConfig(_TableMixin, FeatureSection):
+    """TorchEasyRec's ``bool_mask_feature``: the values of ``column`` (default: the name) whose place in the
+    ``mask`` column is true, as ids (``tf.boolean_mask``), mapped like an id feature's."""
+
+    kind: Literal["bool_mask"]
+    mask: str
+    hash_bucket_size: int | None = Field(None, ge=1)
+    num_buckets: int | None = Field(None, ge=1)
+    vocab_list: list[str] | None = None
+    vocab_file: str | None = None
+    default_bucket: int | None = Field(None, ge=0)
+    embedding_dim: int = Field(16, ge=1)
+    embedding_name: str | None = None
+    pooling: Literal["sum", "mean"] = "sum"
+    # Multi-value separator of both text columns (TorchEasyRec's separator, default \x1d).
+    separator: str = Field("\x1d", min_length=1)
+    # TorchEasyRec's default_value (default ""): the value of a row that keeps none; None: no id there.
+    default_value: str | None = None
+
+    def mapping_field(self) -> str:
+        return next(k for k in _VALUE_MAPPINGS if getattr(self, k) is not None)
+
+    @model_validator(mode="after")
+    def _one_mapping(self) -> BoolMaskFeatureConfig:
+        given = [k for k in _VALUE_MAPPINGS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"exactly one id mapping is required, one of {', '.join(_VALUE_MAPPINGS)}; got {given or 'none'}"
+            )
+        if self.mask == self.source_column:
+            raise ValueError(f"mask {self.mask!r} is the values column itself")
+        return self
+
+    def text_columns(self, skip_bad_rows: bool) -> list[str]:
+        return [self.source_column, self.mask]

@@ -234,11 +234,26 @@ FeatureConfig = Annotated[Any, _section("kind", FeatureSection, feature_class, "
 
 
 # ---------------------------------------------------------------------------------------------- train
+# torch.optim.Adam's and FBGEMM's default (beta1, beta2), and TorchEasyRec's (optimizer.proto).
+ADAM_BETAS = (0.9, 0.999)
+
+
 class OptimizerConfig(Strict):
     type: Literal["adagrad", "rowwise_adagrad", "adam", "sgd"]
     lr: float = Field(gt=0.0)
     eps: float = 1e-8
     weight_decay: float = Field(0.0, ge=0.0)
+    # Adam's (beta1, beta2): the decay rates of its gradient and squared-gradient averages (TorchEasyRec's
+    # beta1 / beta2); a setting of adam only.
+    betas: tuple[float, float] = ADAM_BETAS
+
+    @model_validator(mode="after")
+    def _betas(self) -> OptimizerConfig:
+        if any(not 0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas {list(self.betas)} must each be in [0, 1)")
+        if self.type != "adam" and tuple(self.betas) != ADAM_BETAS:
+            raise ValueError(f"betas is a setting of adam; optimizer {self.type} has none")
+        return self
 
 
 class TrainConfig(Strict):
@@ -254,6 +269,10 @@ class TrainConfig(Strict):
     keep_last_checkpoints: int = Field(2, ge=1)
     seed: int = 0
     log_every_steps: int = Field(50, ge=1)
+    # torch.autocast of the training forward after the lookups (TorchEasyRec's train_config.mixed_precision
+    # "BF16" / "FP16"): parameters and optimizer states stay float32, no loss scaling (TorchEasyRec's without
+    # grad_scaler); evaluation and export run in float32.
+    mixed_precision: Literal["bf16", "fp16"] | None = None
     allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
     # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
     sharding: dict[str, Literal["table_wise", "row_wise", "column_wise", "data_parallel"]] = Field(

@@ -27,11 +27,12 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     # A feature that made several dense columns (a raw vector's <name>__<i>): a group listing it gets them all.
     columns_of: dict[str, list[str]] = {}
     for f in cfg.features:
-        before = len(parts.dense)
+        before, start = len(parts.dense), len(parts.sparse)
         feature_kind(f.kind).build(f, parts)
         made = [d.name for d in parts.dense[before:]]
         if made and made != [f.name]:
             columns_of[f.name] = made
+        _table_settings(f, parts, start)
     spec = FeatureSpec(
         sparse=parts.sparse,
         dense=parts.dense,
@@ -51,6 +52,18 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     ]
     spec.tables()  # validates shared-table dims
     return spec
+
+
+def _table_settings(f: object, parts: SpecParts, start: int) -> None:
+    """The ``data_type`` / ``trainable`` of the section (a history's: each sub-feature's) on the KJT keys its
+    kind just appended: table settings, the same for every kind."""
+    subs = {sub_feature_key(f.name, s.name): s for s in getattr(f, "sub_features", [])}  # type: ignore[attr-defined]
+    for i in range(start, len(parts.sparse)):
+        entry = parts.sparse[i]
+        section = subs.get(entry.name, f)
+        settings = {k: getattr(section, k) for k in ("data_type", "trainable") if hasattr(section, k)}
+        if settings:
+            parts.sparse[i] = dataclasses.replace(entry, **settings)
 
 
 def _wide_group(spec: FeatureSpec, name: str, features: list[str], dim: int) -> FeatureGroup:

@@ -22,6 +22,17 @@ FG_JSON = "fg.json"
 FG_FORMAT_VERSION = 1
 
 
+# The types an embedding table's weights may have (TorchEasyRec's data_type FP32 / FP16), and the table
+# settings fg.json leaves out at their defaults.
+TABLE_DATA_TYPES = ("fp32", "fp16")
+_TABLE_DEFAULTS: dict[str, Any] = {
+    "data_type": "fp32",
+    "trainable": True,
+    "zch_eviction_interval": None,
+    "embedding": None,
+}
+
+
 class FeatureSpecError(ValueError):
     """A FeatureSpec (or fg.json) is inconsistent or unreadable."""
 
@@ -81,6 +92,8 @@ class SparseFeature:
         inputs (list[str]): the other input columns the kind reads besides ``column`` (a combo's other
             columns, a lookup's key column…), in the kind's order.
         params (dict): the kind's own settings (JSON values: separators, combiners, an expression…).
+        data_type (str): the table's weights, ``"fp32"`` or ``"fp16"`` (TorchEasyRec's ``data_type``).
+        trainable (bool): False freezes the table (TorchEasyRec's ``trainable``: the optimizer never moves it).
     """
 
     name: str
@@ -97,8 +110,16 @@ class SparseFeature:
     kind: str = ""
     inputs: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    data_type: str = "fp32"
+    trainable: bool = True
+    # Steps between a zch table's admissions and evictions; None: recpipe's default (every step).
+    zch_eviction_interval: int | None = None
 
     def __post_init__(self) -> None:
+        if self.data_type not in TABLE_DATA_TYPES:
+            raise FeatureSpecError(
+                f"feature {self.name!r}: data_type {self.data_type!r} is not one of {list(TABLE_DATA_TYPES)}"
+            )
         if not self.kind:
             object.__setattr__(self, "kind", default_kind(self))
 
@@ -122,6 +143,10 @@ class DenseFeature:
     # As a SparseFeature's: the other input columns of its kind, and the kind's own settings.
     inputs: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    # The model's embedding of the value (TorchEasyRec's autodis / mlp of a raw feature), read by the model,
+    # not by FG: {"type": "autodis", "dim", "num_channels", "temperature", "keep_prob"} or {"type": "mlp",
+    # "dim"}; None: the value enters its group as it is.
+    embedding: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +188,10 @@ class TableSpec:
     sequence: bool
     # Rows of a managed-collision (zero-collision hashing) table, == num_embeddings; None: ids index rows.
     zch_size: int | None = None
+    # The weights' type (SparseFeature.data_type) and whether the optimizer updates them.
+    data_type: str = "fp32"
+    trainable: bool = True
+    zch_eviction_interval: int | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +317,13 @@ class FeatureSpec:
                     f"table {name!r} is shared by features with different dims {sorted(dims)}"
                 )
             zch_size = _zch_size(name, feats)
+            for setting in ("data_type", "trainable", "zch_eviction_interval"):
+                values = {getattr(f, setting) for f in feats}
+                if len(values) > 1:
+                    raise FeatureSpecError(
+                        f"table {name!r} is shared by features with different {setting} "
+                        f"{ {f.name: getattr(f, setting) for f in feats} }"
+                    )
             out.append(
                 TableSpec(
                     name=name,
@@ -296,6 +332,9 @@ class FeatureSpec:
                     feature_names=[f.name for f in feats],
                     sequence=any(f.sequence is not None for f in feats),
                     zch_size=zch_size,
+                    data_type=feats[0].data_type,
+                    trainable=feats[0].trainable,
+                    zch_eviction_interval=feats[0].zch_eviction_interval,
                 )
             )
         return out
@@ -326,6 +365,9 @@ class FeatureSpec:
                 for optional in ("inputs", "params"):  # the kinds without them read (and digest) as before
                     if optional in d and not d[optional]:
                         del d[optional]
+                for setting, default in _TABLE_DEFAULTS.items():  # written when not the default, likewise
+                    if d.get(setting, default) == default:
+                        d.pop(setting, None)
         return out
 
     @classmethod

@@ -61,6 +61,11 @@ def build_model(
     """
     import torch
 
-    return builder(model_cfg.type)(
-        spec, model_cfg, device=torch.device(device) if device is not None else None
+    from recpipe.models.blocks.dense_embedding import embed_dense, expand_dense
+
+    # Numeric features with an embedding (autodis / mlp): the model is built on their embedded width and
+    # its dense arch embeds Batch.dense first, so every model (and every export of it) takes them alike.
+    model = builder(model_cfg.type)(
+        expand_dense(spec), model_cfg, device=torch.device(device) if device is not None else None
     )
+    return embed_dense(model, spec)

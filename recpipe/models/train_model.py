@@ -56,6 +56,7 @@ def bce_loss(
     """
     if labels.shape != logits.shape:
         raise ValueError(f"labels {tuple(labels.shape)} do not match logits {tuple(logits.shape)}")
+    logits = logits.float()  # a mixed-precision forward's bf16/fp16 logits: the loss is summed in float32
     labels = labels.to(logits.dtype)
     per_row = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
     if weights is None:

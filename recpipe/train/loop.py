@@ -136,7 +136,7 @@ class _Trainer:
 
         torch.manual_seed(cfg.train.seed)  # the same initial model on every rank
         model = build_model(spec, cfg.model, device=torch.device("cpu"))
-        step_model = PipelineStep(TrainModel(model), env.world_size)
+        step_model = PipelineStep(TrainModel(model), env.world_size, cfg.train.mixed_precision)
         self.prefix = model_prefix(step_model, model)
         apply_sparse_optimizer(step_model, cfg.train.sparse_optimizer, env.device.type)
         plan, messages = plan_sharding(step_model, env, cfg.train.sharding)

@@ -145,7 +145,7 @@ def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemor
             name=t.name,
             rows=t.num_embeddings,
             dim=t.embedding_dim,
-            weight_bytes=t.num_embeddings * t.embedding_dim * FLOAT_BYTES,
+            weight_bytes=t.num_embeddings * t.embedding_dim * (2 if t.data_type == "fp16" else FLOAT_BYTES),
             optimizer_bytes=optimizer_state_bytes(optimizer, t.num_embeddings, t.embedding_dim),
             zch_bytes=t.num_embeddings * ZCH_BYTES_PER_ROW if t.zch_size is not None else 0,
         )

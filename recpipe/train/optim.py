@@ -13,6 +13,7 @@ from torchrec.optim.clipping import GradientClipping, GradientClippingOptimizer
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizer, KeyedOptimizerWrapper
 
 from recpipe.config import OptimizerConfig
+from recpipe.config.root import ADAM_BETAS
 from recpipe.train.dist import embedding_modules
 
 _SPARSE: dict[str, type[torch.optim.Optimizer]] = {
@@ -34,6 +35,8 @@ def _kwargs(cfg: OptimizerConfig) -> dict[str, Any]:
         kw["eps"] = cfg.eps
     if cfg.weight_decay:
         kw["weight_decay"] = cfg.weight_decay
+    if cfg.type == "adam" and tuple(cfg.betas) != ADAM_BETAS:
+        kw["betas"] = tuple(cfg.betas)
     return kw
 
 
@@ -45,6 +48,13 @@ def check_sparse_optimizer(cfg: OptimizerConfig, device_type: str) -> None:
         raise ValueError(
             f"train.sparse_optimizer.weight_decay {cfg.weight_decay}: not supported for the fused embedding "
             "optimizer (it would be silently ignored); set it to 0"
+        )
+    if tuple(cfg.betas) != ADAM_BETAS:
+        # The in-backward optimizer's kwargs are torch.optim.Adam's (betas), which FBGEMM's fused Adam does
+        # not read (it takes beta1 / beta2): they would be dropped or refused inside the sharder.
+        raise ValueError(
+            f"train.sparse_optimizer.betas {list(cfg.betas)}: the fused embedding Adam keeps FBGEMM's "
+            f"{list(ADAM_BETAS)}; set betas only on train.dense_optimizer"
         )
     if cfg.type == "adam" and device_type == "cpu":
         raise ValueError(
@@ -60,10 +70,24 @@ def apply_sparse_optimizer(model: nn.Module, cfg: OptimizerConfig, device_type: 
     tables) is ``dmp.fused_optimizer``.
     """
     check_sparse_optimizer(cfg, device_type)
-    params = [p for _, m in embedding_modules(model) for p in m.parameters()]
-    if not params:
+    frozen_tables = frozen_table_names(model)
+    params, frozen = [], []
+    for _, m in embedding_modules(model):
+        for name, p in m.named_parameters():
+            # ...embedding_bags.<table>.weight / ...embeddings.<table>.weight
+            (frozen if name.rsplit(".", 2)[-2] in frozen_tables else params).append(p)
+    if not params and not frozen:
         raise ValueError("the model has no EmbeddingBagCollection / EmbeddingCollection parameters")
-    apply_optimizer_in_backward(_SPARSE[cfg.type], params, _kwargs(cfg))
+    if params:
+        apply_optimizer_in_backward(_SPARSE[cfg.type], params, _kwargs(cfg))
+    if frozen:
+        # TorchEasyRec's frozen tables (tzrec/main.py): SGD with lr 0 keeps the fused kernel and the weights.
+        apply_optimizer_in_backward(torch.optim.SGD, frozen, {"lr": 0.0})
+
+
+def frozen_table_names(model: nn.Module) -> set[str]:
+    """The tables of ``model`` built with ``trainable: false`` (every EmbeddingGroup's ``frozen_tables``)."""
+    return {t for m in model.modules() for t in getattr(m, "frozen_tables", ())}
 
 
 def dense_parameters(model: nn.Module) -> dict[str, nn.Parameter]:

@@ -23,6 +23,13 @@ from torchrec.distributed.comm_ops import get_gradient_division
 from recpipe.batch import Batch
 from recpipe.train.dist import embedding_modules
 
+# train.mixed_precision → the autocast type of the training forward.
+AUTOCAST_DTYPES: dict[str | None, torch.dtype | None] = {
+    None: None,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+
 
 class _Answer:
     """A forward that returns one precomputed value, whatever it is called with."""
@@ -56,17 +63,27 @@ class _Rest(nn.Module):
     Holds the train model in a plain list, so it has no (sharded) submodules and fx treats it as a leaf.
     """
 
-    def __init__(self, train_model: nn.Module, paths: list[str], world_size: int) -> None:
+    def __init__(
+        self, train_model: nn.Module, paths: list[str], world_size: int, autocast: torch.dtype | None = None
+    ) -> None:
         super().__init__()
         self._train_model = [train_model]
         self._paths = paths
         self.world_size = world_size
+        self.autocast = autocast
 
     def forward(self, batch: Batch, *lookups: Any) -> tuple[torch.Tensor, torch.Tensor]:
         train_model = self._train_model[0]
         modules = [train_model.get_submodule(p) for p in self._paths]
-        with _answering(modules, lookups):
+        device = batch.dense.device.type
+        # TorchEasyRec's mixed_precision (tzrec/models/model.py, TrainWrapper): the model's forward and its
+        # loss under torch.autocast; the lookups are done already, and BCE runs in float32 under autocast.
+        with (
+            _answering(modules, lookups),
+            torch.autocast(device, self.autocast, enabled=self.autocast is not None),
+        ):
             loss, logits = train_model(batch)
+        loss, logits = loss.float(), logits.float()
         if batch.weights is not None:
             # TrainModel's loss is this rank's weighted mean; with weights normalized over the global
             # step, times this rank's weight sum it is this rank's share of the global mean. DDP
@@ -87,6 +104,10 @@ class PipelineStep(nn.Module):
     Args:
         train_model (nn.Module): ``TrainModel(model)``; ``forward(batch) -> (loss, logits)``.
         world_size (int): ranks training together.
+        mixed_precision (str | None): ``"bf16"`` or ``"fp16"``: the forward after the lookups (dense arch and
+            loss) runs under ``torch.autocast`` of that type (``train.mixed_precision``); parameters, their
+            gradients and the optimizer states stay float32, and no loss scaling is applied (TorchEasyRec's
+            without a ``grad_scaler``).
 
     Example::
 
@@ -94,8 +115,12 @@ class PipelineStep(nn.Module):
         loss, (logits, labels, weights, loss_value) = step(batch)   # loss: scalar, logits: (B,)
     """
 
-    def __init__(self, train_model: nn.Module, world_size: int = 1) -> None:
+    def __init__(
+        self, train_model: nn.Module, world_size: int = 1, mixed_precision: str | None = None
+    ) -> None:
         super().__init__()
+        if mixed_precision not in AUTOCAST_DTYPES:
+            raise ValueError(f"mixed_precision {mixed_precision!r} is not one of bf16, fp16 or None")
         if not get_gradient_division():
             raise ValueError("PipelineStep assumes TorchRec's default embedding gradient division")
         self.train_model = train_model
@@ -103,7 +128,7 @@ class PipelineStep(nn.Module):
         self.paths = [name for name, _ in embedding_modules(train_model)]
         if not self.paths:
             raise ValueError("the model has no EmbeddingBagCollection / EmbeddingCollection")
-        self.rest = _Rest(train_model, self.paths, world_size)
+        self.rest = _Rest(train_model, self.paths, world_size, AUTOCAST_DTYPES[mixed_precision])
 
     @property
     def model(self) -> nn.Module:

@@ -40,6 +40,13 @@ class _Member:
     path: str
 
 
+CUSTOM_FEATURE_REFUSED = (
+    "custom_feature is not supported: it runs a compiled FG operator (operator_lib_file, a C++ plugin of "
+    "pyfg such as libedit_distance.so) that recpipe's FG cannot load or reproduce; compute the value "
+    "upstream into a column and read it as a raw_feature or id_feature"
+)
+
+
 def _column(expression: str, name: str, path: str, found: Findings) -> str | None:
     if not expression:  # missing: reported as a required field
         return None
@@ -62,6 +69,8 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
     out: dict[str, Any] = {}
     mappings = [k for k in _MAPPINGS if k in cfg.DESCRIPTOR.fields_by_name]  # a combo has no num_buckets
     given = [k for k in mappings if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    if cfg.DESCRIPTOR.fields_by_name.get("zch") is not None and cfg.HasField("zch"):
+        given = _zch(cfg, path, found, out, given)
     if encoded and given and given[0] in ("vocab_list", "vocab_file"):
         found.problem(
             f"{path}.{given[0]}",
@@ -75,6 +84,8 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
             f"got {', '.join(given) or 'none'}",
         )
     for key in given[:1]:
+        if key in out:  # set from zch_size
+            continue
         value = getattr(cfg, key)
         out[key] = list(value) if key == "vocab_list" else value
     out["embedding_dim"] = cfg.embedding_dim
@@ -84,6 +95,48 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
         out["pooling"] = cfg.pooling
     _default(cfg, out, "default_value", path, found, encoded)
     return out
+
+
+def _zch(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[str]) -> list[str]:
+    """TorchEasyRec's ``zch { zch_size eviction_interval <policy> }`` (docs/source/feature/zch.md): a table of
+    ``zch_size`` rows, each id its own row until full, then evicted by the policy. recpipe's zch evicts by
+    DistanceLFU (count / steps since last seen, decay_exponent 1); ``lfu``, ``lru``, another exponent and an
+    admission function are refused by name. A zch feature needs no bucket setting in TorchEasyRec (its table
+    is ``zch_size`` rows); recpipe keys its ids by hash then (``hash_bucket_size: zch_size``). Returns the
+    mapping fields left to map."""
+    z, zp = cfg.zch, f"{path}.zch"
+    out.update(zch=True, zch_size=z.zch_size, zch_eviction_interval=z.eviction_interval)
+    policy = z.WhichOneof("eviction_policy")
+    if policy is None:
+        found.problem(
+            zp,
+            "zch needs an eviction policy (TorchEasyRec's lfu, lru or distance_lfu); recpipe's is distance_lfu {}",
+        )
+    elif policy != "distance_lfu":
+        found.problem(
+            f"{zp}.{policy}",
+            f"eviction policy {policy} is not supported: recpipe's zch evicts by DistanceLFU "
+            "(access count / steps since last access); use distance_lfu {}",
+        )
+    elif z.distance_lfu.decay_exponent != 1.0:
+        found.problem(
+            f"{zp}.distance_lfu.decay_exponent",
+            f"decay_exponent {z.distance_lfu.decay_exponent:g} is not supported: recpipe's DistanceLFU uses 1.0",
+        )
+    if z.HasField("threshold_filtering_func"):
+        found.problem(
+            f"{zp}.threshold_filtering_func",
+            "an admission function (a Python lambda TorchEasyRec evaluates) is not supported: recpipe's zch "
+            "admits every id",
+        )
+    if given and given[0] in ("vocab_list", "vocab_file"):
+        found.problem(
+            f"{path}.{given[0]}", f"zch with {given[0]}: a vocabulary already gives each value its row"
+        )
+        return given
+    if not given:
+        out["hash_bucket_size"] = z.zch_size
+    return given or ["hash_bucket_size"]
 
 
 def _default(cfg: Any, out: dict[str, Any], key: str, path: str, found: Findings, encoded: bool) -> None:
@@ -131,6 +184,13 @@ def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[st
         if not cfg.embedding_dim:
             found.problem(path, f"raw feature {cfg.feature_name!r} has boundaries but no embedding_dim")
         out["embedding_dim"] = cfg.embedding_dim
+        if cfg.WhichOneof("dense_emb") is not None:
+            found.problem(
+                f"{path}.{cfg.WhichOneof('dense_emb')}",
+                "autodis / mlp embed a dense value; a feature with boundaries is bucketized into a table",
+            )
+    elif cfg.WhichOneof("dense_emb") is not None:
+        _dense_emb(cfg, out, path, found)
     elif cfg.HasField("embedding_dim"):
         found.note(
             f"{path}.embedding_dim",
@@ -164,6 +224,23 @@ def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[st
     return out
 
 
+def _dense_emb(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
+    """``autodis {num_channels temperature keep_prob}`` / ``mlp {}`` (docs/source/feature/autodis.md,
+    feature.md RawFeature): the dense value embedded to ``embedding_dim`` in the model."""
+    kind = cfg.WhichOneof("dense_emb")
+    if not cfg.embedding_dim:
+        found.problem(path, f"raw feature {cfg.feature_name!r} has {kind} but no embedding_dim")
+    out["embedding_dim"] = cfg.embedding_dim
+    if kind == "mlp":
+        out["mlp"] = {}
+        return
+    a = cfg.autodis
+    out["autodis"] = {"num_channels": a.num_channels}
+    for key in ("temperature", "keep_prob"):
+        if a.HasField(key):
+            out["autodis"][key] = getattr(a, key)
+
+
 def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[dict[str, Any]]:
     """Map ``feature_configs`` in order; problems and notes go to ``found``.
 
@@ -176,6 +253,9 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
         kind = fc.WhichOneof("feature")
         path = f"feature_configs[{i}].{kind}" if kind else f"feature_configs[{i}]"
         if kind is None:
+            # custom_feature runs a compiled operator (operator_lib_file, a .so of pyfg's C++ plugin API) at
+            # FG time: a closed binary recpipe's FG (numpy/pyarrow) cannot load; said at its line.
+            found.refine(lambda q, p=path: q.path == f"{p}.custom_feature", lambda q: CUSTOM_FEATURE_REFUSED)
             # An unsupported feature type (sequence_id_feature) is already reported once, at its line.
             if not any(q.path.startswith(f"{path}.") for q in found.problems):
                 found.problem(
@@ -214,6 +294,8 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
             for unused in ("sequence_length", "sequence_delim"):
                 if cfg.HasField(unused):
                     found.note(f"{path}.{unused}", f"ignored: {kind} is not a sequence")
+        if kind != "sequence_feature":
+            table_settings(cfg, out, path, found)
         features.append(out)
     _assign_tables(tables, found)
     return features
@@ -263,6 +345,7 @@ def _sequence(
             # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
             # "782577\x037511\x03" is id 0, not a bad row.
             sub_out.setdefault("default_value", "0")
+        table_settings(sub, sub_out, sub_path, found)
         table = sub.embedding_name or f"{key}_emb"
         tables.setdefault(table, []).append(_Member(sub_out, key, True, sub_path))
         out["sub_features"].append(sub_out)
@@ -317,7 +400,7 @@ def _standalone_sequence(
 
 def _table_shape(member: _Member) -> tuple[Any, ...]:
     t = member.target
-    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim"))
+    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim", "data_type", "trainable"))
     return tuple(tuple(v) if isinstance(v, list) else v for v in values)
 
 
@@ -330,7 +413,7 @@ def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
             for m in members:
                 found.problem(
                     m.path,
-                    f"features sharing embedding {table!r} ({names}) differ in their buckets or embedding_dim",
+                    f"features sharing embedding {table!r} ({names}) differ in their buckets, embedding_dim, data_type or trainable",
                 )
         for m in members:
             if m.is_sub or m.name != owner.name:
@@ -413,3 +496,28 @@ def _combo(cfg: Any, path: str, found: Findings, encoded: bool) -> dict[str, Any
     out.update(_id_fields(cfg, path, found, encoded))
     out.update(_multi_value(cfg, path, found))
     return out
+
+
+def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
+    """The common ``data_type`` (FP32 / FP16, tzrec/features/feature.py ``_dtype_str_to_data_type``) and
+    ``trainable`` of a feature's embedding table; a dense value has no table (a note says so)."""
+    has_table = (
+        out.get("kind") in ("id", "bool_mask", None)
+        or "boundaries" in out
+        or any(k in out for k in _MAPPINGS)
+    )
+    data_type = cfg.data_type if cfg.HasField("data_type") else "FP32"
+    if data_type not in ("FP32", "FP16"):
+        found.problem(
+            f"{path}.data_type", f"data_type {data_type!r} is not 'FP32' or 'FP16' (TorchEasyRec's)"
+        )
+        return
+    given = [k for k in ("data_type", "trainable") if cfg.HasField(k)]
+    if not has_table:
+        for k in given:
+            found.note(f"{path}.{k}", "ignored: a dense value has no embedding table")
+        return
+    if data_type == "FP16":
+        out["data_type"] = "fp16"
+    if not cfg.trainable:
+        out["trainable"] = False

@@ -24,7 +24,8 @@ What maps to what (TorchEasyRec → recpipe):
   ``num_steps`` → ``max_steps``, ``save_checkpoints_steps`` → ``checkpoint_every_steps``,
   ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset),
   ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
-  ``keep_last_checkpoints``.
+  ``keep_last_checkpoints``, ``mixed_precision`` ``BF16``/``FP16`` → ``mixed_precision`` ``bf16``/``fp16``;
+  Adam's ``beta1``/``beta2`` → ``betas``, dense Adam's ``eps`` → ``eps``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
 - ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``JAGGED_SEQUENCE``/``WIDE``) → ``feature_groups``,
   a DEEP group's ``sequence_groups`` → ``sequence`` groups and its ``sequence_encoders`` (``din_encoder``) →
@@ -40,7 +41,8 @@ What maps to what (TorchEasyRec → recpipe):
   ``losses`` ``binary_cross_entropy {}`` (recpipe's loss); ``num_class: 1``.
 
 Read but ignored (each reported as a note, with its line): ``model_dir``, ``eval_config``,
-``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``, ``sequence_pk``,
+``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``/``odps_data_compression``,
+``train_metrics`` (recpipe logs a window's training AUC), ``sequence_pk``,
 ``auc { thresholds }`` (recpipe's AUC is exact), ``train_config``'s TensorBoard, profiling and TF32
 switches. Each unsupported thing is one problem (an unsupported model or feature type is not also
 "missing"), and :meth:`Findings.summary` counts the fields mapped, ignored and refused. Sections TorchEasyRec has no counterpart for come from
@@ -258,6 +260,11 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
         ("pin_memory", "recpipe's loader decides"),
         ("fg_threads", "recpipe's feature generation is vectorized, not a thread pool"),
         ("odps_data_quota_name", "recpipe's ODPS reader uses the tunnel's default quota"),
+        (
+            "odps_data_compression",
+            "a transfer setting of MaxCompute's storage API; recpipe reads through pyodps' Arrow tunnel, "
+            "which picks its own compression (the rows read are the same)",
+        ),
     ):
         if dc.HasField(key):
             found.note(f"{p}.{key}", f"ignored: {why}")
@@ -328,6 +335,16 @@ def _train(tc: Any, found: Findings) -> dict[str, Any]:
     if tc.HasField("num_steps"):
         out["max_steps"] = tc.num_steps
     out["log_every_steps"] = tc.log_step_count_steps
+    if tc.HasField("mixed_precision"):
+        # TorchEasyRec autocasts the model's forward to BF16 or FP16 (tzrec/main.py, mixed_precision).
+        # Its values are exactly "BF16" and "FP16" (tzrec/acc/utils.py, mixed_precision_to_dtype).
+        if tc.mixed_precision in ("BF16", "FP16"):
+            out["mixed_precision"] = tc.mixed_precision.lower()
+        else:
+            found.problem(
+                "train_config.mixed_precision",
+                f"mixed_precision {tc.mixed_precision!r} is not 'BF16' or 'FP16'",
+            )
     _checkpoints(tc, out, found)
     for key, why in (
         ("use_tensorboard", "recpipe logs metrics to metrics.jsonl and MLflow"),
@@ -377,6 +394,11 @@ def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> d
         )
     if "weight_decay" in cfg.DESCRIPTOR.fields_by_name and cfg.weight_decay:
         out["weight_decay"] = cfg.weight_decay
+    if "beta1" in cfg.DESCRIPTOR.fields_by_name and (cfg.HasField("beta1") or cfg.HasField("beta2")):
+        # optimizer.proto's Adam beta1 / beta2 (defaults 0.9 / 0.999, torch's and FBGEMM's too).
+        out["betas"] = [cfg.beta1, cfg.beta2]
+    if "eps" in cfg.DESCRIPTOR.fields_by_name and cfg.HasField("eps"):
+        out["eps"] = cfg.eps
     return out
 
 

@@ -42,6 +42,14 @@ def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
     return out
 
 
+# TorchEasyRec's train_metrics (metric.proto, TrainMetricConfig: only auc in the schema) are AUCs decayed over
+# steps; recpipe's training log already reports an AUC over a window of recent rows.
+TRAIN_METRICS_NOTE = (
+    "ignored: recpipe's training log reports the AUC of the last 100,000 training rows of the primary label "
+    "(train_auc_rank0 in metrics.jsonl) at every log step; decay_rate and decay_step have no counterpart"
+)
+
+
 def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``model:`` section and the ``eval:`` settings the metrics imply."""
     p = "model_config"
@@ -59,6 +67,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             eval_["gauc_group"] = key
         elif kind == "auc" and metric.auc.HasField("thresholds"):
             found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
+    if mc.train_metrics:
+        found.note(f"{p}.train_metrics", TRAIN_METRICS_NOTE)
     kind = mc.WhichOneof("model")
     if kind == "multi_tower":
         mt, mp = mc.multi_tower, f"{p}.multi_tower"
@@ -152,6 +162,8 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
             found.problem(f"{tp}.num_class", f"num_class {t.num_class}: recpipe's task towers are binary")
         if t.metrics:
             found.note(f"{tp}.metrics", "ignored: recpipe reports every task's AUC, GAUC and logloss")
+        if t.train_metrics:
+            found.note(f"{tp}.train_metrics", TRAIN_METRICS_NOTE)
         if kind == "dbmtl":
             if t.relation_tower_names:
                 tower["relation_tower_names"] = list(t.relation_tower_names)

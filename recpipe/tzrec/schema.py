@@ -76,6 +76,7 @@ def _task_tower(label_name: str) -> list[FieldSpec]:
         _f("num_class", 5, "uint32", default="1"),
         _f("mlp", 6, _MLP),
         _f("weight", 7, "double", default="1.0"),
+        _f("train_metrics", 20, "TrainMetricConfig", _REP),
     ]
 
 
@@ -127,6 +128,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("cudnn_allow_tf32", 13, "bool", default="true"),
         _f("cuda_matmul_allow_tf32", 14, "bool", default="false"),
         _f("keep_checkpoint_max", 20, "uint32", default="0"),
+        # Read by recpipe.tzrec.training (emb work): autocast of the dense part.
+        _f("mixed_precision", 16, "string"),
     ],
     "SparseOptimizer": [
         _one("optimizer", "sgd_optimizer", 1, "FusedSGDOptimizer"),
@@ -143,7 +146,12 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     ],
     "FusedSGDOptimizer": [_LR],
     "FusedAdagradOptimizer": [_LR],
-    "FusedAdamOptimizer": [_LR, _f("weight_decay", 4, "double", default="0.0")],
+    "FusedAdamOptimizer": [
+        _LR,
+        _f("beta1", 2, "double", default="0.9"),
+        _f("beta2", 3, "double", default="0.999"),
+        _f("weight_decay", 4, "double", default="0.0"),
+    ],
     "FusedRowWiseAdagradOptimizer": [_LR],
     "SGDOptimizer": [
         _LR,
@@ -151,7 +159,13 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("weight_decay", 3, "double", default="0.0"),
     ],
     "AdagradOptimizer": [_LR, _f("weight_decay", 2, "double", default="0.0")],
-    "AdamOptimizer": [_LR, _f("weight_decay", 4, "double", default="0.0")],
+    "AdamOptimizer": [
+        _LR,
+        _f("beta1", 2, "double", default="0.9"),
+        _f("beta2", 3, "double", default="0.999"),
+        _f("weight_decay", 4, "double", default="0.0"),
+        _f("eps", 5, "double", default="1e-8"),
+    ],
     "ConstantLR": [],
     # eval.proto
     "EvalConfig": [_f("num_steps", 1, "uint32"), _f("log_step_count_steps", 2, "uint32", default="10")],
@@ -170,6 +184,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("odps_data_quota_name", 15, "string", default="pay-as-you-go"),
         _f("sample_weight_fields", 19, "string", _REP),
         _f("fg_mode", 20, "FgMode", default="FG_NONE"),
+        _f("odps_data_compression", 24, "string", default="LZ4_FRAME"),
     ],
     "Field": [_f("input_name", 1, "string", _REQ), _f("input_type", 2, "FieldType")],
     # feature.proto
@@ -186,6 +201,40 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         # Standalone sequences (recpipe kinds sequence_id, sequence_raw).
         _one("feature", "sequence_id_feature", 101, "IdFeature"),
         _one("feature", "sequence_raw_feature", 102, "RawFeature"),
+        _one("feature", "kv_dot_product", 11, "KvDotProduct"),
+        _one("feature", "bool_mask_feature", 12, "BoolMaskFeature"),
+    ],
+    # TorchEasyRec's kv_delimiter is a float field (feature.proto); it is read only to be refused.
+    "KvDotProduct": [
+        _f("feature_name", 1, "string", _REQ),
+        _f("query", 2, "string", _REQ),
+        _f("document", 3, "string", _REQ),
+        _f("embedding_name", 4, "string"),
+        _f("embedding_dim", 5, "uint32"),
+        _f("boundaries", 6, "double", _REP),
+        _f("separator", 7, "string", default="\x1d"),
+        _f("kv_delimiter", 8, "double"),
+        _f("normalizer", 9, "string"),
+        _f("pooling", 10, "string", default="sum"),
+        _f("default_value", 11, "string", default="0"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
+    ],
+    "BoolMaskFeature": [
+        _f("feature_name", 1, "string", _REQ),
+        _f("expression", 2, "string", _REP),
+        _f("embedding_name", 3, "string"),
+        _f("embedding_dim", 4, "uint32", _REQ),
+        _f("hash_bucket_size", 5, "uint64"),
+        _f("num_buckets", 6, "uint64"),
+        _f("vocab_list", 7, "string", _REP),
+        _f("value_dim", 9, "uint32"),
+        _f("pooling", 10, "string", default="sum"),
+        _f("default_value", 11, "string", default=""),
+        _f("separator", 12, "string", default="\x1d"),
+        _f("vocab_file", 17, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "LookupFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -206,6 +255,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 17, "string"),
         _f("value_dim", 19, "uint32"),
         _f("vocab_file", 23, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "MatchFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -226,6 +277,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 18, "string"),
         _f("value_dim", 20, "uint32"),
         _f("vocab_file", 23, "string"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "ExprFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -239,6 +292,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("pooling", 10, "string", default="sum"),
         _f("default_value", 11, "string", default="0"),
         _f("value_dim", 14, "uint32", default="0"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "OverlapFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -251,6 +306,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("normalizer", 8, "string"),
         _f("pooling", 10, "string", default="sum"),
         _f("separator", 12, "string", default="\x1d"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
     "IdFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -265,9 +322,12 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("default_value", 11, "string", default=""),
         _f("separator", 12, "string", default="\x1d"),
         _f("weighted", 13, "bool", default="false"),
+        _f("zch", 16, "ZeroCollisionHash"),
         _f("vocab_file", 17, "string"),
         _f("fg_encoded_default_value", 30, "string"),
         _f("default_bucketize_value", 31, "uint64"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
         *_SEQUENCE_FIELDS,
     ],
     "ComboFeature": [
@@ -281,10 +341,31 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("pooling", 10, "string", default="sum"),
         _f("default_value", 11, "string", default=""),
         _f("separator", 12, "string", default="\x1d"),
+        _f("zch", 15, "ZeroCollisionHash"),
         _f("vocab_file", 16, "string"),
         _f("fg_encoded_default_value", 30, "string"),
         _f("default_bucketize_value", 31, "uint64"),
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
     ],
+    # feature.proto's zero-collision hash of an id feature (recpipe.tzrec.features reads it).
+    "ZeroCollisionHash": [
+        _f("zch_size", 1, "uint64", _REQ),
+        _f("eviction_interval", 2, "uint32", default="5"),
+        _f("threshold_filtering_func", 3, "string"),
+        _one("eviction_policy", "lfu", 101, "LFU_EvictionPolicy"),
+        _one("eviction_policy", "lru", 102, "LRU_EvictionPolicy"),
+        _one("eviction_policy", "distance_lfu", 103, "DistanceLFU_EvictionPolicy"),
+    ],
+    "LFU_EvictionPolicy": [],
+    "LRU_EvictionPolicy": [_f("decay_exponent", 1, "double", default="1.0")],
+    "DistanceLFU_EvictionPolicy": [_f("decay_exponent", 1, "double", default="1.0")],
+    "AutoDisEmbedding": [
+        _f("num_channels", 2, "uint32", _REQ),
+        _f("temperature", 3, "double", default="0.1"),
+        _f("keep_prob", 4, "double", default="0.8"),
+    ],
+    "MLPEmbedding": [],
     "RawFeature": [
         _f("feature_name", 1, "string", _REQ),
         _f("expression", 2, "string", _REQ),
@@ -297,6 +378,10 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("separator", 12, "string", default="\x1d"),
         _f("fg_encoded_default_value", 30, "string"),
         *_SEQUENCE_FIELDS,
+        _f("trainable", 33, "bool", default="true"),
+        _f("data_type", 35, "string", default="FP32"),
+        _one("dense_emb", "autodis", 40, "AutoDisEmbedding"),
+        _one("dense_emb", "mlp", 41, "MLPEmbedding"),
     ],
     "SequenceFeature": [
         _f("sequence_name", 1, "string", _REQ),
@@ -315,6 +400,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("num_class", 2, "uint32", default="1"),
         _f("losses", 3, "LossConfig", _REP),
         _f("metrics", 4, "MetricConfig", _REP),
+        _f("train_metrics", 5, "TrainMetricConfig", _REP),
         _one("model", "dlrm", 100, "DLRM"),
         _one("model", "deepfm", 101, "DeepFM"),
         _one("model", "multi_tower", 102, "MultiTower"),
@@ -379,7 +465,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("task_towers", 5, "BayesTaskTower", _REP),
     ],
     "PLE": [_f("extraction_networks", 1, "ExtractionNetwork", _REP), _f("task_towers", 2, "TaskTower", _REP)],
-    # tower.proto: the task-space and pareto fields, train_metrics and sample_weight_name are left out.
+    # tower.proto: the task-space and pareto fields and sample_weight_name are left out.
     # BayesTaskTower (DBMTL's) is TaskTower with an optional label_name and the relation fields.
     "TaskTower": _task_tower(label_name=_REQ),
     "BayesTaskTower": [
@@ -407,6 +493,12 @@ MESSAGES: dict[str, list[FieldSpec]] = {
     "BinaryCrossEntropy": [],
     "MetricConfig": [_one("metric", "auc", 1, "AUC"), _one("metric", "grouped_auc", 7, "GroupedAUC")],
     "AUC": [_f("thresholds", 1, "uint32", default="200")],
+    # metric.proto's TrainMetricConfig: only auc (recpipe's training log reports a window's AUC).
+    "TrainMetricConfig": [
+        _one("metric", "auc", 1, "AUC"),
+        _f("decay_rate", 20, "double", default="0.9"),
+        _f("decay_step", 21, "uint32", default="100"),
+    ],
     "GroupedAUC": [_f("grouping_key", 1, "string", _REQ)],
 }
 

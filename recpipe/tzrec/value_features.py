@@ -26,6 +26,8 @@ VALUE_FEATURES = {
     "match_feature": "match",
     "expr_feature": "expr",
     "overlap_feature": "overlap",
+    "kv_dot_product": "kv_dot_product",
+    "bool_mask_feature": "bool_mask",
 }
 _SIDES = ("user", "item", "context")
 _MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
@@ -67,6 +69,8 @@ def map_value_feature(
             "feature of recpipe reads; declare it as one",
         )
         return out
+    if kind == "bool_mask_feature":
+        return _bool_mask(cfg, path, found, out)
     if kind == "lookup_feature":
         out["map"] = _input(cfg.map, f"{path}.map", found)
         out["key"] = _input(cfg.key, f"{path}.key", found)
@@ -93,6 +97,17 @@ def map_value_feature(
         if cfg.value_dim > 1:
             found.problem(
                 f"{path}.value_dim", "an expression of value_dim > 1 (a vector value) is not supported"
+            )
+    elif kind == "kv_dot_product":
+        out["query"] = _input(cfg.query, f"{path}.query", found)
+        out["document"] = _input(cfg.document, f"{path}.document", found)
+        if cfg.separator != "\x1d":
+            out["separator"] = cfg.separator
+        if cfg.HasField("kv_delimiter"):
+            found.problem(
+                f"{path}.kv_delimiter",
+                "kv_delimiter is a float field in TorchEasyRec's feature.proto, so no delimiter can be written "
+                "there; recpipe reads ':' (its kv_delimiter setting takes another one)",
             )
     else:
         out["query"] = _input(cfg.query, f"{path}.query", found)
@@ -134,4 +149,39 @@ def map_value_feature(
             )
         else:
             out["normalizer"] = normalizer
+    return out
+
+
+def _bool_mask(cfg: Any, path: str, found: Findings, out: dict[str, Any]) -> dict[str, Any]:
+    """``bool_mask_feature``: ``expression`` is [values, mask] (feature.md, BoolMaskFeature); the rest is an
+    id feature's (one mapping, embedding_dim, pooling, default_value "" = none, separator)."""
+    exprs = list(cfg.expression)
+    if len(exprs) != 2:
+        found.problem(f"{path}.expression", f"bool_mask_feature needs [values, mask] inputs; got {exprs}")
+    else:
+        values = _input(exprs[0], f"{path}.expression", found)
+        if values is not None and values != cfg.feature_name:
+            out["column"] = values
+        out["mask"] = _input(exprs[1], f"{path}.expression", found)
+    given = [k for k in _MAPPINGS if (len(cfg.vocab_list) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    if len(given) != 1:
+        found.problem(
+            path,
+            f"bool_mask_feature {cfg.feature_name!r} needs exactly one of {', '.join(_MAPPINGS)}; got {given}",
+        )
+    for k in given[:1]:
+        out[k] = list(cfg.vocab_list) if k == "vocab_list" else getattr(cfg, k)
+    out["embedding_dim"] = cfg.embedding_dim
+    if cfg.pooling != "sum":
+        out["pooling"] = cfg.pooling
+    if cfg.separator != "\x1d":
+        out["separator"] = cfg.separator
+    if cfg.default_value:
+        out["default_value"] = cfg.default_value
+    if cfg.HasField("value_dim") and cfg.value_dim != 0:
+        found.problem(
+            f"{path}.value_dim",
+            f"value_dim {cfg.value_dim} (a fixed number of values per row) is not supported: recpipe keeps every "
+            "value the mask keeps (value_dim 0)",
+        )
     return out

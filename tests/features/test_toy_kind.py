@@ -39,7 +39,8 @@ def _config() -> dict:
 
 def test_an_undeclared_kind_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(
-        ConfigError, match=r"features\.1: Value error, unknown feature kind 'text_length'; known: \[[^\]]*'id'"
+        ConfigError,
+        match=r"features\.1: Value error, unknown feature kind 'text_length'; known: \[[^\]]*'id'",
     ):
         parse_config(_config())
 

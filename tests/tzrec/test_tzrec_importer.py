@@ -213,6 +213,7 @@ def test_optimizers_schedule_and_mlp_options():
         "lr": 0.05,
         "eps": 1e-8,
         "weight_decay": 0.0,
+        "betas": (0.9, 0.999),  # adam's setting, at its default
     }
     assert (cfg.train.dense_optimizer.type, cfg.train.dense_optimizer.weight_decay) == ("sgd", 0.0001)
     assert (cfg.train.max_steps, cfg.train.epochs) == (500, 1)

@@ -115,6 +115,7 @@ def id_entry(
         sequence=sequence,
         zch=cfg.zch,
         zch_size=cfg.zch_size,
+        zch_eviction_interval=cfg.zch_eviction_interval,
         kind=kind,
         params=multi_params(cfg) if own else {},
     )

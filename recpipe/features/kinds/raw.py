@@ -94,7 +94,14 @@ def build(f: RawFeatureConfig, parts: SpecParts) -> None:
     else:
         log_offset, _ = parse_normalizer(f.normalizer)
         parts.dense.append(
-            DenseFeature(name=f.name, column=column, default=f.default, log_offset=log_offset, kind="raw")
+            DenseFeature(
+                name=f.name,
+                column=column,
+                default=f.default,
+                log_offset=log_offset,
+                kind="raw",
+                embedding=f.dense_embedding(),
+            )
         )
 
 

@@ -98,7 +98,10 @@ def kv_pairs(
             if bare_value is None:
                 expected = f"key{kv_sep}value pairs separated by {pair_sep!r}"
                 bad = BadRows(rows[~has], column, expected, items, np.flatnonzero(~has))
-            joined = pc.binary_join_element_wise(items, pa.scalar(bare_value or "", items.type), kv_sep)
+            # The separator of the items' own type: large_string items (a large CSV column) take no str.
+            joined = pc.binary_join_element_wise(
+                items, pa.scalar(bare_value or "", items.type), pa.scalar(kv_sep, items.type)
+            )
             items = pc.if_else(pa.array(has), items, joined)
         parts = pc.split_pattern(items, kv_sep, max_splits=1)
         return rows, pc.list_element(parts, 0), pc.list_element(parts, 1), bad

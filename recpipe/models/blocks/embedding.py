@@ -12,7 +12,7 @@ from typing import NamedTuple
 import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm used by KeyedJaggedTensor)
 import torch
 from torch import nn
-from torchrec.modules.embedding_configs import EmbeddingBagConfig, EmbeddingConfig, PoolingType
+from torchrec.modules.embedding_configs import DataType, EmbeddingBagConfig, EmbeddingConfig, PoolingType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
 from torchrec.modules.mc_embedding_modules import ManagedCollisionEmbeddingCollection
 from torchrec.modules.mc_modules import (
@@ -26,6 +26,8 @@ from recpipe.features.spec import TableSpec
 
 INIT_KINDS = ("uniform", "xavier_uniform", "normal")
 POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
+# TableSpec.data_type → TorchRec's table data type (TorchEasyRec's data_type FP32 / FP16).
+DATA_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16}
 
 
 # The init functions return the weight: TorchRec's managed-collision modules re-initialize evicted
@@ -170,7 +172,7 @@ class ZchRemapModule(MCHManagedCollisionModule):
 def managed_collision_ec(
     configs: list[EmbeddingConfig],
     device: torch.device | None = None,
-    eviction_interval: int = ZCH_EVICTION_INTERVAL,
+    eviction_interval: int | dict[str, int | None] = ZCH_EVICTION_INTERVAL,
     decay_exponent: float = ZCH_DECAY_EXPONENT,
 ) -> ManagedCollisionEmbeddingCollection:
     """An EmbeddingCollection whose ids are 63-bit keys remapped to rows by TorchRec's zero-collision
@@ -183,7 +185,8 @@ def managed_collision_ec(
     Args:
         configs (list[EmbeddingConfig]): the zch tables; their ``num_embeddings`` are the zch sizes.
         device (torch.device | None): where the tables and the remapping buffers live (default CPU).
-        eviction_interval (int): steps between admissions/evictions.
+        eviction_interval (int | dict): steps between admissions/evictions, or per table name (a table not
+            given, or given None, takes :data:`ZCH_EVICTION_INTERVAL`).
         decay_exponent (float): DistanceLFU's exponent on the steps since an id was last seen.
 
     Example::
@@ -195,12 +198,14 @@ def managed_collision_ec(
     """
     device = device or torch.device("cpu")
     remap_device = torch.device("cpu") if device.type == "meta" else device
+    intervals = eviction_interval if isinstance(eviction_interval, dict) else {}
     modules = {
         c.name: ZchRemapModule(
             zch_size=c.num_embeddings,
             device=remap_device,
             eviction_policy=DistanceLFU_EvictionPolicy(decay_exponent=decay_exponent),
-            eviction_interval=eviction_interval,
+            eviction_interval=intervals.get(c.name)
+            or (ZCH_EVICTION_INTERVAL if intervals else eviction_interval),
             name=c.name,
         )
         for c in configs
@@ -311,6 +316,7 @@ class EmbeddingGroup(nn.Module):
                             embedding_dim=t.embedding_dim,
                             feature_names=feats,
                             init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                            data_type=DATA_TYPES[t.data_type],
                         )
                     )
                 continue
@@ -331,6 +337,7 @@ class EmbeddingGroup(nn.Module):
                     feature_names=feats,
                     pooling=POOLINGS[modes.pop()],
                     init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                    data_type=DATA_TYPES[t.data_type],
                 )
             )
         for kind, configs in (("sequence", seq_configs), ("zch", zch_configs)):
@@ -342,7 +349,8 @@ class EmbeddingGroup(nn.Module):
                 )
         self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
         self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
-        self.mc_ec = managed_collision_ec(zch_configs, device) if zch_configs else None
+        intervals = {t.name: t.zch_eviction_interval for t in tables}
+        self.mc_ec = managed_collision_ec(zch_configs, device, intervals) if zch_configs else None
         self._ebc_keys = [f for c in bag_configs for f in c.feature_names]
         self._ec_keys = [f for c in seq_configs for f in c.feature_names]
         self._ec_pooled = [k for k in self._ec_keys if k in wanted_pooled]
@@ -351,6 +359,9 @@ class EmbeddingGroup(nn.Module):
         self._mc_pooled = [k for k in self._mc_keys if k in wanted_pooled]
         self._mc_seq = [k for k in self._mc_keys if k in wanted_seq]
         self._permutes: dict[tuple[str, ...], tuple[list[int], ...]] = {}
+        # Tables built here that the optimizer must not move (TableSpec.trainable false).
+        built = {c.name for c in [*bag_configs, *seq_configs, *zch_configs]}
+        self.frozen_tables = sorted(t.name for t in tables if not t.trainable and t.name in built)
 
     def embedding_dim(self, key: str) -> int:
         """Embedding width of a requested key."""
