@@ -73,7 +73,7 @@ class SplitConfig(Strict):
 
 
 # Rows of the training reader's shuffle buffer (data.shuffle_buffer_rows' default).
-SHUFFLE_BUFFER_ROWS = 262_144
+SHUFFLE_BUFFER_ROWS = 1_048_576
 
 
 class DataConfig(Strict):

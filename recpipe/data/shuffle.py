@@ -22,7 +22,7 @@ numpy and pyarrow only.
 
 Example::
 
-    view = ShuffledView(ParquetSource("data/train"), seed=0, epoch=0, buffer_rows=262_144)
+    view = ShuffledView(ParquetSource("data/train"), seed=0, epoch=0, buffer_rows=1_048_576)
     pieces = view.rows(0, 1024, columns=["user_id", "clk"])   # the epoch's first 1024 shuffled rows
     pieces[0].batch.num_rows, pieces[0].origin(0)             # 1024, ('part-00003.parquet', 70211)
 """
