@@ -371,8 +371,10 @@ def _checkpoints(tc: Any, out: dict[str, Any], found: Findings) -> None:
                 f"a checkpoint every {tc.save_checkpoints_epochs} of {epochs} epochs has no recpipe "
                 "counterpart (it checkpoints by steps); use save_checkpoints_steps",
             )
-    else:
+    elif tc.save_checkpoints_steps > 0:
         out["checkpoint_every_steps"] = tc.save_checkpoints_steps
+    else:  # TorchEasyRec's 0: no periodic checkpoint, the one at the end (tzrec/main.py: `if steps > 0`)
+        out["checkpoint_every_steps"] = None
     if tc.keep_checkpoint_max > 0:  # TorchEasyRec's 0 keeps all; recpipe keeps its default 2
         out["keep_last_checkpoints"] = tc.keep_checkpoint_max
     elif tc.HasField("keep_checkpoint_max"):

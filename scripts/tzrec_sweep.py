@@ -1,0 +1,133 @@
+"""Import every config of a TorchEasyRec checkout's own tests and benchmarks, and train each one that imports.
+
+For each ``*.config`` under ``tzrec/tests/configs`` and ``tzrec/benchmark/configs`` of a TorchEasyRec checkout
+(a work tree, or a bare git directory read with ``git show``), in order:
+
+1. ``recpipe.tzrec.import_tzrec`` — imported, or refused with every reason (each at its line);
+2. an imported config trains ``--steps`` steps of ``--batch`` rows on ``synthetic:config`` rows generated for
+   it (``recpipe.data.synthetic``), with ``on_bad_row: error`` as imported, tables capped at ``--max-rows``
+   rows (the 40M-bucket Criteo tables do not fit this machine; the model, features and optimizers are the
+   imported ones), then evaluates on generated eval rows.
+
+Prints one markdown table row a config (``| config | result | reasons |``) and a last line
+``tzrec_sweep: configs=N imported=I trained=T refused=R``. docs/tzrec.md records a run's table.
+
+Run: ``.venv/bin/python scripts/tzrec_sweep.py /work/.mirror/alibaba+TorchEasyRec/repo`` (a few minutes).
+TorchEasyRec's files are read, never copied into recpipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import subprocess
+import tempfile
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from recpipe.config import ConfigError, parse_config
+from recpipe.data.sources import open_source
+from recpipe.data.synthetic import generate
+from recpipe.features.build import build_feature_spec
+from recpipe.features.fit import fit_feature_spec, fit_needs
+from recpipe.launch.worker import train
+from recpipe.stages import ingest
+from recpipe.tzrec import import_tzrec
+from recpipe.tzrec.problems import TzrecImportError
+
+FOLDERS = ("tzrec/tests/configs", "tzrec/benchmark/configs")
+
+
+def _configs(root: Path) -> list[tuple[str, str]]:
+    """(path, text) of every config, from a work tree or a bare git directory."""
+    if (root / FOLDERS[0]).is_dir():
+        return [
+            (str(p.relative_to(root)), p.read_text())
+            for folder in FOLDERS
+            for p in sorted((root / folder).rglob("*.config"))
+        ]
+    names = subprocess.run(
+        ["git", "-C", str(root), "ls-tree", "-r", "--name-only", "HEAD", *FOLDERS],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    out = []
+    for name in sorted(n for n in names if n.endswith(".config")):
+        text = subprocess.run(
+            ["git", "-C", str(root), "show", f"HEAD:{name}"], check=True, capture_output=True, text=True
+        ).stdout
+        out.append((name, text))
+    return out
+
+
+def _capped(data: dict[str, Any], max_rows: int, steps: int, batch: int) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    for f in data["features"]:
+        for item in (f, *f.get("sub_features", [])):
+            for key in ("num_buckets", "hash_bucket_size", "zch_size"):
+                if item.get(key) and item[key] > max_rows:
+                    item[key] = max_rows
+    data["data"].update(batch_size=batch, num_workers=0, train=None, eval=None)
+    data["train"].update(max_steps=steps, log_every_steps=steps, checkpoint_every_steps=None, epochs=1)
+    return data
+
+
+def _train(data: dict[str, Any], tmp: Path, args: argparse.Namespace) -> str:
+    cfg = parse_config(_capped(data, args.max_rows, args.steps, args.batch))
+    raw = tmp / "raw"
+    generate("config", args.rows, raw, seed=0, config=cfg)
+    split = ingest.run(str(raw), tmp / "data", label=cfg.data.label, split=cfg.data.split,
+                       oracle_column=cfg.data.oracle_column)  # fmt: skip
+    spec = fit_feature_spec(cfg, open_source(split.train_dir)) if fit_needs(cfg) else build_feature_spec(cfg)
+    result = train(cfg, spec, split.train_dir, split.eval_dir, tmp / "run", resume=False)
+    auc = result.eval["auc"] if result.eval else float("nan")
+    return f"trains ({result.steps} steps of {args.batch} rows on synthetic:config, eval AUC {auc:.3f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkout", type=Path, help="a TorchEasyRec work tree or bare git directory")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--rows", type=int, default=2000, help="generated rows (train + eval)")
+    parser.add_argument("--max-rows", type=int, default=10_000, help="table rows cap for the runs")
+    parser.add_argument("--no-train", action="store_true", help="import only")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    counts: Counter[str] = Counter()
+    print("| config | result | reasons |\n|---|---|---|")
+    for name, text in _configs(args.checkout):
+        counts["configs"] += 1
+        try:
+            imported = import_tzrec(text, source=name)
+        except ConfigError as err:  # the importer wrote a config recpipe refuses: an importer bug, reported
+            counts["refused"] += 1
+            print(f"| `{name}` | import error | {str(err).splitlines()[-1].strip()[:200]} |", flush=True)
+            continue
+        except TzrecImportError as err:
+            counts["refused"] += 1
+            reasons = sorted({p.message.split(":")[0][:90] for p in err.problems})
+            print(f"| `{name}` | refused ({len(err.problems)}) | {'; '.join(reasons)} |", flush=True)
+            continue
+        counts["imported"] += 1
+        result = f"imports (model `{imported.data['model']['type']}`)"
+        if not args.no_train:
+            with tempfile.TemporaryDirectory(prefix="recpipe-tzrec-sweep-") as tmp:
+                try:
+                    result = f"{result}; {_train(imported.data, Path(tmp), args)}"
+                    counts["trained"] += 1
+                except Exception as err:  # reported, the sweep goes on
+                    last = traceback.format_exception_only(err)[-1].strip().replace("|", "/")
+                    result = f"{result}; does not train: {last[:300]}"
+        print(f"| `{name}` | {result} | |", flush=True)
+    print(
+        f"tzrec_sweep: configs={counts['configs']} imported={counts['imported']} "
+        f"trained={counts['trained']} refused={counts['refused']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
