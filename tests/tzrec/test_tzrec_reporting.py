@@ -61,6 +61,9 @@ def test_save_checkpoints_epochs_at_the_end_maps_to_recpipes_final_checkpoint():
     assert (train.checkpoint_every_steps, train.keep_last_checkpoints, train.epochs) == (None, 5, 1)
     default = _train("").config.train
     assert default.checkpoint_every_steps == 1000  # TorchEasyRec's save_checkpoints_steps default
+    # 0: no periodic checkpoint (tzrec/main.py saves by steps only when > 0), the final one only; its
+    # benchmark's criteo/dlrm.config says so, and once failed to import with a config error.
+    assert _train("save_checkpoints_steps: 0").config.train.checkpoint_every_steps is None
     with pytest.raises(
         TzrecImportError, match=r"a checkpoint every 1 of 3 epochs has no recpipe counterpart"
     ):
