@@ -195,7 +195,12 @@ def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "name": name or Path(msg.model_dir.rstrip("/")).name or "tzrec-import",
         "data": _data(msg, found),
-        "features": map_features(msg.feature_configs, found, fg_mode(msg.data_config)[0] == "FG_NONE"),
+        "features": map_features(
+            msg.feature_configs,
+            found,
+            fg_mode(msg.data_config)[0] == "FG_NONE",
+            msg.data_config.fg_encoded_multival_sep,
+        ),
         "feature_groups": _groups(msg, found),
         "model": model,
         "train": _train(msg.train_config, found),
