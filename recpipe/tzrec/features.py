@@ -48,6 +48,13 @@ CUSTOM_FEATURE_REFUSED = (
 )
 
 
+DYNAMICEMB_REFUSED = (
+    "dynamicemb (dynamic embeddings: NVIDIA dynamicemb's GPU hash table, growing with the ids seen, with its "
+    "own admission, eviction and initializers) is not supported: recpipe's tables have a fixed number of rows; "
+    "give hash_bucket_size (or zch {} for a collision-free table of zch_size rows)"
+)
+
+
 def _column(expression: str, name: str, path: str, found: Findings) -> str | None:
     if not expression:  # missing: reported as a required field
         return None
@@ -78,7 +85,10 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
             f"pre-encoded input (FG_NONE) with {given[0]}: TorchEasyRec's vocabulary ids reserve rows for the "
             "default and out-of-vocabulary values, which recpipe does not reproduce; use num_buckets",
         )
-    if len(given) != 1:
+    # dynamicemb {} (feature.proto DynamicEmbedding; NVIDIA's dynamicemb): a GPU hash table that grows with
+    # the ids seen, so the feature has no bucket setting. One problem, at its line, says so.
+    dynamic = found.refine(lambda q: q.path == f"{path}.dynamicemb", lambda q: DYNAMICEMB_REFUSED)
+    if len(given) != 1 and not (dynamic and not given):
         found.problem(
             path,
             f"id feature {cfg.feature_name!r} needs exactly one of {', '.join(mappings)}; "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from tzrec_fixtures import HEAD
+from tzrec_fixtures import HEAD, small_din
 
 from recpipe.config import load_config
 from recpipe.features.build import build_feature_spec
@@ -88,3 +88,28 @@ def test_a_pre_encoded_bucketized_vector_is_refused_by_line() -> None:
     text = ENCODED_VECTOR.replace("value_dim: 4", "value_dim: 4 boundaries: [0.5] embedding_dim: 4")
     with pytest.raises(TzrecImportError, match=r"line 18: .*bucketized raw features of value_dim > 1"):
         import_tzrec(ENCODED_HEAD + text + _model("user_id", "raw_3"))
+
+
+# ------------------------------------------------------------------------ RTP names, dynamicemb
+def test_a_group_may_name_a_sub_feature_as_torcheasyrecs_rtp_mode_does() -> None:
+    # USE_RTP=1 spells a grouped sub-feature "<sequence>_<feature>" (Feature._underline)
+    text = small_din().replace(
+        'feature_names: "click_50_seq__adgroup_id"', 'feature_names: "click_50_seq_adgroup_id"'
+    )
+    groups = {g.name: g.features for g in import_tzrec(text).config.feature_groups}
+    assert groups["seq"] == ["adgroup_id", "click_50_seq__adgroup_id"]
+    # a name no feature or sub-feature has stays an error
+    with pytest.raises(TzrecImportError, match="'click_50_seq_brand' is not defined in feature_configs"):
+        import_tzrec(text.replace("click_50_seq_adgroup_id", "click_50_seq_brand"))
+
+
+def test_dynamicemb_is_refused_once_at_its_line_saying_why() -> None:
+    text = small_din().replace(
+        'expression: "user:user_id" num_buckets: 100 embedding_dim: 8',
+        'expression: "user:user_id" embedding_dim: 8 dynamicemb { }',
+    )
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(text)
+    [problem] = err.value.problems
+    assert (problem.line, problem.path) == (14, "feature_configs[0].id_feature.dynamicemb")
+    assert "dynamicemb (dynamic embeddings" in problem.message and "fixed number of rows" in problem.message
