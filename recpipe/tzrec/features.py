@@ -20,7 +20,7 @@ from typing import Any
 
 from recpipe.config.features import sub_feature_key
 from recpipe.tzrec.problems import Findings
-from recpipe.tzrec.value_features import VALUE_FEATURES, map_value_feature
+from recpipe.tzrec.value_features import VALUE_FEATURES, map_value_feature, side_reason
 
 # recpipe reads the column an expression names; inputs computed by other features or constants are
 # TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
@@ -66,7 +66,7 @@ def _column(expression: str, name: str, path: str, found: Findings) -> str | Non
         found.problem(
             f"{path}.expression",
             f"input side {side!r} of {expression!r} is not supported (recpipe reads table columns: "
-            f"{', '.join(_SIDES)})",
+            f"{', '.join(_SIDES)}){side_reason(side)}",
         )
         return None
     return None if column == name else column

@@ -113,3 +113,19 @@ def test_dynamicemb_is_refused_once_at_its_line_saying_why() -> None:
     [problem] = err.value.problems
     assert (problem.line, problem.path) == (14, "feature_configs[0].id_feature.dynamicemb")
     assert "dynamicemb (dynamic embeddings" in problem.message and "fixed number of rows" in problem.message
+
+
+def test_an_fg_dag_feature_input_is_refused_saying_what_it_means() -> None:
+    lookup = """\
+feature_configs {
+    raw_feature { feature_name: "age_binning" expression: "user:age" boundaries: [18, 25] embedding_dim: 4 }
+}
+feature_configs {
+    lookup_feature { feature_name: "lk" map: "item:age_map" key: "feature:age_binning" }
+}
+"""
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(HEAD + lookup + _model("age_binning", "lk"))
+    [problem] = err.value.problems
+    assert (problem.line, problem.path) == (18, "feature_configs[1].lookup_feature.key")
+    assert "'feature:X' is the output of feature X's own FG" in problem.message
