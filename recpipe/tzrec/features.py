@@ -20,12 +20,13 @@ from typing import Any
 
 from recpipe.config.features import sub_feature_key
 from recpipe.tzrec.problems import Findings
-from recpipe.tzrec.value_features import VALUE_FEATURES, map_value_feature
+from recpipe.tzrec.value_features import VALUE_FEATURES, map_value_feature, side_reason
 
 # recpipe reads the column an expression names; inputs computed by other features or constants are
 # TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
 _SIDES = ("user", "item", "context")
 _MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
+ENCODED_SEPARATOR = "\x03"  # data_config's fg_encoded_multival_sep default (data.proto): FG_NONE's
 _EXPR_NORMALIZER = re.compile(r"^\s*method\s*=\s*expression\s*,\s*expr\s*=\s*(?P<expr>.+?)\s*$")
 _LOG = re.compile(r"^log\(x\+(?P<c>[0-9]+(\.[0-9]*)?)\)$")
 
@@ -47,6 +48,13 @@ CUSTOM_FEATURE_REFUSED = (
 )
 
 
+DYNAMICEMB_REFUSED = (
+    "dynamicemb (dynamic embeddings: NVIDIA dynamicemb's GPU hash table, growing with the ids seen, with its "
+    "own admission, eviction and initializers) is not supported: recpipe's tables have a fixed number of rows; "
+    "give hash_bucket_size (or zch {} for a collision-free table of zch_size rows)"
+)
+
+
 def _column(expression: str, name: str, path: str, found: Findings) -> str | None:
     if not expression:  # missing: reported as a required field
         return None
@@ -58,7 +66,7 @@ def _column(expression: str, name: str, path: str, found: Findings) -> str | Non
         found.problem(
             f"{path}.expression",
             f"input side {side!r} of {expression!r} is not supported (recpipe reads table columns: "
-            f"{', '.join(_SIDES)})",
+            f"{', '.join(_SIDES)}){side_reason(side)}",
         )
         return None
     return None if column == name else column
@@ -77,7 +85,10 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
             f"pre-encoded input (FG_NONE) with {given[0]}: TorchEasyRec's vocabulary ids reserve rows for the "
             "default and out-of-vocabulary values, which recpipe does not reproduce; use num_buckets",
         )
-    if len(given) != 1:
+    # dynamicemb {} (feature.proto DynamicEmbedding; NVIDIA's dynamicemb): a GPU hash table that grows with
+    # the ids seen, so the feature has no bucket setting. One problem, at its line, says so.
+    dynamic = found.refine(lambda q: q.path == f"{path}.dynamicemb", lambda q: DYNAMICEMB_REFUSED)
+    if len(given) != 1 and not (dynamic and not given):
         found.problem(
             path,
             f"id feature {cfg.feature_name!r} needs exactly one of {', '.join(mappings)}; "
@@ -171,7 +182,9 @@ def map_normalizer(text: str) -> str | None:
     return expr if _LOG.match(expr) else None
 
 
-def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[str, Any]:
+def _raw(
+    cfg: Any, path: str, found: Findings, encoded: bool = False, multival_sep: str = ENCODED_SEPARATOR
+) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": "raw", "name": cfg.feature_name}
     column = None if encoded else _column(cfg.expression, cfg.feature_name, path, found)
     if column:
@@ -214,7 +227,7 @@ def _raw(cfg: Any, path: str, found: Findings, encoded: bool = False) -> dict[st
         else:
             out["normalizer"] = normalizer
     if cfg.value_dim > 1:
-        _raw_vector(cfg, out, path, found, encoded)
+        _raw_vector(cfg, out, path, found, encoded, multival_sep)
     elif cfg.value_dim == 0:
         found.problem(
             f"{path}.value_dim", "value_dim 0 is not a raw feature's: its values are value_dim numbers"
@@ -241,12 +254,15 @@ def _dense_emb(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> Non
             out["autodis"][key] = getattr(a, key)
 
 
-def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[dict[str, Any]]:
+def map_features(
+    configs: Any, found: Findings, encoded: bool = False, multival_sep: str = ENCODED_SEPARATOR
+) -> list[dict[str, Any]]:
     """Map ``feature_configs`` in order; problems and notes go to ``found``.
 
     With ``encoded`` (TorchEasyRec's FG_NONE) each feature's column is its name (docs/source/feature/data.md:
     "数据列名与特征名(feature_name)同名"), an ``expression`` is not read, and FG's own settings (normalizer,
-    default_value) were applied before the data was written."""
+    default_value) were applied before the data was written; ``multival_sep`` (data_config's
+    ``fg_encoded_multival_sep``) joins the values of one row there."""
     features: list[dict[str, Any]] = []
     tables: dict[str, list[_Member]] = {}
     for i, fc in enumerate(configs):
@@ -277,7 +293,7 @@ def map_features(configs: Any, found: Findings, encoded: bool = False) -> list[d
             table = cfg.embedding_name or f"{cfg.feature_name}_emb"
             tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
         elif kind == "raw_feature":
-            out = _raw(cfg, path, found, encoded)
+            out = _raw(cfg, path, found, encoded, multival_sep)
             if "boundaries" in out:
                 table = cfg.embedding_name or f"{cfg.feature_name}_emb"
                 tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
@@ -456,28 +472,46 @@ def _single_value_sub(cfg: Any, path: str, found: Findings) -> None:
             found.problem(f"{path}.{field}", f"{field} of a sequence sub-feature is not supported")
 
 
-def _raw_vector(cfg: Any, out: dict[str, Any], path: str, found: Findings, encoded: bool) -> None:
+def _raw_vector(
+    cfg: Any, out: dict[str, Any], path: str, found: Findings, encoded: bool, multival_sep: str
+) -> None:
     """A raw feature of ``value_dim`` > 1 (a vector in one column); its default a number or ``value_dim`` of
-    them joined by its separator (TorchEasyRec's ``"0.1\\x1d0.4"``)."""
+    them joined by its separator (TorchEasyRec's ``"0.1\\x1d0.4"``).
+
+    Pre-encoded (FG_NONE), the column holds FG's ``value_dim`` numbers joined by data_config's
+    ``fg_encoded_multival_sep`` (default ``"\\x03"``; the feature's ``separator`` split the raw input), or a
+    list; ``fg_encoded_default_value`` (numbers by that separator) fills an empty one
+    (``_parse_fg_encoded_dense_feature_impl``, ``Feature.fg_encoded_default_value`` in tzrec/features/feature.py).
+    """
     out["value_dim"] = cfg.value_dim
-    if cfg.separator != _SEPARATOR:
-        out["separator"] = cfg.separator
-    if encoded:
+    sep = multival_sep if encoded else cfg.separator
+    if sep != _SEPARATOR:
+        out["separator"] = sep
+    if encoded and "boundaries" in out:
         found.problem(
-            f"{path}.value_dim", "pre-encoded (FG_NONE) raw features of value_dim > 1 are not supported"
+            f"{path}.value_dim",
+            "pre-encoded (FG_NONE) bucketized raw features of value_dim > 1 (value_dim bucket ids a row) are "
+            "not supported yet",
         )
         return
-    if not cfg.HasField("default_value") or not cfg.default_value:
+    field = "fg_encoded_default_value" if encoded else "default_value"
+    other = "default_value" if encoded else "fg_encoded_default_value"
+    if cfg.HasField(other):
+        why = (
+            "FG_NONE input already holds FG's defaults" if encoded else "it fills nulls of FG_NONE input only"
+        )
+        found.note(f"{path}.{other}", f"ignored: {why}")
+    text = getattr(cfg, field)
+    if not cfg.HasField(field) or not text:
         return
     try:
-        values = [float(v) for v in cfg.default_value.split(cfg.separator)]
+        values = [float(v) for v in text.split(sep)]
     except ValueError:
-        found.problem(f"{path}.default_value", f"default_value {cfg.default_value!r} is not numbers")
+        found.problem(f"{path}.{field}", f"{field} {text!r} is not numbers")
         return
     if len(values) not in (1, cfg.value_dim):
         found.problem(
-            f"{path}.default_value",
-            f"default_value {cfg.default_value!r} holds {len(values)} numbers; value_dim is {cfg.value_dim}",
+            f"{path}.{field}", f"{field} {text!r} holds {len(values)} numbers; value_dim is {cfg.value_dim}"
         )
         return
     out["default"] = values[0] if len(values) == 1 else values

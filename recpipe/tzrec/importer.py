@@ -195,7 +195,12 @@ def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "name": name or Path(msg.model_dir.rstrip("/")).name or "tzrec-import",
         "data": _data(msg, found),
-        "features": map_features(msg.feature_configs, found, fg_mode(msg.data_config)[0] == "FG_NONE"),
+        "features": map_features(
+            msg.feature_configs,
+            found,
+            fg_mode(msg.data_config)[0] == "FG_NONE",
+            msg.data_config.fg_encoded_multival_sep,
+        ),
         "feature_groups": _groups(msg, found),
         "model": model,
         "train": _train(msg.train_config, found),
@@ -407,17 +412,26 @@ def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> d
 def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
     wide_dim = wide_embedding_dim(msg.model_config)
     known = set()
+    # TorchEasyRec names a grouped sub-feature "<sequence>_<feature>" when run with USE_RTP=1 (feature.py,
+    # Feature._underline; export_util.py _adjust_fg_json_for_rtp), else "<sequence>__<feature>": a group may
+    # list either spelling; recpipe's key is the second.
+    rtp: dict[str, str] = {}
     for fc in msg.feature_configs:
         kind = fc.WhichOneof("feature")
         if kind == "sequence_feature":
             seq = fc.sequence_feature
-            known |= {
-                sub_feature_key(seq.sequence_name, getattr(s, s.WhichOneof("feature")).feature_name)
-                for s in seq.features
-                if s.WhichOneof("feature")
-            }
+            for s in seq.features:
+                if s.WhichOneof("feature"):
+                    sub = getattr(s, s.WhichOneof("feature")).feature_name
+                    known.add(sub_feature_key(seq.sequence_name, sub))
+                    rtp[f"{seq.sequence_name}_{sub}"] = sub_feature_key(seq.sequence_name, sub)
         elif kind is not None:
             known.add(getattr(fc, kind).feature_name)
+    rtp = {k: v for k, v in rtp.items() if k not in known}
+
+    def resolved(names: Any) -> list[str]:
+        return [rtp.get(n, n) for n in names]
+
     # A feature of an unsupported type (sequence_id_feature) is reported once, where it is defined, not
     # again in every group that names it.
     unsupported = any(
@@ -434,7 +448,7 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
                 f"{path}.group_type",
                 f"group_type {gtype} is not supported; supported: {', '.join(_GROUP_TYPES)}",
             )
-        for j, feature in enumerate(g.feature_names):
+        for j, feature in enumerate(resolved(g.feature_names)):
             if feature not in known and not unsupported:
                 found.problem(
                     f"{path}.feature_names[{j}]", f"feature {feature!r} is not defined in feature_configs"
@@ -442,7 +456,7 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
         group = {
             "name": g.group_name,
             "type": _GROUP_TYPES.get(gtype, "deep"),
-            "features": list(g.feature_names),
+            "features": resolved(g.feature_names),
         }
         if gtype == "WIDE" and wide_dim is not None:
             group["embedding_dim"] = (
@@ -451,7 +465,7 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
         out.append(group)
         for j, sg in enumerate(g.sequence_groups):
             sp = f"{path}.sequence_groups[{j}]"
-            for k, feature in enumerate(sg.feature_names):
+            for k, feature in enumerate(resolved(sg.feature_names)):
                 if feature not in known and not unsupported:
                     found.problem(
                         f"{sp}.feature_names[{k}]", f"feature {feature!r} is not defined in feature_configs"
@@ -460,5 +474,5 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
             if name in names:
                 found.problem(f"{sp}.group_name", f"sequence group {name!r}: a feature group has that name")
             names.add(name)
-            out.append({"name": name, "type": "sequence", "features": list(sg.feature_names)})
+            out.append({"name": name, "type": "sequence", "features": resolved(sg.feature_names)})
     return out

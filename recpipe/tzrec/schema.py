@@ -174,6 +174,8 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("batch_size", 1, "uint32", default="1024"),
         _f("dataset_type", 2, "DatasetType", _REQ, "OdpsDataset"),
         _f("fg_encoded", 3, "bool", default="true"),
+        # The separator of multi-value columns under FG_NONE (recpipe.tzrec.features reads it).
+        _f("fg_encoded_multival_sep", 4, "string", default="\x03"),
         _f("label_fields", 5, "string", _REP),
         _f("num_workers", 6, "uint32", default="8"),
         _f("pin_memory", 7, "bool", default="true"),

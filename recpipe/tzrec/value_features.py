@@ -30,6 +30,20 @@ VALUE_FEATURES = {
     "bool_mask_feature": "bool_mask",
 }
 _SIDES = ("user", "item", "context")
+
+
+def side_reason(side: str) -> str:
+    """Why an FG-DAG input side has no recpipe counterpart (docs/source/feature/data.md, fg_mode)."""
+    if side == "feature":
+        return (
+            ": 'feature:X' is the output of feature X's own FG (FG_DAG: e.g. its bucket id), which recpipe's FG "
+            "does not chain; write X's value into a column and read it by user:/item:"
+        )
+    if side == "const":
+        return ": 'const:' inputs are constants, which recpipe's features do not take; write a column"
+    return ""
+
+
 _MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
 
 
@@ -44,7 +58,8 @@ def _input(text: str, where: str, found: Findings, allow_all: bool = False) -> s
     if side not in _SIDES:
         found.problem(
             where,
-            f"input side {side!r} of {text!r} is not supported (recpipe reads table columns: {', '.join(_SIDES)})",
+            f"input side {side!r} of {text!r} is not supported (recpipe reads table columns: {', '.join(_SIDES)})"
+            f"{side_reason(side)}",
         )
         return None
     return column

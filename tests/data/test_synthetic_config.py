@@ -476,11 +476,39 @@ def test_one_column_read_two_incompatible_ways_is_refused() -> None:
         plan_columns(parse_config(data))
 
 
-def test_pre_encoded_input_is_refused() -> None:
-    data = small([], [], fg_encoded=True)
-    data["features"][0] = {"kind": "id", "name": "user", "num_buckets": 100}
-    with pytest.raises(SyntheticConfigError, match="fg_encoded"):
-        plan_columns(parse_config(data))
+def test_pre_encoded_input_holds_fg_output_that_fg_reads_without_a_bad_row() -> None:
+    # TorchEasyRec's FG_NONE layout: ids below the table's rows, bucket ids, numbers, and each history
+    # sub-feature's ids in a column <sequence>__<sub>, the same items in every one of them
+    features = [
+        {"kind": "id", "name": "item", "num_buckets": 40},
+        {"kind": "raw", "name": "price", "boundaries": [1.0, 2.0, 3.0], "embedding_dim": 4},
+        {"kind": "raw", "name": "emb", "value_dim": 3, "separator": "\x03"},
+        {
+            "kind": "sequence",
+            "name": "seq",
+            "sequence_length": 5,
+            "sub_features": [
+                {"name": "item", "num_buckets": 40},
+                {"name": "price", "boundaries": [1.0, 2.0, 3.0], "embedding_dim": 4},
+            ],
+        },
+    ]
+    data = small(features, ["item", "price"], fg_encoded=True)
+    cfg = parse_config(data)
+    assert config_gen.input_columns(cfg) == ["user", "item", "price", "emb", "seq__item", "seq__price"]
+    table, _, _ = make_chunk(build_model(cfg, seed=0, rows=2000), 0, 0, 2000)
+    assert {"seq__item", "seq__price"} <= set(table.column_names) and "seq" not in table.column_names
+    ids, prices = ([v for v in pc.list_flatten(pc.split_pattern(table[c], "|")).to_pylist() if v]
+                   for c in ("seq__item", "seq__price"))  # fmt: skip
+    assert ids and all(0 <= int(v) < 40 for v in ids) and all(0 <= int(v) < 4 for v in prices)
+    lengths = [
+        pc.fill_null(pc.list_value_length(pc.split_pattern(table[c], "|")), 0)
+        for c in ("seq__item", "seq__price")
+    ]
+    assert lengths[0].equals(lengths[1]) and pc.max(lengths[0]).as_py() > 1
+    assert set(pc.drop_null(table["price"]).to_pylist()) <= {0, 1, 2, 3}
+    out = FeatureGenerator(build_feature_spec(cfg))(table)  # on_bad_row: error
+    assert out.dense.shape == (2000, 3)
 
 
 # ------------------------------------------------------------------------------------ URI, CLI, recpipe run

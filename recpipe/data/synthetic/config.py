@@ -142,12 +142,13 @@ class Column:
 class Plan:
     """The columns a config's features read, claimed kind by kind (:data:`CLAIMS`), and their id spaces."""
 
-    def __init__(self, cfg: RecpipeConfig) -> None:
+    def __init__(self, cfg: RecpipeConfig, features: list[Any] | None = None) -> None:
         self.cfg = cfg
         self.columns: dict[str, Column] = {}
         self._spaces: dict[str, Space] = {}
         self._parent: dict[str, str] = {}
-        self.features = {key: f for f in cfg.features for key in f.feature_keys()}
+        self.feature_list = list(cfg.features if features is None else features)
+        self.features = {key: f for f in self.feature_list for key in f.feature_keys()}
         self.combos: list[list[str]] = []
         self.lookups: list[str] = []
         self.matches: list[str] = []
@@ -437,6 +438,61 @@ CLAIMS: dict[str, Callable[[Any, Plan], None]] = {
 }
 
 
+def encoded_features(features: list[Any]) -> list[Any]:
+    """The raw-row features whose columns hold what pre-encoded input (``data.fg_encoded``, TorchEasyRec's
+    FG_NONE) holds for ``features``: an id's column integer ids below its table's rows (``num_buckets`` or
+    ``hash_bucket_size``), a bucketized raw value its bucket id, a dense one its number(s) as they are, and each
+    history sub-feature a column ``<sequence>__<sub>`` of its ids by the sequence's delimiter, item by item of
+    one history (:func:`encoded_histories`), so the columns agree in length and hold the candidate's ids.
+
+    Raises:
+        SyntheticConfigError: a kind that has no pre-encoded form here (the value kinds read raw columns).
+    """
+    from recpipe.config.features import IdFeatureConfig, SequenceFeatureConfig, SubFeatureConfig
+
+    def rows(sub: Any) -> int:
+        bounds = getattr(sub, "boundaries", None)
+        return len(bounds) + 1 if bounds is not None else (sub.num_buckets or sub.hash_bucket_size)
+
+    out: list[Any] = []
+    for f in features:
+        if f.kind == "id":
+            update = {"num_buckets": rows(f), "hash_bucket_size": None, "column": f.source_column}
+            out.append(f.model_copy(update=update))
+        elif f.kind == "raw" and f.boundaries is not None and f.value_dim == 1:
+            out.append(
+                IdFeatureConfig(
+                    kind="id",
+                    name=f.name,
+                    column=f.source_column,
+                    num_buckets=rows(f),
+                    embedding_dim=f.embedding_dim,
+                )
+            )
+        elif f.kind == "raw":
+            out.append(f)
+        elif f.kind in ("sequence", "sequence_id"):
+            # One history of every sub-feature (make_chunk writes each sub-feature's column from it); a
+            # sequence_id feature is a history of one sub-feature named after it, its column its name.
+            subs = f.sub_features if f.kind == "sequence" else [f]
+            ids = [SubFeatureConfig(name=sub.name, num_buckets=rows(sub)) for sub in subs]
+            out.append(
+                SequenceFeatureConfig(
+                    kind="sequence",
+                    name=f.name,
+                    column=f.source_column,
+                    sequence_length=f.sequence_length,
+                    delimiter=f.delimiter,
+                    sub_features=ids,
+                )
+            )
+        else:
+            raise SyntheticConfigError(
+                f"feature {f.name!r}: synthetic:config has no pre-encoded (data.fg_encoded) form of kind {f.kind!r}"
+            )
+    return out
+
+
 def plan_columns(cfg: RecpipeConfig) -> Plan:
     """Every input column of ``cfg``'s features, claimed through :data:`CLAIMS`.
 
@@ -444,13 +500,8 @@ def plan_columns(cfg: RecpipeConfig) -> Plan:
         SyntheticConfigError: a kind without a generator, pre-encoded input, or columns two features read in
             ways one column cannot hold.
     """
-    if cfg.data.fg_encoded:
-        raise SyntheticConfigError(
-            "data.fg_encoded: the columns hold FG's output, not raw rows; synthetic:config generates raw rows "
-            "(synthetic:criteo?hashed=1 has TorchEasyRec's pre-encoded Criteo layout)"
-        )
-    plan = Plan(cfg)
-    for f in cfg.features:
+    plan = Plan(cfg, encoded_features(cfg.features) if cfg.data.fg_encoded else None)
+    for f in plan.feature_list:
         claim = CLAIMS.get(f.kind)
         if claim is None:
             raise SyntheticConfigError(
@@ -960,6 +1011,21 @@ def _format(model: ConfigModel, d: _Draw, col: Column) -> pa.Array:
     return _joined(outer, p_counts, "|", null, False)
 
 
+def encoded_histories(model: ConfigModel, d: _Draw, col: Column) -> dict[str, pa.Array]:
+    """A history as pre-encoded input holds it (TorchEasyRec's FG_NONE, ``_parse_fg_encoded_sequence_sparse_
+    feature_impl``): each sub-feature's ids in a column ``<sequence>__<sub>`` (a sequence_id feature's in its
+    own column), items by the delimiter, the same items in every column."""
+    cat, f = model.catalogues[col.name], col.sequence
+    lengths, items = d.histories[col.name]
+    out: dict[str, pa.Array] = {}
+    for j, sub in enumerate(f.sub_features):
+        text = model.plan.space_of(col.key_spaces[j]).text.take(pa.array(cat.attrs[j][items]))
+        alone = len(f.sub_features) == 1 and sub.name == f.name
+        name = f.source_column if alone else sub_feature_key(f.name, sub.name)
+        out[name] = _joined(text, lengths, cat.delimiter, d.null[col.name], False)
+    return out
+
+
 def make_chunk(model: ConfigModel, seed: int, chunk: int, n: int) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels ``(n, T)`` and their true
     probabilities ``(n, T)``, one column per label of ``data.label_fields``."""
@@ -967,7 +1033,9 @@ def make_chunk(model: ConfigModel, seed: int, chunk: int, n: int) -> tuple[pa.Ta
     d = _draw(model, rng, n)
     columns: dict[str, pa.Array] = {}
     for col in model.columns:
-        if model.extra.get(col.name) == "time":
+        if col.role == "sequence" and model.plan.cfg.data.fg_encoded:
+            columns.update(encoded_histories(model, d, col))
+        elif model.extra.get(col.name) == "time":
             columns[col.name] = pa.array(d.extra[col.name])
         else:
             columns[col.name] = _format(model, d, col)
@@ -990,4 +1058,15 @@ def make_chunk(model: ConfigModel, seed: int, chunk: int, n: int) -> tuple[pa.Ta
 
 def input_columns(cfg: RecpipeConfig) -> list[str]:
     """The columns synthetic:config writes for ``cfg``'s features (labels, time, weight, group excluded)."""
-    return list(plan_columns(cfg).columns)
+    plan = plan_columns(cfg)
+    if not cfg.data.fg_encoded:
+        return list(plan.columns)
+    out: list[str] = []
+    for col in plan.columns.values():
+        if col.role != "sequence":
+            out.append(col.name)
+            continue
+        f = col.sequence
+        alone = len(f.sub_features) == 1 and f.sub_features[0].name == f.name
+        out.extend([f.source_column] if alone else f.sub_keys())
+    return out

@@ -106,11 +106,13 @@ def build(f: RawFeatureConfig, parts: SpecParts) -> None:
 
 
 def _build_vector(f: RawFeatureConfig, parts: SpecParts) -> None:
-    if parts.encoded:
+    if parts.encoded and f.boundaries is not None:
         raise FeatureSpecError(
-            f"feature {f.name!r}: pre-encoded input (data.fg_encoded) of a raw feature with value_dim > 1 is not "
-            "supported yet"
+            f"feature {f.name!r}: pre-encoded input (data.fg_encoded) of a bucketized raw feature with "
+            "value_dim > 1 (value_dim bucket ids a row) is not supported yet"
         )
+    # Pre-encoded (TorchEasyRec's FG_NONE, _parse_fg_encoded_dense_feature_impl): the column holds FG's
+    # value_dim numbers, as text by a separator or a list, read as an unencoded vector is.
     defaults = f.defaults()
     if f.boundaries is not None:
         params = _vector_params(f)
