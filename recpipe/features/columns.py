@@ -143,6 +143,9 @@ def to_float(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, Ba
     bad_mask = np.zeros(len(arr), bool)
     original = arr
     if is_string(arr.type):
+        fast = _plain_floats(arr, default, column)
+        if fast is not None:
+            return fast
         ok = as_numpy(pc.fill_null(pc.match_substring_regex(arr, _FLOAT_RE), True))
         bad_mask |= ~ok
         arr = pc.if_else(pa.array(ok), arr, "0")
@@ -154,3 +157,24 @@ def to_float(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, Ba
     bad_mask |= ~np.isfinite(x)
     bad = BadRows(np.flatnonzero(bad_mask), column, "a finite number", original) if bad_mask.any() else None
     return x, bad
+
+
+def _plain_floats(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, BadRows | None] | None:
+    """:func:`to_float` of a text column Arrow's cast reads whole (the common case: plain number text), without
+    matching every value against the number pattern; None when the cast refuses a value (the caller's general
+    path then names the bad rows). Only the values read as NaN/inf are matched: ``"inf"``/``"nan"`` text is no
+    number (0, bad), ``"1e999"`` a number too large (inf, bad), as the general path reads them."""
+    try:
+        parsed = pc.cast(arr, pa.float64())
+    except pa.ArrowInvalid:
+        return None
+    x = as_numpy(pc.fill_null(parsed, default)).astype(np.float64, copy=False)
+    odd = np.flatnonzero(~np.isfinite(x))
+    if not odd.size:
+        return x, None
+    x = x.copy()
+    number = as_numpy(pc.fill_null(pc.match_substring_regex(arr.take(pa.array(odd)), _FLOAT_RE), True))
+    x[odd[~number]] = 0.0
+    bad = np.zeros(len(arr), bool)
+    bad[odd] = True
+    return x, BadRows(np.flatnonzero(bad), column, "a finite number", arr)

@@ -10,7 +10,8 @@ an id (hash_bucket_size / num_buckets / vocab_list / vocab_file), prefixed with 
 ``show_pkey`` / ``show_skey`` (``"<pkey>_<skey>_<value>"``). A row where nothing matches takes
 ``default_value`` (None: no id; a dense 0); a pair found twice in one map takes its first value.
 
-Vectorized: the map is parsed once per batch and matched by sorted exact key codes; no loop per row.
+Vectorized: the map is parsed once per batch and each entry compared with its own row's keys (exact text); no loop
+per row.
 
 Example::
 
@@ -34,7 +35,6 @@ from recpipe.features.kinds.values import (
     build_value,
     combine_codes,
     dense_out,
-    find_all,
     id_out,
     is_list,
     joint_codes,
@@ -86,40 +86,33 @@ def matched(
     e: SparseFeature | DenseFeature, batch: pa.RecordBatch
 ) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, BadRows | None]:
     """(row, primary key, secondary key, value) of every entry matching its row's keys, rows in order."""
-    n = batch.num_rows
     rows, pkeys, skeys, values, bad = entries(batch.column(e.column), e.column)
-    # The first of each (row, primary, secondary) only.
-    pc_, sc_ = joint_codes([pkeys]), joint_codes([skeys])
-    if rows.size:
-        full = combine_codes(rows, pc_[0], sc_[0])
-        _, first = np.unique(full, return_index=True)
-        if first.size < rows.size:
-            first = np.sort(first)
-            rows, pkeys, skeys, values = (
-                rows[first],
-                pkeys.take(pa.array(first)),
-                skeys.take(pa.array(first)),
-                values.take(pa.array(first)),
-            )
-    side_codes: list[tuple[np.ndarray, np.ndarray]] = []
-    qrows = np.arange(n)
-    valid = np.ones(n, bool)
+    # An entry matches where its key equals its own row's key (exact text; a null key matches nothing):
+    # one element-wise comparison per side, entries staying in row order and map order within a row.
+    hit = np.ones(rows.size, bool)
+    take_rows = pa.array(rows)
     for name, keys in (("pkey", pkeys), ("skey", skeys)):
         column = e.params[name]
-        if column == MATCH_ALL:
-            continue
-        q = _key(batch, column)
-        valid &= as_numpy(q.is_valid()).astype(bool) if q.null_count else True
-        mcode, qcode = joint_codes([keys, pc.fill_null(q, "")])
-        side_codes.append((mcode, qcode))
-    table_cols = [rows] + [m for m, _ in side_codes]
-    query_cols = [qrows] + [q for _, q in side_codes]
-    both = combine_codes(*(np.concatenate([a, b]) for a, b in zip(table_cols, query_cols)))
-    table, queries = both[: rows.size], both[rows.size :]
-    qi, ti = find_all(table, queries[valid])
-    hit_rows = qrows[valid][qi]
-    take = pa.array(ti)
-    return hit_rows, pkeys.take(take), skeys.take(take), values.take(take), bad
+        if column != MATCH_ALL:
+            q = _key(batch, column).take(take_rows).cast(pa.string())
+            hit &= as_numpy(pc.fill_null(pc.equal(keys.cast(pa.string()), q), False)).astype(bool)
+    idx = np.flatnonzero(hit)
+    rows = rows[idx]
+    # The first of each (row, primary, secondary) only: a side given by a column holds one key per row, so
+    # only the ALL sides can tell a row's matches apart.
+    if rows.size:
+        free = [keys.take(pa.array(idx)) for name, keys in (("pkey", pkeys), ("skey", skeys))]
+        free = [k for k, name in zip(free, ("pkey", "skey")) if e.params[name] == MATCH_ALL]
+        if free:
+            full = combine_codes(rows, *(joint_codes([k])[0] for k in free))
+            _, first = np.unique(full, return_index=True)
+            keep = np.sort(first)
+        else:
+            keep = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        if keep.size < rows.size:
+            rows, idx = rows[keep], idx[keep]
+    take = pa.array(idx, pa.int64())
+    return rows, pkeys.take(take), skeys.take(take), values.take(take), bad
 
 
 def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
