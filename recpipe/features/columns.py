@@ -148,7 +148,8 @@ def to_float(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, Ba
             return fast
         ok = as_numpy(pc.fill_null(pc.match_substring_regex(arr, _FLOAT_RE), True))
         bad_mask |= ~ok
-        arr = pc.if_else(pa.array(ok), arr, "0")
+        # The pattern allows spaces around a number (" 1", a CSV cell padded by hand); Arrow's cast does not.
+        arr = pc.utf8_trim_whitespace(pc.if_else(pa.array(ok), arr, "0"))
     elif not (
         pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type)
     ):

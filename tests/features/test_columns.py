@@ -56,3 +56,11 @@ def test_both_paths_agree(values: list[str | None], default: float) -> None:
     for t in (pa.string(), pa.large_string()):
         arr = pa.array(values, t)
         assert _same(_result(arr, default), _general(arr, default)), values
+
+
+def test_numbers_padded_with_spaces_are_numbers() -> None:
+    """A CSV cell padded by hand (``" 1"``, ``"2 "``) is the number, as the pattern says; Arrow's cast alone
+    refused it with a bare ArrowInvalid naming no column."""
+    x, bad = to_float(pa.array([" 1", "2 ", "\t3.5 ", "x", None]), -1.0, "c")
+    assert x.tolist() == [1.0, 2.0, 3.5, 0.0, -1.0]
+    assert bad is not None and bad.rows.tolist() == [3]
