@@ -89,6 +89,12 @@ class _IdMappingMixin(_TableMixin):
     # Steps between the zch table's admissions and evictions (TorchEasyRec's zch.eviction_interval); None:
     # recpipe's 1 (every step).
     zch_eviction_interval: int | None = Field(None, ge=1)
+    # Which ids a full zch table evicts (TorchEasyRec's zch lfu / lru / distance_lfu, torchrec's
+    # LFU_EvictionPolicy / LRU_EvictionPolicy / DistanceLFU_EvictionPolicy): the lowest score, lfu's the access
+    # count, lru's 1 / steps_since_seen ** zch_decay_exponent, distance_lfu's count / steps_since_seen **
+    # zch_decay_exponent. None: distance_lfu; zch_decay_exponent None: 1.0 (lfu has none).
+    zch_eviction_policy: Literal["distance_lfu", "lfu", "lru"] | None = None
+    zch_decay_exponent: float | None = Field(None, gt=0)
     # Value used when the column is null; None means the feature is absent (no id) in that row.
     default_value: str | None = None
 
@@ -106,6 +112,14 @@ class _IdMappingMixin(_TableMixin):
             )
         if self.zch_eviction_interval is not None and not self.zch:
             raise ValueError("zch_eviction_interval is set but zch is false")
+        for key in ("zch_eviction_policy", "zch_decay_exponent"):
+            if getattr(self, key) is not None and not self.zch:
+                raise ValueError(f"{key} is set but zch is false")
+        if self.zch_decay_exponent is not None and self.zch_eviction_policy == "lfu":
+            raise ValueError(
+                "zch_decay_exponent is set but zch_eviction_policy is lfu, which scores ids by access count "
+                "alone; the exponent is lru's and distance_lfu's"
+            )
         if self.zch_size is not None and not self.zch:
             raise ValueError("zch_size is set but zch is false; set zch: true for a managed-collision table")
         if self.zch and given[0] not in ("hash_bucket_size", "num_buckets"):
