@@ -406,6 +406,18 @@ class _ValueOutputMixin(_TableMixin):
     # TorchEasyRec's default_value (default "0"): the value of a row with nothing to compute (a missing input,
     # nothing found). None (TorchEasyRec's ""): an id output has no id there; a dense output is 0.
     default_value: str | None = "0"
+    # As a raw feature's (feature.proto gives every value feature dense_emb): a dense value as an
+    # embedding_dim-wide embedding in the model, AutoDis or TorchEasyRec's mlp (x · w).
+    autodis: AutoDisConfig | None = None
+    mlp: MlpEmbeddingConfig | None = None
+
+    def dense_embedding(self) -> dict[str, Any] | None:
+        """The DenseFeature's ``embedding`` settings, or None."""
+        if self.autodis is not None:
+            return {"type": "autodis", "dim": self.embedding_dim, **self.autodis.model_dump()}
+        if self.mlp is not None:
+            return {"type": "mlp", "dim": self.embedding_dim}
+        return None
 
     def mapping_field(self) -> str | None:
         """The id mapping the value is mapped by (lookup, match), else None."""
@@ -440,6 +452,13 @@ class _ValueOutputMixin(_TableMixin):
         if self.normalizer is not None and self.sparse_output:
             raise ValueError(
                 "normalizer applies to a dense value; an id output (boundaries or an id mapping) has none"
+            )
+        if self.autodis is not None and self.mlp is not None:
+            raise ValueError("give one of autodis and mlp")
+        if (self.autodis is not None or self.mlp is not None) and self.sparse_output:
+            raise ValueError(
+                "autodis / mlp embed a dense value; an id output (boundaries or an id mapping) already looks up "
+                "a table"
             )
         if self.default_value is not None and self.mapping_field() is None:
             try:

@@ -80,6 +80,13 @@ def _task_tower(label_name: str) -> list[FieldSpec]:
     ]
 
 
+# feature.proto's oneof dense_emb of a raw feature and of every value feature.
+_DENSE_EMB = (
+    _one("dense_emb", "autodis", 40, "AutoDisEmbedding"),
+    _one("dense_emb", "mlp", 41, "MLPEmbedding"),
+)
+
+
 def _task_space(first: int) -> list[FieldSpec]:
     """tower.proto's task-space fields of a task tower, numbered from ``first`` (TaskTower's 9, BayesTaskTower's 11)."""
     return [
@@ -230,6 +237,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("default_value", 11, "string", default="0"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "BoolMaskFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -268,6 +276,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("vocab_file", 23, "string"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "MatchFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -290,6 +299,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("vocab_file", 23, "string"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "ExprFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -305,6 +315,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("value_dim", 14, "uint32", default="0"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "OverlapFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -319,6 +330,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("separator", 12, "string", default="\x1d"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "IdFeature": [
         _f("feature_name", 1, "string", _REQ),
