@@ -89,6 +89,12 @@ class _IdMappingMixin(_TableMixin):
     # Steps between the zch table's admissions and evictions (TorchEasyRec's zch.eviction_interval); None:
     # recpipe's 1 (every step).
     zch_eviction_interval: int | None = Field(None, ge=1)
+    # Which ids a full zch table evicts (TorchEasyRec's zch lfu / lru / distance_lfu, torchrec's
+    # LFU_EvictionPolicy / LRU_EvictionPolicy / DistanceLFU_EvictionPolicy): the lowest score, lfu's the access
+    # count, lru's 1 / steps_since_seen ** zch_decay_exponent, distance_lfu's count / steps_since_seen **
+    # zch_decay_exponent. None: distance_lfu; zch_decay_exponent None: 1.0 (lfu has none).
+    zch_eviction_policy: Literal["distance_lfu", "lfu", "lru"] | None = None
+    zch_decay_exponent: float | None = Field(None, gt=0)
     # Value used when the column is null; None means the feature is absent (no id) in that row.
     default_value: str | None = None
 
@@ -106,6 +112,14 @@ class _IdMappingMixin(_TableMixin):
             )
         if self.zch_eviction_interval is not None and not self.zch:
             raise ValueError("zch_eviction_interval is set but zch is false")
+        for key in ("zch_eviction_policy", "zch_decay_exponent"):
+            if getattr(self, key) is not None and not self.zch:
+                raise ValueError(f"{key} is set but zch is false")
+        if self.zch_decay_exponent is not None and self.zch_eviction_policy == "lfu":
+            raise ValueError(
+                "zch_decay_exponent is set but zch_eviction_policy is lfu, which scores ids by access count "
+                "alone; the exponent is lru's and distance_lfu's"
+            )
         if self.zch_size is not None and not self.zch:
             raise ValueError("zch_size is set but zch is false; set zch: true for a managed-collision table")
         if self.zch and given[0] not in ("hash_bucket_size", "num_buckets"):
@@ -392,6 +406,18 @@ class _ValueOutputMixin(_TableMixin):
     # TorchEasyRec's default_value (default "0"): the value of a row with nothing to compute (a missing input,
     # nothing found). None (TorchEasyRec's ""): an id output has no id there; a dense output is 0.
     default_value: str | None = "0"
+    # As a raw feature's (feature.proto gives every value feature dense_emb): a dense value as an
+    # embedding_dim-wide embedding in the model, AutoDis or TorchEasyRec's mlp (x · w).
+    autodis: AutoDisConfig | None = None
+    mlp: MlpEmbeddingConfig | None = None
+
+    def dense_embedding(self) -> dict[str, Any] | None:
+        """The DenseFeature's ``embedding`` settings, or None."""
+        if self.autodis is not None:
+            return {"type": "autodis", "dim": self.embedding_dim, **self.autodis.model_dump()}
+        if self.mlp is not None:
+            return {"type": "mlp", "dim": self.embedding_dim}
+        return None
 
     def mapping_field(self) -> str | None:
         """The id mapping the value is mapped by (lookup, match), else None."""
@@ -426,6 +452,13 @@ class _ValueOutputMixin(_TableMixin):
         if self.normalizer is not None and self.sparse_output:
             raise ValueError(
                 "normalizer applies to a dense value; an id output (boundaries or an id mapping) has none"
+            )
+        if self.autodis is not None and self.mlp is not None:
+            raise ValueError("give one of autodis and mlp")
+        if (self.autodis is not None or self.mlp is not None) and self.sparse_output:
+            raise ValueError(
+                "autodis / mlp embed a dense value; an id output (boundaries or an id mapping) already looks up "
+                "a table"
             )
         if self.default_value is not None and self.mapping_field() is None:
             try:

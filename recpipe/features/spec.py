@@ -29,8 +29,12 @@ _TABLE_DEFAULTS: dict[str, Any] = {
     "data_type": "fp32",
     "trainable": True,
     "zch_eviction_interval": None,
+    "zch_eviction_policy": "distance_lfu",
+    "zch_decay_exponent": 1.0,
     "embedding": None,
 }
+# A zch table's eviction policies (torchrec.modules.mc_modules' LFU / LRU / DistanceLFU_EvictionPolicy).
+ZCH_EVICTION_POLICIES = ("distance_lfu", "lfu", "lru")
 
 
 class FeatureSpecError(ValueError):
@@ -114,11 +118,20 @@ class SparseFeature:
     trainable: bool = True
     # Steps between a zch table's admissions and evictions; None: recpipe's default (every step).
     zch_eviction_interval: int | None = None
+    # Which ids a full zch table evicts (one of ZCH_EVICTION_POLICIES) and lru's / distance_lfu's exponent on
+    # the steps since an id was seen (lfu ignores it); written to fg.json only when not these defaults.
+    zch_eviction_policy: str = "distance_lfu"
+    zch_decay_exponent: float = 1.0
 
     def __post_init__(self) -> None:
         if self.data_type not in TABLE_DATA_TYPES:
             raise FeatureSpecError(
                 f"feature {self.name!r}: data_type {self.data_type!r} is not one of {list(TABLE_DATA_TYPES)}"
+            )
+        if self.zch_eviction_policy not in ZCH_EVICTION_POLICIES:
+            raise FeatureSpecError(
+                f"feature {self.name!r}: zch_eviction_policy {self.zch_eviction_policy!r} is not one of "
+                f"{list(ZCH_EVICTION_POLICIES)}"
             )
         if not self.kind:
             object.__setattr__(self, "kind", default_kind(self))
@@ -192,6 +205,8 @@ class TableSpec:
     data_type: str = "fp32"
     trainable: bool = True
     zch_eviction_interval: int | None = None
+    zch_eviction_policy: str = "distance_lfu"
+    zch_decay_exponent: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -317,7 +332,8 @@ class FeatureSpec:
                     f"table {name!r} is shared by features with different dims {sorted(dims)}"
                 )
             zch_size = _zch_size(name, feats)
-            for setting in ("data_type", "trainable", "zch_eviction_interval"):
+            zch_settings = ("zch_eviction_interval", "zch_eviction_policy", "zch_decay_exponent")
+            for setting in ("data_type", "trainable", *zch_settings):
                 values = {getattr(f, setting) for f in feats}
                 if len(values) > 1:
                     raise FeatureSpecError(
@@ -335,6 +351,8 @@ class FeatureSpec:
                     data_type=feats[0].data_type,
                     trainable=feats[0].trainable,
                     zch_eviction_interval=feats[0].zch_eviction_interval,
+                    zch_eviction_policy=feats[0].zch_eviction_policy,
+                    zch_decay_exponent=feats[0].zch_decay_exponent,
                 )
             )
         return out

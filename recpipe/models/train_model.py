@@ -33,10 +33,46 @@ class TrainModel(nn.Module):
         self.register_buffer(
             "task_weights", None if task_weights is None else torch.tensor(task_weights, dtype=torch.float32)
         )
+        # Tasks with a task space (TorchEasyRec's task_space_indicator_label): per task the indicator label's
+        # column (-1: none) and the in / out weights.
+        spaces = getattr(model, "task_spaces", None)
+        self.register_buffer(
+            "task_space", None if spaces is None else torch.tensor([s or (-1, 1.0, 1.0) for s in spaces])
+        )
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.model.predict(batch)
-        return bce_loss(logits, batch.labels, batch.weights, self.task_weights), logits.detach()
+        weights = batch.weights
+        if self.task_space is not None:
+            weights = task_space_weights(batch.labels, self.task_space, weights)
+        return bce_loss(logits, batch.labels, weights, self.task_weights), logits.detach()
+
+
+def task_space_weights(
+    labels: torch.Tensor, task_space: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``(B, T)`` loss weights of a multi-task batch: the sample weight (1 without one) times, for a task with a
+    task space, ``in`` where its indicator label is > 0 and ``out`` elsewhere (TorchEasyRec's
+    ``MultiTaskRank.loss``, tzrec/models/multi_task_rank.py; :func:`bce_loss` then normalizes each task's by its
+    sum, as TorchEasyRec divides by the mean).
+
+    Args:
+        labels (torch.Tensor): ``(B, T)`` the tasks' labels.
+        task_space (torch.Tensor): ``(T, 3)``: the indicator label's column (``-1``: the task has no task space),
+            ``in`` and ``out``.
+        weights (torch.Tensor | None): ``(B,)`` sample weights.
+
+    Example::
+
+        # cvr's space is the clicked rows: in 1, out 0
+        task_space_weights(torch.tensor([[1., 1.], [0., 0.]]), torch.tensor([[-1, 1, 1], [0, 1, 0]]))
+        # tensor([[1., 1.], [1., 0.]])
+    """
+    column = task_space[:, 0].long()
+    inside = labels[:, column.clamp(min=0)] > 0
+    factor = torch.where(inside, task_space[:, 1], task_space[:, 2]).to(torch.float32)
+    factor = torch.where(column >= 0, factor, torch.ones_like(factor))
+    return factor if weights is None else factor * weights.to(factor.dtype).unsqueeze(1)
 
 
 def bce_loss(
@@ -45,13 +81,14 @@ def bce_loss(
     weights: torch.Tensor | None = None,
     task_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Mean binary cross-entropy with logits; with ``weights`` the weighted mean ``Σ w·l / Σ w``; for
-    ``(B, T)`` logits (a multi-task model) each task's mean, summed with ``task_weights`` (default 1 each).
+    """Mean binary cross-entropy with logits; with ``weights`` the weighted mean ``Σ w·l / Σ w`` (0 where every
+    weight is 0); for ``(B, T)`` logits (a multi-task model) each task's mean, summed with ``task_weights``
+    (default 1 each), ``(B, T)`` weights weighting each task's rows on their own.
 
     Args:
         logits (torch.Tensor): ``(B,)``, or ``(B, T)``.
         labels (torch.Tensor): 0/1, the shape of ``logits``.
-        weights (torch.Tensor | None): ``(B,)`` non-negative sample weights.
+        weights (torch.Tensor | None): ``(B,)`` non-negative sample weights, or ``(B, T)`` per task.
         task_weights (torch.Tensor | None): ``(T,)`` loss weight of each task.
     """
     if labels.shape != logits.shape:
@@ -63,8 +100,10 @@ def bce_loss(
         per_task = per_row.mean(dim=0)
     else:
         w = weights.to(logits.dtype)
-        total = w.sum().clamp_min(torch.finfo(logits.dtype).tiny)
-        per_task = (per_row * (w.unsqueeze(1) if per_row.dim() == 2 else w)).sum(dim=0) / total
+        if w.dim() < per_row.dim():
+            w = w.unsqueeze(1)
+        total = w.sum(dim=0).clamp_min(torch.finfo(logits.dtype).tiny)
+        per_task = (per_row * w).sum(dim=0) / total
     if per_row.dim() == 1:
         return per_task
     if task_weights is not None:

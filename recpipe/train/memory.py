@@ -12,8 +12,10 @@ from recpipe.features.spec import FeatureSpec
 
 FLOAT_BYTES = 4
 # A zch table's remapping module (recpipe.models.blocks.embedding.managed_collision_ec) keeps four int64 per row:
-# sorted id keys, their rows, and DistanceLFU's counts and last-access steps.
+# sorted id keys, their rows, and DistanceLFU's counts and last-access steps; LFU keeps only the counts, LRU only
+# the last-access steps (TableSpec.zch_eviction_policy).
 ZCH_BYTES_PER_ROW = 4 * 8
+ZCH_POLICY_BYTES_PER_ROW = {"distance_lfu": ZCH_BYTES_PER_ROW, "lfu": 3 * 8, "lru": 3 * 8}
 MIB = 1 << 20
 GIB = 1 << 30
 
@@ -147,7 +149,9 @@ def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemor
             dim=t.embedding_dim,
             weight_bytes=t.num_embeddings * t.embedding_dim * (2 if t.data_type == "fp16" else FLOAT_BYTES),
             optimizer_bytes=optimizer_state_bytes(optimizer, t.num_embeddings, t.embedding_dim),
-            zch_bytes=t.num_embeddings * ZCH_BYTES_PER_ROW if t.zch_size is not None else 0,
+            zch_bytes=t.num_embeddings * ZCH_POLICY_BYTES_PER_ROW[t.zch_eviction_policy]
+            if t.zch_size is not None
+            else 0,
         )
         for t in spec.tables()
     ]

@@ -110,11 +110,12 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
 
 def _zch(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[str]) -> list[str]:
     """TorchEasyRec's ``zch { zch_size eviction_interval <policy> }`` (docs/source/feature/zch.md): a table of
-    ``zch_size`` rows, each id its own row until full, then evicted by the policy. recpipe's zch evicts by
-    DistanceLFU (count / steps since last seen, decay_exponent 1); ``lfu``, ``lru``, another exponent and an
-    admission function are refused by name. A zch feature needs no bucket setting in TorchEasyRec (its table
-    is ``zch_size`` rows); recpipe keys its ids by hash then (``hash_bucket_size: zch_size``). Returns the
-    mapping fields left to map."""
+    ``zch_size`` rows, each id its own row until full, then evicted by the policy. The policy maps as
+    tzrec/features/feature.py builds it: ``lfu {}`` → ``zch_eviction_policy: lfu``, ``lru { decay_exponent }``
+    / ``distance_lfu { decay_exponent }`` → ``lru`` / recpipe's default ``distance_lfu`` with
+    ``zch_decay_exponent`` when not 1.0; an admission function is refused by name. A zch feature needs no bucket
+    setting in TorchEasyRec (its table is ``zch_size`` rows); recpipe keys its ids by hash then
+    (``hash_bucket_size: zch_size``). Returns the mapping fields left to map."""
     z, zp = cfg.zch, f"{path}.zch"
     out.update(zch=True, zch_size=z.zch_size, zch_eviction_interval=z.eviction_interval)
     policy = z.WhichOneof("eviction_policy")
@@ -124,16 +125,9 @@ def _zch(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[
             "zch needs an eviction policy (TorchEasyRec's lfu, lru or distance_lfu); recpipe's is distance_lfu {}",
         )
     elif policy != "distance_lfu":
-        found.problem(
-            f"{zp}.{policy}",
-            f"eviction policy {policy} is not supported: recpipe's zch evicts by DistanceLFU "
-            "(access count / steps since last access); use distance_lfu {}",
-        )
-    elif z.distance_lfu.decay_exponent != 1.0:
-        found.problem(
-            f"{zp}.distance_lfu.decay_exponent",
-            f"decay_exponent {z.distance_lfu.decay_exponent:g} is not supported: recpipe's DistanceLFU uses 1.0",
-        )
+        out["zch_eviction_policy"] = policy
+    if policy in ("lru", "distance_lfu") and getattr(z, policy).decay_exponent != 1.0:
+        out["zch_decay_exponent"] = getattr(z, policy).decay_exponent
     if z.HasField("threshold_filtering_func"):
         found.problem(
             f"{zp}.threshold_filtering_func",

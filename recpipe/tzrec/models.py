@@ -158,6 +158,11 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
             tower["mlp"] = _mlp(t.mlp, f"{tp}.mlp", found)
         if t.weight != 1.0:
             tower["weight"] = t.weight
+        if t.HasField("task_space_indicator_label"):  # MultiTaskRank.loss's task space (multi_task_rank.py)
+            tower["task_space_indicator_label"] = t.task_space_indicator_label
+        for key in ("in_task_space_weight", "out_task_space_weight"):
+            if getattr(t, key) != 1.0:
+                tower[key] = getattr(t, key)
         if t.num_class != 1:
             found.problem(f"{tp}.num_class", f"num_class {t.num_class}: recpipe's task towers are binary")
         if t.metrics:

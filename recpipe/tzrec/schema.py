@@ -80,6 +80,22 @@ def _task_tower(label_name: str) -> list[FieldSpec]:
     ]
 
 
+# feature.proto's oneof dense_emb of a raw feature and of every value feature.
+_DENSE_EMB = (
+    _one("dense_emb", "autodis", 40, "AutoDisEmbedding"),
+    _one("dense_emb", "mlp", 41, "MLPEmbedding"),
+)
+
+
+def _task_space(first: int) -> list[FieldSpec]:
+    """tower.proto's task-space fields of a task tower, numbered from ``first`` (TaskTower's 9, BayesTaskTower's 11)."""
+    return [
+        _f("task_space_indicator_label", first, "string"),
+        _f("in_task_space_weight", first + 1, "double", default="1.0"),
+        _f("out_task_space_weight", first + 2, "double", default="1.0"),
+    ]
+
+
 _FIELD_TYPES = [
     "INT32", "INT64", "STRING", "FLOAT", "DOUBLE",
     "ARRAY_INT32", "ARRAY_INT64", "ARRAY_STRING", "ARRAY_FLOAT", "ARRAY_DOUBLE",
@@ -221,6 +237,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("default_value", 11, "string", default="0"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "BoolMaskFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -259,6 +276,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("vocab_file", 23, "string"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "MatchFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -281,6 +299,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("vocab_file", 23, "string"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "ExprFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -296,6 +315,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("value_dim", 14, "uint32", default="0"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "OverlapFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -310,6 +330,7 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("separator", 12, "string", default="\x1d"),
         _f("trainable", 33, "bool", default="true"),
         _f("data_type", 35, "string", default="FP32"),
+        *_DENSE_EMB,
     ],
     "IdFeature": [
         _f("feature_name", 1, "string", _REQ),
@@ -467,13 +488,14 @@ MESSAGES: dict[str, list[FieldSpec]] = {
         _f("task_towers", 5, "BayesTaskTower", _REP),
     ],
     "PLE": [_f("extraction_networks", 1, "ExtractionNetwork", _REP), _f("task_towers", 2, "TaskTower", _REP)],
-    # tower.proto: the task-space and pareto fields and sample_weight_name are left out.
+    # tower.proto: the pareto fields and sample_weight_name are left out.
     # BayesTaskTower (DBMTL's) is TaskTower with an optional label_name and the relation fields.
-    "TaskTower": _task_tower(label_name=_REQ),
+    "TaskTower": [*_task_tower(label_name=_REQ), *_task_space(9)],
     "BayesTaskTower": [
         *_task_tower(label_name="optional"),
         _f("relation_tower_names", 8, "string", _REP),
         _f("relation_mlp", 9, _MLP),
+        *_task_space(11),
     ],
     # module.proto
     "ExtractionNetwork": [

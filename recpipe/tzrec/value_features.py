@@ -147,6 +147,13 @@ def map_value_feature(
         out["embedding_dim"] = cfg.embedding_dim
         if cfg.pooling != "sum":
             out["pooling"] = cfg.pooling
+        if cfg.WhichOneof("dense_emb") is not None:
+            found.problem(
+                f"{path}.{cfg.WhichOneof('dense_emb')}",
+                "autodis / mlp embed a dense value; an id output (boundaries or a mapping) looks up a table",
+            )
+    elif cfg.WhichOneof("dense_emb") is not None:
+        _dense_emb(kind, cfg, out, path, found)
     elif cfg.HasField("embedding_dim"):
         found.note(
             f"{path}.embedding_dim", f"ignored: {kind} without boundaries or a mapping is a dense value"
@@ -165,6 +172,24 @@ def map_value_feature(
         else:
             out["normalizer"] = normalizer
     return out
+
+
+def _dense_emb(kind: str, cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
+    """``autodis {num_channels temperature keep_prob}`` / ``mlp {}`` of a dense value feature (feature.proto's
+    ``dense_emb``, as a raw feature's: docs/source/feature/autodis.md): the value embedded to ``embedding_dim``
+    in the model."""
+    emb = cfg.WhichOneof("dense_emb")
+    if not cfg.embedding_dim:
+        found.problem(path, f"{kind} {cfg.feature_name!r} has {emb} but no embedding_dim")
+    out["embedding_dim"] = cfg.embedding_dim
+    if emb == "mlp":
+        out["mlp"] = {}
+        return
+    a = cfg.autodis
+    out["autodis"] = {"num_channels": a.num_channels}
+    for key in ("temperature", "keep_prob"):
+        if a.HasField(key):
+            out["autodis"][key] = getattr(a, key)
 
 
 def _bool_mask(cfg: Any, path: str, found: Findings, out: dict[str, Any]) -> dict[str, Any]:

@@ -131,6 +131,24 @@ def test_fg_json_round_trip(tmp_path: Path) -> None:
     assert key(fg(loaded, rows), loaded, "c") == key(fg(spec, rows), spec, "c")
 
 
+def test_zch_settings_reach_the_spec() -> None:
+    """A zch combo keeps its eviction interval and policy (combo_feature takes id_feature's zch block)."""
+    f = {"kind": "combo", "name": "c", "columns": ["a", "b"], "hash_bucket_size": 64, "zch": True}
+    f.update(zch_eviction_interval=3, zch_eviction_policy="lru", zch_decay_exponent=2.0)
+    (table,) = spec_of([f]).tables()
+    assert (
+        table.zch_size,
+        table.zch_eviction_interval,
+        table.zch_eviction_policy,
+        table.zch_decay_exponent,
+    ) == (
+        64,
+        3,
+        "lru",
+        2.0,
+    )
+
+
 def test_min_freq_counts_crossed_values(tmp_path: Path) -> None:
     cfg = config([{"kind": "combo", "name": "c", "columns": ["a", "b"], "min_freq": 2}])
     table = pa.table({"a": ["1\x1d2", "1", "2", None], "b": ["x", "x", "y", "x"], "label": [0, 1, 0, 1]})

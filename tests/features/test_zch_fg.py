@@ -19,7 +19,7 @@ from recpipe.features.hashing import (
     zch_keys_from_hashes,
     zch_keys_from_ints,
 )
-from recpipe.features.spec import FeatureSpecError
+from recpipe.features.spec import FeatureSpec, FeatureSpecError
 
 CONFIG = "configs/din_taobao_small.yaml"
 
@@ -131,6 +131,14 @@ def test_table_spec_carries_the_zch_size():
     [
         ({"cms_segid": {"zch": False, "zch_size": 10}}, "zch_size is set but zch is false"),
         ({"cms_segid": {"zch": True, "zch_size": 1}}, "greater than or equal to 2"),
+        ({"cms_segid": {"zch_eviction_policy": "lru"}}, "zch_eviction_policy is set but zch is false"),
+        ({"cms_segid": {"zch_decay_exponent": 2.0}}, "zch_decay_exponent is set but zch is false"),
+        (
+            {"cms_segid": {"zch": True, "zch_eviction_policy": "lfu", "zch_decay_exponent": 2.0}},
+            "policy is lfu",
+        ),
+        ({"cms_segid": {"zch": True, "zch_eviction_policy": "fifo"}}, "'distance_lfu', 'lfu' or 'lru'"),
+        ({"cms_segid": {"zch": True, "zch_decay_exponent": 0}}, "greater than 0"),
     ],
 )
 def test_config_rejects_bad_zch_options(zch, message):
@@ -159,6 +167,42 @@ def test_shared_zch_table_needs_one_size():
     )
     with pytest.raises(FeatureSpecError, match=r"different zch_size \[100, 200\]"):
         build_feature_spec(cfg)
+
+
+def test_the_eviction_policy_reaches_the_table_and_fg_json_only_off_its_default():
+    """TorchEasyRec's zch ``lfu {}`` / ``lru { decay_exponent }`` / ``distance_lfu { decay_exponent }``
+    (docs/source/feature/zch.md) as zch_eviction_policy / zch_decay_exponent; distance_lfu with 1.0 is the
+    default, which fg.json leaves out, so a spec of the defaults digests as it did before policies."""
+    plain = build_feature_spec(parse_config(_config({"user_id": {"zch": True}})))
+    default = build_feature_spec(
+        parse_config(_config({"user_id": {"zch": True, "zch_eviction_policy": "distance_lfu"}}))
+    )
+    assert default.digest() == plain.digest()
+    assert "zch_eviction_policy" not in next(e for e in plain.to_dict()["sparse"] if e["name"] == "user_id")
+    lru = {"zch": True, "zch_eviction_policy": "lru", "zch_decay_exponent": 0.5}
+    spec = build_feature_spec(parse_config(_config({"adgroup_id": lru}, {"adgroup_id": lru})))
+    table = next(t for t in spec.tables() if t.name == "adgroup_id")
+    assert (table.zch_eviction_policy, table.zch_decay_exponent) == ("lru", 0.5)
+    entry = next(e for e in spec.to_dict()["sparse"] if e["name"] == "adgroup_id")
+    assert (entry["zch_eviction_policy"], entry["zch_decay_exponent"]) == ("lru", 0.5)
+    assert FeatureSpec.from_dict(spec.to_dict()) == spec and spec.digest() != plain.digest()
+
+
+def test_a_shared_zch_table_needs_one_eviction_policy():
+    cfg = parse_config(
+        _config({"adgroup_id": {"zch": True, "zch_eviction_policy": "lfu"}}, {"adgroup_id": {"zch": True}})
+    )
+    with pytest.raises(
+        FeatureSpecError, match="table 'adgroup_id' is shared by features with different zch_eviction_policy"
+    ):
+        build_feature_spec(cfg)
+
+
+def test_an_unknown_policy_in_fg_json_is_refused():
+    d = build_feature_spec(parse_config(_config({"user_id": {"zch": True}}))).to_dict()
+    next(e for e in d["sparse"] if e["name"] == "user_id")["zch_eviction_policy"] = "fifo"
+    with pytest.raises(FeatureSpecError, match="zch_eviction_policy 'fifo' is not one of"):
+        FeatureSpec.from_dict(d)
 
 
 def _read(path) -> pa.Table:

@@ -3,11 +3,12 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
-from recpipe.models.train_model import TrainModel, bce_loss
+from recpipe.models.train_model import TrainModel, bce_loss, task_space_weights
 
 
 class _Fixed(nn.Module):
@@ -44,3 +45,50 @@ def test_train_model_returns_loss_and_detached_logits() -> None:
     assert not logits.requires_grad and torch.equal(logits, torch.tensor([0.5, -1.0]))
     loss.backward()
     assert model.logits.grad[1] == 0  # zero weight: no gradient
+
+
+def _tzrec_task_loss(logits, labels, task, weight=1.0, space=None, sample=None) -> torch.Tensor:
+    """TorchEasyRec's MultiTaskRank.loss for one task, written out (tzrec/models/multi_task_rank.py): the loss
+    weight is the sample weight (1 without), times in / out by the indicator label > 0, divided by its mean
+    (div_no_nan), times the task's weight; the loss is mean(per-row BCE · loss weight) (RankModel._loss_impl)."""
+    w = torch.ones(logits.shape[0]) if sample is None else sample.clone()
+    if space is not None:
+        indicator, w_in, w_out = space
+        inside = (labels[:, indicator] > 0).float()
+        w = w * (w_in * inside + w_out * (1 - inside))
+    mean = w.mean()
+    w = torch.zeros_like(w) if mean == 0 else w / mean
+    per_row = F.binary_cross_entropy_with_logits(logits[:, task], labels[:, task], reduction="none")
+    return (per_row * w).mean() * weight
+
+
+def test_task_space_weights_give_torcheasyrecs_multi_task_loss() -> None:
+    """mmoe.config's cvr task: task_space_indicator_label "clk", in 1, out 0 (only clicked rows count), and
+    in 2 / out 0.5 with a sample weight; the ctr task has no task space."""
+    logits = torch.tensor([[0.5, -1.0], [-2.0, 0.3], [1.0, 1.0], [0.2, -0.4]])
+    labels = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    sample = torch.tensor([1.0, 2.0, 0.5, 1.0])
+    for space, weights in (((0, 1.0, 0.0), None), ((0, 2.0, 0.5), sample)):
+        model = _Fixed(logits)
+        model.task_weights, model.task_spaces = [1.0, 3.0], [None, space]
+        b = Batch(dense=torch.zeros(4, 0), sparse=_batch([0.0, 0.0]).sparse, labels=labels, weights=weights)
+        loss, _ = TrainModel(model)(b)
+        want = _tzrec_task_loss(logits, labels, 0, sample=weights) + _tzrec_task_loss(
+            logits, labels, 1, 3.0, space, weights
+        )
+        torch.testing.assert_close(loss, want)
+    # the out-of-space rows (out 0) give the cvr task no gradient
+    model = _Fixed(logits)
+    model.task_weights, model.task_spaces = [1.0, 1.0], [None, (0, 1.0, 0.0)]
+    TrainModel(model)(Batch(dense=torch.zeros(4, 0), sparse=b.sparse, labels=labels, weights=None))[
+        0
+    ].backward()
+    assert model.logits.grad[[1, 3], 1].abs().sum() == 0 and model.logits.grad[[0, 2], 1].abs().min() > 0
+
+
+def test_a_batch_without_rows_in_the_task_space_gives_the_task_no_loss() -> None:
+    """TorchEasyRec divides by the mean weight with div_no_nan: a batch whose weights are all 0 adds 0."""
+    logits, labels = torch.tensor([[0.5, -1.0], [-2.0, 0.3]]), torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    weights = task_space_weights(labels, torch.tensor([[-1.0, 1.0, 1.0], [0.0, 1.0, 0.0]]))
+    assert weights.tolist() == [[1.0, 0.0], [1.0, 0.0]]
+    torch.testing.assert_close(bce_loss(logits, labels, weights), bce_loss(logits[:, 0], labels[:, 0]))

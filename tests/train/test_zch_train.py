@@ -102,6 +102,22 @@ def test_memory_report_counts_the_remapping_buffers(zch_config):
     assert per_row == ZCH_ROWS * ZCH_BYTES_PER_ROW
 
 
+@pytest.mark.parametrize("policy", ["lfu", "lru"])
+def test_memory_report_counts_an_lfu_or_lru_tables_three_buffers(zch_config, policy, tmp_path):
+    """LFU keeps access counts only, LRU last-access steps only: one int64 a row less than DistanceLFU."""
+    data = yaml.safe_load(Path(zch_config).read_text())
+    next(f for f in data["features"] if f["name"] == "user_id")["zch_eviction_policy"] = policy
+    path = tmp_path / "din_zch.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    cfg = load_config(path)
+    spec = build_feature_spec(cfg)
+    table = next(t for t in embedding_memory_report(spec, "adagrad").tables if t.name == "user_id")
+    model = build_model(spec, cfg.model)
+    module = model.embeddings.mc_ec._managed_collision_collection._managed_collision_modules["user_id"]
+    per_row = sum(b.numel() * b.element_size() for b in module.state_dict().values() if b.numel() == ZCH_ROWS)
+    assert table.zch_bytes == per_row == ZCH_ROWS * 3 * 8
+
+
 # ------------------------------------------------------------------------ eviction under DMP
 class _Lookup(nn.Module):
     def __init__(self) -> None:

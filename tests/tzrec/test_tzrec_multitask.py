@@ -111,3 +111,62 @@ def test_unsupported_multitask_parts_are_reported_once_each():
         import_tzrec(text, "x.config")
     found = err.value.problems
     assert len(found) == 1 and "l2_loss" in found[0].message and found[0].line is not None, found
+
+
+SPACE = 'task_space_indicator_label: "clk" in_task_space_weight: 1 out_task_space_weight: 0'
+
+
+@pytest.mark.parametrize("kind", ["mmoe", "dbmtl"])
+def test_task_space_weights_import(kind):
+    """tzrec/benchmark/configs/taobao/mmoe.config's cvr tower: ``task_space_indicator_label: "clk"
+    in_task_space_weight: 1 out_task_space_weight: 0`` (TaskTower fields 9-11, BayesTaskTower's 11-13)."""
+    text = multitask_config(kind)
+    cvr = text.rindex('tower_name: "cvr"')
+    text = text[:cvr] + SPACE + " " + text[cvr:]
+    towers = import_tzrec(text, f"{kind}.config").data["model"]["task_towers"]
+    assert "task_space_indicator_label" not in towers[0]
+    assert {k: v for k, v in towers[1].items() if "task_space" in k} == {
+        "task_space_indicator_label": "clk",
+        "out_task_space_weight": 0.0,
+    }
+
+
+def test_an_mmoe_with_a_task_space_trains(tmp_path):
+    text = multitask_config("mmoe")
+    cvr = text.rindex('tower_name: "cvr"')
+    text = (
+        text[:cvr]
+        + 'task_space_indicator_label: "clk" in_task_space_weight: 2 out_task_space_weight: 0.5 '
+        + text[cvr:]
+    )
+    data = import_tzrec(text, "mmoe.config").data
+    for f in data["features"]:
+        for item in (f, *f.get("sub_features", [])):
+            for key in ("num_buckets", "hash_bucket_size"):
+                if item.get(key, 0) > 1000:
+                    item[key] //= 100
+    data["data"].update(batch_size=64, num_workers=0)
+    data["train"].update(max_steps=8, log_every_steps=4, checkpoint_every_steps=1000)
+    cfg = parse_config(data)
+    assert cfg.model.task_spaces() == [None, (0, 2.0, 0.5)]
+    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
+    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
+    assert result.steps == 8 and all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        (
+            'task_space_indicator_label: "cart"',
+            "task_space_indicator_label 'cart' is not one of data.label_fields",
+        ),
+        ("out_task_space_weight: 0", "task_space_indicator_label is not"),
+    ],
+)
+def test_a_task_space_needs_a_label_of_the_data(space, message):
+    text = multitask_config("mmoe")
+    cvr = text.rindex('tower_name: "cvr"')
+    text = text[:cvr] + space + " " + text[cvr:]
+    with pytest.raises(Exception, match=message):
+        import_tzrec(text, "mmoe.config")

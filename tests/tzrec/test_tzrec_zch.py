@@ -65,15 +65,39 @@ def test_a_sequence_sub_feature_takes_zch() -> None:
 
 
 @pytest.mark.parametrize(
+    ("zch", "mapped"),
+    [
+        # zch.md's examples: lfu {} (multi_tower_din_zch_fg_mock.config's), lru { decay_exponent: 1.0 }
+        ("zch_size: 64 lfu {}", {"zch_eviction_policy": "lfu"}),
+        ("zch_size: 64 lru { decay_exponent: 1.0 }", {"zch_eviction_policy": "lru"}),
+        ("zch_size: 64 lru {}", {"zch_eviction_policy": "lru"}),
+        (
+            "zch_size: 64 lru { decay_exponent: 2.5 }",
+            {"zch_eviction_policy": "lru", "zch_decay_exponent": 2.5},
+        ),
+        ("zch_size: 64 distance_lfu { decay_exponent: 2.0 }", {"zch_decay_exponent": 2.0}),
+        ("zch_size: 64 distance_lfu {}", {}),
+    ],
+)
+def test_each_eviction_policy_maps_and_builds_torchrecs(zch: str, mapped: dict) -> None:
+    """tzrec/features/feature.py builds LFU_EvictionPolicy() / LRU_EvictionPolicy(decay_exponent) /
+    DistanceLFU_EvictionPolicy(decay_exponent); recpipe writes the policy and exponent only off its default
+    (distance_lfu, 1.0), and its model builds the same torchrec policy."""
+    imported = import_tzrec(_with_user_zch(zch))
+    user = imported.data["features"][0]
+    assert {k: v for k, v in user.items() if k in ("zch_eviction_policy", "zch_decay_exponent")} == mapped
+    model = build_model(build_feature_spec(imported.config), imported.config.model)
+    module = model.embeddings.mc_ec._managed_collision_collection._managed_collision_modules["user_id"]
+    policy = module._eviction_policy
+    kind = {"lfu": "LFU", "lru": "LRU"}.get(mapped.get("zch_eviction_policy"), "DistanceLFU")
+    assert type(policy).__name__ == f"{kind}_EvictionPolicy"
+    if kind != "LFU":
+        assert policy._decay_exponent == mapped.get("zch_decay_exponent", 1.0)
+
+
+@pytest.mark.parametrize(
     ("zch", "path", "message"),
     [
-        ("zch_size: 64 lfu {}", "zch.lfu", "eviction policy lfu is not supported"),
-        ("zch_size: 64 lru { decay_exponent: 1.0 }", "zch.lru", "eviction policy lru is not supported"),
-        (
-            "zch_size: 64 distance_lfu { decay_exponent: 2.0 }",
-            "zch.distance_lfu.decay_exponent",
-            "decay_exponent 2 is not supported",
-        ),
         ("zch_size: 64", "zch", "zch needs an eviction policy"),
         (
             'zch_size: 64 distance_lfu {} threshold_filtering_func: "lambda x: (x > 10, 10)"',

@@ -36,6 +36,7 @@ from recpipe.features.kinds.id import (
     multi_params,
     split_values,
     with_default,
+    zch_settings,
 )
 from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
 
@@ -62,8 +63,7 @@ def build(f: ComboFeatureConfig, parts: SpecParts) -> None:
             table=f.embedding_name or f.name,
             embedding_dim=f.embedding_dim,
             pooling=f.pooling,
-            zch=f.zch,
-            zch_size=f.zch_size,
+            **zch_settings(f),
             kind=kind,
             inputs=inputs,
             params=multi_params(f),

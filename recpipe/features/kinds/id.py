@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -113,12 +114,22 @@ def id_entry(
         embedding_dim=cfg.embedding_dim,
         pooling=cfg.pooling if own else "sum",  # a history is never pooled here
         sequence=sequence,
-        zch=cfg.zch,
-        zch_size=cfg.zch_size,
-        zch_eviction_interval=cfg.zch_eviction_interval,
+        **zch_settings(cfg),
         kind=kind,
         params=multi_params(cfg) if own else {},
     )
+
+
+def zch_settings(cfg: Any) -> dict[str, Any]:
+    """A SparseFeature's zch fields from an id-mapping config (``zch``, ``zch_size``, the eviction interval,
+    policy and decay exponent, their unset values read as the spec's defaults)."""
+    return {
+        "zch": cfg.zch,
+        "zch_size": cfg.zch_size,
+        "zch_eviction_interval": cfg.zch_eviction_interval,
+        "zch_eviction_policy": cfg.zch_eviction_policy or "distance_lfu",
+        "zch_decay_exponent": 1.0 if cfg.zch_decay_exponent is None else cfg.zch_decay_exponent,
+    }
 
 
 def build(f: IdFeatureConfig, parts: SpecParts) -> None:

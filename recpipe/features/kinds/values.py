@@ -244,6 +244,7 @@ def build_value(
             kind=kind,
             inputs=inputs,
             params=params,
+            embedding=f.dense_embedding(),
         )
     )
 

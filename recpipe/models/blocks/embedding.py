@@ -17,7 +17,10 @@ from torchrec.modules.embedding_modules import EmbeddingBagCollection, Embedding
 from torchrec.modules.mc_embedding_modules import ManagedCollisionEmbeddingCollection
 from torchrec.modules.mc_modules import (
     DistanceLFU_EvictionPolicy,
+    LFU_EvictionPolicy,
+    LRU_EvictionPolicy,
     ManagedCollisionCollection,
+    MCHEvictionPolicy,
     MCHManagedCollisionModule,
 )
 from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
@@ -98,6 +101,28 @@ class EmbeddingLookup(NamedTuple):
 # full, the rows with the lowest count / (steps since last seen + 1) (DistanceLFU) are evicted for them.
 ZCH_EVICTION_INTERVAL = 1
 ZCH_DECAY_EXPONENT = 1.0
+ZCH_EVICTION_POLICY = "distance_lfu"
+
+
+def eviction_policy(
+    name: str = ZCH_EVICTION_POLICY, decay_exponent: float = ZCH_DECAY_EXPONENT
+) -> MCHEvictionPolicy:
+    """TorchRec's eviction policy of a zch table (TableSpec.zch_eviction_policy; TorchEasyRec's ``zch { lfu {} }``,
+    ``lru { decay_exponent }``, ``distance_lfu { decay_exponent }``, tzrec/features/feature.py): a full table
+    evicts the ids of lowest score, ``lfu``'s the access count, ``lru``'s ``1 / steps_since_seen ** e``,
+    ``distance_lfu``'s ``count / steps_since_seen ** e``.
+
+    Example::
+
+        eviction_policy("lru", 2.0)      # LRU_EvictionPolicy(decay_exponent=2.0)
+    """
+    if name == "lfu":
+        return LFU_EvictionPolicy()
+    if name == "lru":
+        return LRU_EvictionPolicy(decay_exponent=decay_exponent)
+    if name == "distance_lfu":
+        return DistanceLFU_EvictionPolicy(decay_exponent=decay_exponent)
+    raise ValueError(f"unknown zch eviction policy {name!r}; known: distance_lfu, lfu, lru")
 
 
 class ZchRemapModule(MCHManagedCollisionModule):
@@ -174,9 +199,10 @@ def managed_collision_ec(
     device: torch.device | None = None,
     eviction_interval: int | dict[str, int | None] = ZCH_EVICTION_INTERVAL,
     decay_exponent: float = ZCH_DECAY_EXPONENT,
+    policies: dict[str, tuple[str, float]] | None = None,
 ) -> ManagedCollisionEmbeddingCollection:
     """An EmbeddingCollection whose ids are 63-bit keys remapped to rows by TorchRec's zero-collision
-    hashing (one ``MCHManagedCollisionModule`` per table, DistanceLFU eviction).
+    hashing (one ``MCHManagedCollisionModule`` per table, DistanceLFU eviction unless ``policies`` says).
 
     Each table of ``num_embeddings`` rows keeps its last row (one per rank when sharded row-wise) for
     keys without a row: keys never seen in training, and keys that could not be admitted because the
@@ -188,6 +214,8 @@ def managed_collision_ec(
         eviction_interval (int | dict): steps between admissions/evictions, or per table name (a table not
             given, or given None, takes :data:`ZCH_EVICTION_INTERVAL`).
         decay_exponent (float): DistanceLFU's exponent on the steps since an id was last seen.
+        policies (dict | None): per table name, ``(policy, decay_exponent)`` for :func:`eviction_policy`; a
+            table not given takes DistanceLFU with ``decay_exponent``.
 
     Example::
 
@@ -203,7 +231,9 @@ def managed_collision_ec(
         c.name: ZchRemapModule(
             zch_size=c.num_embeddings,
             device=remap_device,
-            eviction_policy=DistanceLFU_EvictionPolicy(decay_exponent=decay_exponent),
+            eviction_policy=eviction_policy(
+                *(policies or {}).get(c.name, (ZCH_EVICTION_POLICY, decay_exponent))
+            ),
             eviction_interval=intervals.get(c.name)
             or (ZCH_EVICTION_INTERVAL if intervals else eviction_interval),
             name=c.name,
@@ -350,7 +380,10 @@ class EmbeddingGroup(nn.Module):
         self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
         self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
         intervals = {t.name: t.zch_eviction_interval for t in tables}
-        self.mc_ec = managed_collision_ec(zch_configs, device, intervals) if zch_configs else None
+        policies = {t.name: (t.zch_eviction_policy, t.zch_decay_exponent) for t in tables}
+        self.mc_ec = (
+            managed_collision_ec(zch_configs, device, intervals, policies=policies) if zch_configs else None
+        )
         self._ebc_keys = [f for c in bag_configs for f in c.feature_names]
         self._ec_keys = [f for c in seq_configs for f in c.feature_names]
         self._ec_pooled = [k for k in self._ec_keys if k in wanted_pooled]

@@ -4,14 +4,15 @@ builder that puts a multi-task head on MultiTowerDIN's towers (:mod:`recpipe.mod
 
 A multi-task model's ``task_towers`` name the labels they predict, in ``data.label_fields`` order
 (TorchEasyRec's ``task_towers[].label_name``), each with its loss weight (``weight``). The model's output is
-one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · BCE_t``.
+one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · BCE_t``, each task's BCE over its rows weighted
+by its task space (``task_space_indicator_label``, ``in_task_space_weight``, ``out_task_space_weight``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from recpipe.config.features import FeatureGroupConfig
 from recpipe.config.sections import ConfigSection, MlpConfig, ModelSection, check_group_refs
@@ -36,6 +37,13 @@ class TaskTowerConfig(ConfigSection):
         weight (float): the task's loss weight.
         relation_tower_names (list[str]): DBMTL only: earlier towers this one depends on.
         relation_mlp (MlpConfig | None): DBMTL only: the MLP over own + related towers' outputs.
+        task_space_indicator_label (str | None): a label of ``data.label_fields`` splitting the rows into this
+            task's space (that label > 0) and the rest (TorchEasyRec's ``task_space_indicator_label``, e.g. a
+            CVR task's space is the clicked rows).
+        in_task_space_weight (float): the loss weight of a row in the task's space (default 1).
+        out_task_space_weight (float): the loss weight of a row outside it (default 1; 0 leaves those rows out).
+            Each task's rows are weighted ``sample weight · (in or out)``, normalized by their sum, as
+            TorchEasyRec's ``MultiTaskRank.loss`` does (tzrec/models/multi_task_rank.py).
     """
 
     name: str
@@ -44,6 +52,24 @@ class TaskTowerConfig(ConfigSection):
     weight: float = Field(1.0, gt=0.0)
     relation_tower_names: list[str] = Field(default_factory=list)
     relation_mlp: MlpConfig | None = None
+    task_space_indicator_label: str | None = None
+    in_task_space_weight: float = Field(1.0, ge=0.0)
+    out_task_space_weight: float = Field(1.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _task_space(self) -> TaskTowerConfig:
+        if self.task_space_indicator_label is None and (
+            self.in_task_space_weight,
+            self.out_task_space_weight,
+        ) != (
+            1.0,
+            1.0,
+        ):
+            raise ValueError(
+                f"task tower {self.name!r}: in_task_space_weight / out_task_space_weight are set but "
+                "task_space_indicator_label is not (which label says a row is in the task's space?)"
+            )
+        return self
 
 
 class MultiTaskSection(ModelSection):
@@ -70,9 +96,26 @@ class MultiTaskSection(ModelSection):
                 f"model {self.type}: task_towers predict labels {mine}, data.label_fields is {list(labels)} "
                 "(one task tower per label, in the same order)"
             )
+        for t in self.task_towers:
+            if t.task_space_indicator_label is not None and t.task_space_indicator_label not in mine:
+                raise ValueError(
+                    f"model {self.type}: task tower {t.name!r}'s task_space_indicator_label "
+                    f"{t.task_space_indicator_label!r} is not one of data.label_fields {mine}"
+                )
 
     def task_names(self) -> list[str]:
         return [t.name for t in self.task_towers]
 
     def task_weights(self) -> list[float]:
         return [t.weight for t in self.task_towers]
+
+    def task_spaces(self) -> list[tuple[int, float, float] | None]:
+        """Per task, ``(index of its indicator label among the tasks' labels, in weight, out weight)``, or None
+        for a task without a task space."""
+        labels = [t.label for t in self.task_towers]
+        return [
+            None
+            if t.task_space_indicator_label is None
+            else (labels.index(t.task_space_indicator_label), t.in_task_space_weight, t.out_task_space_weight)
+            for t in self.task_towers
+        ]

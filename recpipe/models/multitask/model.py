@@ -35,7 +35,8 @@ def build_multitask(
 ) -> MultiTowerDIN:
     """MultiTowerDIN's embeddings and towers with ``head(width)`` instead of its final MLP: logits ``(B, T)``.
 
-    The model carries ``task_names`` and ``task_weights`` (the training loss reads them)."""
+    The model carries ``task_names``, ``task_weights`` and, when a task has one, ``task_spaces``
+    (:meth:`MultiTaskSection.task_spaces`; the training loss reads them)."""
     if spec.labels != [t.label for t in cfg.task_towers]:
         raise ValueError(
             f"model {cfg.type}: task_towers predict {[t.label for t in cfg.task_towers]}, the features' labels "
@@ -54,4 +55,6 @@ def build_multitask(
     )
     model.task_names = cfg.task_names()
     model.task_weights = cfg.task_weights()
+    if any(space is not None for space in cfg.task_spaces()):
+        model.task_spaces = cfg.task_spaces()
     return model
