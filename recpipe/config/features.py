@@ -309,7 +309,7 @@ class RawSubFeatureConfig(Strict):
     """A numeric sub-value of every history item (TorchEasyRec's ``raw_feature`` inside a ``sequence_feature``:
     the price of each clicked item, the time since each click), bucketized by ``boundaries`` into one id per
     item (``searchsorted(boundaries, x, side="right")``, as a raw feature's bucket). An empty sub-value is
-    ``default``. Dense per-item values (no boundaries) are not supported yet."""
+    ``default``. Without boundaries, see :class:`DenseSubFeatureConfig`."""
 
     name: str
     boundaries: list[float] = Field(min_length=1)
@@ -325,15 +325,37 @@ class RawSubFeatureConfig(Strict):
         return v
 
 
+class DenseSubFeatureConfig(Strict):
+    """A numeric sub-value of every history item kept as a float (TorchEasyRec's ``raw_feature`` without
+    boundaries inside a ``sequence_feature``, e.g. the time since each click): one float per item, jagged as
+    the history, concatenated to the item's embeddings as one more column (TorchEasyRec's
+    ``SequenceEmbeddingGroupImpl``). An empty sub-value is ``default``; text that is not a finite number is
+    a bad row naming the history column.
+
+    Example::
+
+        {"name": "ts", "dense": true, "default": 0.0}   # "3\x030.5|8\x03" -> [0.5, 0.0] beside the items
+    """
+
+    name: str
+    dense: Literal[True]
+    default: float = 0.0
+
+
 def _sub_kind(v: Any) -> str:
-    """A sub-feature with ``boundaries`` is numeric, any other one an id."""
+    """A sub-feature with ``boundaries`` is numeric (bucketized), one with ``dense: true`` a float per item,
+    any other one an id."""
     if isinstance(v, dict):
-        return "raw" if "boundaries" in v else "id"
+        return "raw" if "boundaries" in v else "dense" if "dense" in v else "id"
+    if isinstance(v, DenseSubFeatureConfig):
+        return "dense"
     return "raw" if isinstance(v, RawSubFeatureConfig) else "id"
 
 
 SubFeature = Annotated[
-    Annotated[SubFeatureConfig, Tag("id")] | Annotated[RawSubFeatureConfig, Tag("raw")],
+    Annotated[SubFeatureConfig, Tag("id")]
+    | Annotated[RawSubFeatureConfig, Tag("raw")]
+    | Annotated[DenseSubFeatureConfig, Tag("dense")],
     Discriminator(_sub_kind),
 ]
 

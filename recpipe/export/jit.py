@@ -24,6 +24,7 @@ from recpipe.export.manifest import Manifest, read_manifest
 from recpipe.export.remap import padded, remap_ids
 from recpipe.export.scorer import Scorer
 from recpipe.export.split import DenseListProgram, SplitModel
+from recpipe.models.blocks.item_floats import item_floats
 
 MODEL_FILE = "model.pt"
 _KINDS = {"pooled": 0, "sequence": 1, "offsets": 2}
@@ -62,6 +63,9 @@ class ScriptedLookupModel(nn.Module):
         self.key_mean: list[bool] = [pooling.get(k, "sum") == "mean" for k in keys]
         self.entry_kind: list[int] = [_KINDS[p.kind] for p in split.plan]
         self.entry_keys: list[list[int]] = [[keys.index(k) for k in p.keys] for p in split.plan]
+        # keys that are a float per history item (no table): their ids are each item's float64 bits
+        floats = {k for p in split.plan for k in p.floats}
+        self.key_float: list[bool] = [k in floats for k in keys]
         # zch: per table, the frozen remapping's (keys, rows, miss_key_starts, miss_rows); -1: not zch
         zch = [n for n in names if n in split.remaps]
         self.table_zch: list[int] = [zch.index(n) if n in zch else -1 for n in names]
@@ -90,6 +94,9 @@ class ScriptedLookupModel(nn.Module):
                 continue
             parts: list[torch.Tensor] = []
             for k in keys:
+                if self.key_float[k]:
+                    parts.append(item_floats(ids[k]))
+                    continue
                 table = self.key_table[k]
                 weight = self.weights[table]
                 rows = ids[k]

@@ -125,7 +125,8 @@ def build_plan(input_names: list[str], spec: FeatureSpec) -> list[PlanEntry]:
                 keys_of = (
                     group.query if suffix == "__query" else group.history[: 1 if kind == "offsets" else None]
                 )
-                plan.append(PlanEntry(name, kind, list(keys_of)))
+                floats = [k for k in keys_of if kind == "sequence" and spec.feature(k).item_float]
+                plan.append(PlanEntry(name, kind, list(keys_of), floats))
                 break
         else:
             raise SpecMismatchError(
@@ -140,7 +141,7 @@ def split_model(model: nn.Module, spec: FeatureSpec) -> SplitModel:
     input_names = list(model.dense_input_names())
     plan = build_plan(input_names, spec)
     found = model_tables(model)
-    used = {spec.feature(k).table for p in plan for k in p.keys}
+    used = {spec.feature(k).table for p in plan for k in p.keys if k not in p.floats}
     missing = sorted(used - set(found))
     if missing:
         raise SpecMismatchError(

@@ -12,6 +12,11 @@ The plan says how every dense input is built::
     {"name": "seq__values",  "kind": "sequence", "keys": ["click_50_seq__adgroup_id", ...]} -> (T, 32)
     {"name": "seq__offsets", "kind": "offsets",  "keys": ["click_50_seq__adgroup_id"]}      -> (B + 1,)
 
+A history key that is a float per item (``FeatureSpec.item_float_keys()``) has no table: its ids are each item's
+float64 bits, read back as one ``(T, 1)`` float32 column where the plan lists it (``floats``)::
+
+    {"name": "seq__values", "kind": "sequence", "keys": ["clicks__item", "clicks__ts"], "floats": ["clicks__ts"]}
+
 Zero-collision (zch) tables take 63-bit id keys, not rows: their frozen remapping (sorted keys → rows,
 and the row of keys never admitted) is in ``zch.safetensors`` (:mod:`recpipe.export.remap`), and the
 lookup maps keys to rows with ``searchsorted`` before ``embedding_bag`` / ``embedding``.
@@ -31,12 +36,15 @@ from safetensors.torch import save_file
 
 from recpipe.export.manifest import ArtifactError
 from recpipe.export.remap import ZchRemap, load_remaps, padded, remap_ids, write_remaps
+from recpipe.models.blocks.item_floats import item_floats
 
 SPARSE_META = "sparse.json"
 SPARSE_FORMAT_VERSION = 1
 # Version 2: zch tables (``TableMeta.zch`` and ``zch.safetensors``); written only when a table is zch, so
 # a loader of version 1 refuses such a folder instead of reading keys as rows.
 SPARSE_FORMAT_VERSION_ZCH = 2
+# Version 3: plan entries with float-per-item keys (``PlanEntry.floats``); written only when a plan has them.
+SPARSE_FORMAT_VERSION_FLOATS = 3
 DEFAULT_MAX_SHARD_BYTES = 512 * 1024 * 1024
 PLAN_KINDS = ("pooled", "sequence", "offsets")
 
@@ -86,6 +94,7 @@ class PlanEntry:
     name: str
     kind: str
     keys: list[str]
+    floats: list[str] = field(default_factory=list)  # keys that are a float per item, not table lookups
 
 
 def write_tables(
@@ -136,11 +145,20 @@ def write_tables(
             names.append(name)
     if remaps:
         names.append(write_remaps(folder, remaps))
+    floats = any(p.floats for p in plan)
+    version = (
+        SPARSE_FORMAT_VERSION_FLOATS
+        if floats
+        else SPARSE_FORMAT_VERSION_ZCH
+        if remaps
+        else SPARSE_FORMAT_VERSION
+    )
     doc = {
-        "version": SPARSE_FORMAT_VERSION_ZCH if remaps else SPARSE_FORMAT_VERSION,
+        "version": version,
         "keys": list(keys),
         "tables": [asdict(m) for m in metas],
-        "plan": [asdict(p) for p in plan],
+        # a plan without float keys reads (and digests) as before them
+        "plan": [{k: v for k, v in asdict(p).items() if k != "floats" or v} for p in plan],
     }
     (folder / SPARSE_META).write_text(json.dumps(doc, indent=1))
     return [*names, SPARSE_META]
@@ -187,7 +205,10 @@ class SparseLookup:
             if p.kind not in PLAN_KINDS:
                 raise ValueError(f"unknown plan kind {p.kind!r} for input {p.name!r}")
             unknown = [
-                k for k in p.keys if k not in self.keys or (p.kind != "offsets" and k not in self._table_of)
+                k
+                for k in p.keys
+                if k not in self.keys
+                or (p.kind != "offsets" and k not in self._table_of and k not in p.floats)
             ]
             if unknown:
                 raise ValueError(f"plan input {p.name!r} uses keys {unknown} without a table")
@@ -197,9 +218,9 @@ class SparseLookup:
         """Read ``sparse.json`` and the shards it lists (verify the folder's manifest first)."""
         folder = Path(folder)
         doc = json.loads((folder / SPARSE_META).read_text())
-        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_ZCH:
+        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_FLOATS:
             raise ValueError(
-                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_ZCH}"
+                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_FLOATS}"
             )
         plan = [PlanEntry(**p) for p in doc["plan"]]
         metas = [TableMeta(**{**t, "parts": [TablePart(**x) for x in t["parts"]]}) for t in doc["tables"]]
@@ -248,6 +269,9 @@ class SparseLookup:
             parts = []
             for key in p.keys:
                 ids, offsets = per_key[key]
+                if key in p.floats:
+                    parts.append(item_floats(ids))
+                    continue
                 table = self._table_of[key]
                 weight = self.weights[table]
                 if table in self._remaps:

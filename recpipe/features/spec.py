@@ -123,6 +123,13 @@ class SparseFeature:
     zch_eviction_policy: str = "distance_lfu"
     zch_decay_exponent: float = 1.0
 
+    @property
+    def item_float(self) -> bool:
+        """A history sub-feature that is one float per item, not an id (``params["item_float"]``): it has no
+        table; its KJT values are the float64 bits of each item's value (``np.float64.view(np.int64)``), read
+        back with ``values.view(torch.float64)`` beside the items' embeddings, ``embedding_dim`` (1) wide."""
+        return bool(self.params.get("item_float"))
+
     def __post_init__(self) -> None:
         if self.data_type not in TABLE_DATA_TYPES:
             raise FeatureSpecError(
@@ -298,6 +305,10 @@ class FeatureSpec:
     def dense_names(self) -> list[str]:
         return [f.name for f in self.dense]
 
+    def item_float_keys(self) -> list[str]:
+        """The history sub-features that are a float per item (:attr:`SparseFeature.item_float`), in order."""
+        return [f.name for f in self.sparse if f.item_float]
+
     def pooling(self) -> dict[str, str]:
         """``"sum"`` or ``"mean"`` per sparse key: how its embedding bag pools."""
         return {f.name: f.pooling for f in self.sparse}
@@ -322,7 +333,8 @@ class FeatureSpec:
         """Embedding tables in first-use order, with every KJT key that looks each one up."""
         order: dict[str, list[SparseFeature]] = {}
         for f in self.sparse:
-            order.setdefault(f.table, []).append(f)
+            if not f.item_float:  # a float per history item has no table
+                order.setdefault(f.table, []).append(f)
         out = []
         for name, feats in order.items():
             dims = {f.embedding_dim for f in feats}

@@ -345,6 +345,11 @@ def _sequence(
             if sub.HasField(unused):
                 found.note(f"{sub_path}.{unused}", f"ignored: the sequence's {unused} applies")
         key = sub_feature_key(name, sub.feature_name)
+        if which == "raw_feature" and not sub.boundaries:
+            # Without boundaries, a float per item concatenated to the item's embeddings (TorchEasyRec's
+            # SequenceEmbeddingGroupImpl, tzrec/modules/embedding.py): recpipe's dense sub-feature, no table.
+            out["sub_features"].append(_dense_sub(sub, sub_path, found, encoded))
+            continue
         if which == "raw_feature":
             sub_out = _bucketized(sub, sub_path, found, encoded, "a numeric sub-feature")
         else:
@@ -367,6 +372,25 @@ _DENSE_PER_ITEM = (
     "per history item through the Batch, the models and every export backend); give boundaries to bucketize "
     "it into one id per item"
 )
+
+
+def _dense_sub(cfg: Any, path: str, found: Findings, encoded: bool) -> dict[str, Any]:
+    """A raw sub-feature without boundaries: ``{"name", "dense": true, "default"}``, one float per item (its
+    ``default_value`` for an empty one). A normalizer, value_dim > 1 or a dense embedding is refused."""
+    raw = _raw(cfg, path, found, encoded)
+    out: dict[str, Any] = {"name": cfg.feature_name, "dense": True}
+    if "default" in raw:
+        out["default"] = raw["default"]
+    for field, why in (
+        ("normalizer", "a normalizer of a float per history item is not supported in recpipe"),
+        ("mlp", "a dense embedding of a float per history item is not supported in recpipe"),
+        ("autodis", "a dense embedding of a float per history item is not supported in recpipe"),
+    ):
+        if field in raw:
+            found.problem(f"{path}.{field}", why)
+    if cfg.value_dim > 1:
+        found.problem(f"{path}.value_dim", "a float per history item is one value (value_dim 1) in recpipe")
+    return out
 
 
 def _bucketized(cfg: Any, path: str, found: Findings, encoded: bool, what: str) -> dict[str, Any]:

@@ -165,21 +165,53 @@ def test_standalone_sequences_of_one_group_must_have_equal_lengths():
         FeatureGenerator(spec)(bad)
 
 
-def test_a_numeric_history_value_without_boundaries_is_refused_precisely():
-    dense_sub = FEATURES.replace(
-        'features { raw_feature { feature_name: "ts" expression: "user:ts" boundaries: [60, 3600] embedding_dim: 8 } }',
-        'features { raw_feature { feature_name: "ts" expression: "user:ts" } }',
-    )
-    dense_seq = FEATURES.replace("boundaries: [1, 10]\n        embedding_dim: 8\n", "")
-    for text, where, what in (
-        (dense_sub, 'feature_name: "ts"', "a numeric sub-feature 'ts'"),
-        (dense_seq, "sequence_raw_feature {", "sequence_raw_feature"),
+DENSE_TS = (
+    'features { raw_feature { feature_name: "ts" expression: "user:ts" boundaries: [60, 3600] embedding_dim: 8 } }',
+    'features { raw_feature { feature_name: "ts" expression: "user:ts" default_value: "-1" } }',
+)
+
+
+def test_a_raw_sub_feature_without_boundaries_is_a_float_per_item():
+    """TorchEasyRec's documented grouped sequence (feature.md, 分组序列特征: raw_feature ts, no boundaries): one
+    float per item beside the item's embeddings; an empty sub-value is its default_value, a bad one a bad row."""
+    text = din_config(FEATURES.replace(*DENSE_TS))
+    cfg = import_tzrec(text).config
+    seq = next(f for f in cfg.features if f.name == "click_50_seq")
+    ts = seq.sub_features[2]
+    assert (ts.name, ts.dense, ts.default) == ("ts", True, -1.0)
+    spec = build_feature_spec(cfg)
+    assert spec.item_float_keys() == ["click_50_seq__ts"]
+    assert "click_50_seq__ts" not in {k for t in spec.tables() for k in t.feature_names}
+    table = rows().set_column(3, "click_50_seq", pa.array(["3\x030.15\x0330|8\x030.25\x03", "", None]))
+    out = FeatureGenerator(spec)(table)
+    k = spec.sparse_keys().index("click_50_seq__ts")
+    assert out.values[k].view("float64").tolist() == [30.0, -1.0] and out.lengths[k].tolist() == [2, 0, 0]
+    model = build_model(spec, cfg.model)
+    with torch.no_grad():
+        emb = model.sparse_arch(to_batch(out, spec.sparse_keys()).sparse)
+    assert emb["seq__values"].shape == (2, 8 + 8 + 1)
+    assert emb["seq__values"][:, -1].tolist() == [30.0, -1.0]
+    bad = rows().set_column(3, "click_50_seq", pa.array(["3\x030.15\x03soon", "", None]))
+    with pytest.raises(
+        BadRowError, match="row 0, column 'click_50_seq': expected a finite number in sub-feature"
     ):
-        line = _line(din_config(text), where)
-        found = _problems(din_config(text))
-        assert len(found) == 1, found
-        assert found[0].startswith(f"{line}: {what}") and "dense value per item" in found[0], found
-        assert "give boundaries" in found[0]
+        FeatureGenerator(spec)(bad)
+
+
+def test_a_float_per_item_with_a_normalizer_and_a_sequence_raw_feature_without_boundaries_are_refused():
+    with_norm = FEATURES.replace(
+        DENSE_TS[0],
+        'features { raw_feature { feature_name: "ts" expression: "user:ts" normalizer: "log(x+1)" } }',
+    )
+    line = _line(din_config(with_norm), 'feature_name: "ts"')
+    assert _problems(din_config(with_norm)) == [
+        f"{line}: a normalizer of a float per history item is not supported in recpipe"
+    ]
+    dense_seq = FEATURES.replace("boundaries: [1, 10]\n        embedding_dim: 8\n", "")
+    line = _line(din_config(dense_seq), "sequence_raw_feature {")
+    found = _problems(din_config(dense_seq))
+    assert len(found) == 1 and found[0].startswith(f"{line}: sequence_raw_feature"), found
+    assert "dense value per item" in found[0] and "give boundaries" in found[0]
 
 
 def test_sequence_length_is_required_and_value_dim_is_unsupported():

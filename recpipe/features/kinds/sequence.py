@@ -1,6 +1,7 @@
 """Kind ``sequence``: a behaviour history, one string column → the ids of every sub-feature, items kept
 jagged (a history of 3 items is 3 values). A sub-feature is an id (mapped as an id feature's) or numeric
-(``boundaries``: one bucket id per item, TorchEasyRec's raw_feature inside a sequence_feature). Pre-encoded
+(``boundaries``: one bucket id per item, TorchEasyRec's raw_feature inside a sequence_feature; ``dense``: one
+float per item, carried in the KJT as its float64 bits, :attr:`SparseFeature.item_float`). Pre-encoded
 input (``data.fg_encoded``) holds each sub-feature's ids in a column of its own, ``<sequence>__<sub>``. A fast
 path parses the common case (decimal ids, nothing to truncate or reject) in one Arrow C++ pass; the general
 path finds and names bad rows.
@@ -9,6 +10,7 @@ Example::
 
     # sub_features [adgroup_id (num_buckets 100), age (boundaries [1, 7])]; one row "3\x030.5|8\x0330"
     # -> click_seq__adgroup_id [3, 8], click_seq__age [0, 2], lengths [2] for both
+    # a dense sub-feature ts (default 0) of "3\x0312.5|8\x03": click_seq__ts [12.5, 0.0] (as float64 bits)
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from recpipe.config.features import RawSubFeatureConfig, SequenceFeatureConfig, SubFeatureConfig
+from recpipe.config.features import (
+    DenseSubFeatureConfig,
+    RawSubFeatureConfig,
+    SequenceFeatureConfig,
+    SubFeatureConfig,
+)
 from recpipe.data.types import DataError
 from recpipe.features.columns import (
     UINT_EXPECTED,
@@ -91,7 +98,8 @@ def sequence_ids(
     nsub = len(s.sub_features)
     sub_counts = as_numpy(pc.list_value_length(subs))
     malformed = sub_counts != nsub
-    if nsub == 1 and feats[0].boundaries is None and feats[0].mapping.default_value is None:
+    numeric = feats[0].boundaries is not None or feats[0].item_float
+    if nsub == 1 and not numeric and feats[0].mapping.default_value is None:
         # One value per item and no default for an empty one: "3||5" is malformed (with a default it is 3, d, 5).
         malformed |= as_numpy(pc.equal(kept_items, ""))
     if malformed.any():
@@ -122,10 +130,10 @@ def sequence_ids(
         else:
             take = np.minimum(sub_starts + j, last) if len(flat) else np.zeros(0, np.int64)
         empty = empty_all[take]
-        if f.boundaries is not None:  # a numeric sub-value, bucketized per item
+        if f.boundaries is not None or f.item_float:  # a numeric sub-value: bucketized, or a float per item
             idx = np.arange(j, len(flat), nsub) if regular else take
             vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
-            values[key], bad = _bucketized(vals, empty, f, s.column)
+            values[key], bad = (_item_floats if f.item_float else _bucketized)(vals, empty, f, s.column)
             if bad is not None:
                 wrong = bad.rows[~malformed[bad.rows]]
                 expected = f"{bad.expected} in sub-feature {key!r}"
@@ -174,6 +182,17 @@ def _bucketized(
     x, bad = to_float(vals, f.raw_default, column)
     ids = np.searchsorted(np.asarray(f.boundaries, np.float64), x, side="right").astype(np.int64)
     return ids, bad
+
+
+def _item_floats(
+    vals: pa.Array, empty: np.ndarray, f: SparseFeature, column: str
+) -> tuple[np.ndarray, BadRows | None]:
+    """One float per item (an empty one is ``raw_default``) as float64 bits in int64, the KJT's value type;
+    text that is not a finite number is a bad item."""
+    if empty.any():
+        vals = pc.if_else(pa.array(empty), pa.scalar(None, vals.type), vals)
+    x, bad = to_float(vals, f.raw_default, column)
+    return np.ascontiguousarray(x, np.float64).view(np.int64), bad
 
 
 def _sequence_fast(
@@ -261,13 +280,26 @@ def _sequence_fast(
 def sub_entry(
     key: str,
     column: str,
-    sub: SubFeatureConfig | RawSubFeatureConfig,
+    sub: SubFeatureConfig | RawSubFeatureConfig | DenseSubFeatureConfig,
     kind: str,
     sequence: str,
     encoded: bool,
 ) -> SparseFeature:
-    """The KJT key of one history sub-feature: an id mapping, or (numeric) its bucket ids by ``boundaries``;
-    pre-encoded input holds the ids (a numeric one's bucket ids) as they are."""
+    """The KJT key of one history sub-feature: an id mapping, (numeric) its bucket ids by ``boundaries``, or
+    (dense) a float per item; pre-encoded input holds the ids (a numeric one's bucket ids, a dense one's
+    floats) as they are."""
+    if isinstance(sub, DenseSubFeatureConfig):
+        return SparseFeature(
+            name=key,
+            column=column,
+            mapping=IdMapping("identity", 1),
+            table="",
+            embedding_dim=1,
+            raw_default=sub.default,
+            sequence=sequence,
+            kind=kind,
+            params={"item_float": True},
+        )
     if not isinstance(sub, RawSubFeatureConfig):
         return id_entry(key, column, sub, kind, encoded=encoded, sequence=sequence)
     return SparseFeature(

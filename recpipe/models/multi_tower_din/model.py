@@ -13,6 +13,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.base import SplitModel
 from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingInit
+from recpipe.models.blocks.item_floats import item_floats
 from recpipe.models.blocks.mlp import MlpSpec, mlp_spec, optional_mlp_spec
 from recpipe.models.multi_tower_din.config import DinTowerConfig, MultiTowerDinConfig, TowerConfig
 from recpipe.models.multi_tower_din.dense import DeepTower, DinTower, MultiTowerDinDense
@@ -36,6 +37,10 @@ class MultiTowerDIN(SplitModel):
         pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per pooled key.
         embedding_init (EmbeddingInit): table initialization.
         device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
+        item_floats (Sequence[str]): history keys that are a float per item, not ids
+            (``FeatureSpec.item_float_keys()``): no table; each item's value (its KJT value's float64 bits) is one
+            more column of the item, where the history lists it (TorchEasyRec's SequenceEmbeddingGroupImpl
+            concatenates a sequence's raw sub-feature values to the item's embeddings).
 
     Example::
 
@@ -63,10 +68,17 @@ class MultiTowerDIN(SplitModel):
         embedding_init: EmbeddingInit = EmbeddingInit(),
         device: torch.device | None = None,
         head: Callable[[int], nn.Module] | None = None,
+        item_floats: Sequence[str] = (),
     ) -> None:
+        floats = set(item_floats)
         deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
         query_keys = [k for t in din_towers for k in t.query_keys]
-        history_keys = [k for t in din_towers for k in t.history_keys]
+        history_keys = [k for t in din_towers for k in t.history_keys if k not in floats]
+        misplaced = sorted(floats & {*deep_keys, *query_keys})
+        if misplaced:
+            raise ValueError(
+                f"keys {misplaced} are a float per history item: only a DIN tower's history can read them"
+            )
         embeddings = EmbeddingGroup(
             tables,
             pooled_keys=list(dict.fromkeys(deep_keys + query_keys)),
@@ -76,8 +88,10 @@ class MultiTowerDIN(SplitModel):
             init=embedding_init,
         )
         dims = {k: embeddings.embedding_dim(k) for k in [*deep_keys, *query_keys, *history_keys]}
+        dims.update(dict.fromkeys(floats, 1))
         dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device, head)
         super().__init__(embeddings, dense, dense_in_features)
+        self.item_floats = sorted(floats)
 
     def sparse_arch(self, sparse: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
         """Embedding lookups keyed by :meth:`dense_input_names` (without ``dense``): one ``(B, D)`` per
@@ -88,8 +102,15 @@ class MultiTowerDIN(SplitModel):
         for tower in self.dense.din_towers_spec:
             out[f"{tower.name}__query"] = torch.cat([lookup.pooled[k] for k in tower.query_keys], dim=1)
             # The sub-features of one sequence share lengths: item i of every sub-feature is one item.
-            out[f"{tower.name}__values"] = torch.cat([lookup.values[k] for k in tower.history_keys], dim=1)
-            out[f"{tower.name}__offsets"] = lookup.offsets[tower.history_keys[0]]
+            parts = [
+                item_floats(sparse[k].values()) if k in self.item_floats else lookup.values[k]
+                for k in tower.history_keys
+            ]
+            out[f"{tower.name}__values"] = torch.cat(parts, dim=1)
+            first = tower.history_keys[0]
+            out[f"{tower.name}__offsets"] = (
+                sparse[first].offsets().long() if first in self.item_floats else lookup.offsets[first]
+            )
         return out
 
 
@@ -105,6 +126,7 @@ def build(spec: FeatureSpec, cfg: MultiTowerDinConfig, device: torch.device | No
         dense_in_features=spec.dense_dim,
         pooling=spec.pooling(),
         device=device,
+        item_floats=spec.item_float_keys(),
     )
 
 

@@ -52,6 +52,7 @@ def build_multitask(
         pooling=spec.pooling(),
         device=device,
         head=head,
+        item_floats=spec.item_float_keys(),
     )
     model.task_names = cfg.task_names()
     model.task_weights = cfg.task_weights()
