@@ -305,7 +305,7 @@ class SubFeatureConfig(_IdMappingMixin):
     name: str
 
 
-class RawSubFeatureConfig(Strict):
+class RawSubFeatureConfig(_TableMixin):
     """A numeric sub-value of every history item (TorchEasyRec's ``raw_feature`` inside a ``sequence_feature``:
     the price of each clicked item, the time since each click), bucketized by ``boundaries`` into one id per
     item (``searchsorted(boundaries, x, side="right")``, as a raw feature's bucket). An empty sub-value is
@@ -723,7 +723,7 @@ class SequenceIdFeatureConfig(_IdMappingMixin, _StandaloneSequenceMixin, Feature
     kind: Literal["sequence_id"]
 
 
-class SequenceRawFeatureConfig(_StandaloneSequenceMixin, FeatureSection):
+class SequenceRawFeatureConfig(_TableMixin, _StandaloneSequenceMixin, FeatureSection):
     """TorchEasyRec's ``sequence_raw_feature``: a history of numbers (``"0.1;0.2"``), each bucketized by
     ``boundaries`` (one id per item; an empty item is ``default``)."""
 

@@ -553,7 +553,7 @@ def _combo(cfg: Any, path: str, found: Findings, encoded: bool) -> dict[str, Any
 def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
     """The common ``data_type`` (FP32 / FP16, tzrec/features/feature.py ``_dtype_str_to_data_type``) and
     ``trainable`` of a feature's embedding table; a dense value has no table (a note says so)."""
-    has_table = (
+    has_table = not out.get("dense") and (  # a dense per-item history value has no table either
         out.get("kind") in ("id", "bool_mask", None)
         or "boundaries" in out
         or any(k in out for k in _MAPPINGS)
