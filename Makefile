@@ -28,11 +28,14 @@ $(STAMP): pyproject.toml requirements/lock.txt
 run: $(STAMP)
 	$(VENV)/bin/recpipe run --runs $(RUNS) || test $$? -eq 3
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist; CI's 2 cores), each test file in one of them (its
+# module fixtures built once); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check recpipe components pipelines tests benchmarks images manifests
