@@ -28,6 +28,7 @@ from recpipe.auc import binary_auc
 from recpipe.config import RecpipeConfig, load_config, parse_config
 from recpipe.data.sources import check_source, open_source, parse_synthetic
 from recpipe.data.synthetic import config as config_gen
+from recpipe.data.synthetic import generate
 from recpipe.data.synthetic.config import SyntheticConfigError, build_model, make_chunk, plan_columns
 from recpipe.data.types import Shard
 from recpipe.features.build import build_feature_spec
@@ -678,3 +679,28 @@ def test_rich_taobao_small_trains_on_its_generated_rows(tmp_path) -> None:
     kinds = {f.kind for f in load_config(config).features}
     assert kinds >= {"id", "raw", "combo", "lookup", "match", "expr", "overlap", "sequence"}
     _train_on_generated(config, tmp_path)
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+def test_histories_with_numeric_sub_values_pass_fg(tmp_path, encoded) -> None:
+    """A history's bucketized and dense per-item numbers (TorchEasyRec's raw sub-features) are generated as
+    numbers FG reads, in one history column or, pre-encoded, a column per sub-feature: TorchEasyRec's DIN mock
+    configs failed here (a dense sub-feature has no id mapping)."""
+    data = load_config("configs/din_taobao_small.yaml").model_dump()
+    for f in data["features"]:
+        if f["kind"] == "sequence":
+            f["sub_features"] += [
+                {"name": "age", "dense": True, "default": -1.0},
+                {"name": "price", "boundaries": [1.0, 10.0, 50.0], "embedding_dim": 16},
+            ]
+    if encoded:
+        data["data"]["fg_encoded"] = True
+        for f in data["features"]:
+            for item in (f, *f.get("sub_features", [])):
+                if item.get("hash_bucket_size"):
+                    item["num_buckets"], item["hash_bucket_size"] = item.pop("hash_bucket_size"), None
+    cfg = parse_config(data)
+    generate("config", 3000, tmp_path / "rows", seed=1, config=cfg)
+    table = pq.read_table(tmp_path / "rows")
+    out = FeatureGenerator(build_feature_spec(cfg), on_bad_row="error")(table)
+    assert out.num_rows == 3000

@@ -301,6 +301,11 @@ def _constrain(s: Space, bound=None, ints=False, vocab=None, linear=False, limit
         s.vocab = list(vocab)
 
 
+# A numeric history sub-value (bucketized by boundaries, or a dense float per item) draws from the integers
+# below this: their text is a number FG reads.
+_NUMERIC_SUB_VALUES = 100
+
+
 def _mapping(f: Any) -> dict[str, Any]:
     """The space constraints of an id mapping (num_buckets, vocab_list, vocab_file; hash_bucket_size caps the
     number of values)."""
@@ -358,8 +363,10 @@ def claim_sequence(f: Any, plan: Plan) -> None:
     col.sequence = f
     col.key_spaces = []
     for j, sub in enumerate(f.sub_features):
+        numeric = getattr(sub, "dense", False) or getattr(sub, "boundaries", None) is not None
         space = plan.space(
-            f"table:{sub.embedding_name or sub_feature_key(f.name, sub.name)}", **_mapping(sub)
+            f"table:{getattr(sub, 'embedding_name', None) or sub_feature_key(f.name, sub.name)}",
+            **({"bound": _NUMERIC_SUB_VALUES} if numeric else _mapping(sub)),
         )
         target = plan.features.get(sub.name)
         if target is not None and getattr(target, "kind", None) == "id":  # the candidate: the same ids
@@ -452,6 +459,8 @@ def encoded_features(features: list[Any]) -> list[Any]:
 
     def rows(sub: Any) -> int:
         bounds = getattr(sub, "boundaries", None)
+        if getattr(sub, "dense", False):  # a float per item: the integers below it are floats too
+            return _NUMERIC_SUB_VALUES
         return len(bounds) + 1 if bounds is not None else (sub.num_buckets or sub.hash_bucket_size)
 
     out: list[Any] = []
