@@ -109,28 +109,35 @@ def _group(spec: FeatureSpec, name: str, gtype: str, features: list[str]) -> Fea
         return FeatureGroup(name, "deep", sparse, dense)
     history = [n for n in sparse if seq_of[n] is not None]
     query = [n for n in sparse if seq_of[n] is None]
-    if dense:
-        raise FeatureSpecError(f"sequence group {name!r} cannot hold dense features {dense}")
-    if not history or not query:
+    # A dense feature in a sequence group is part of the query: its value(s), where the group lists it.
+    order = [n for n in features if n in dense_names or (n in sparse_keys and seq_of[n] is None)]
+    if not history or not order:
         raise FeatureSpecError(
             f"sequence group {name!r} needs query features and history sub-features; "
-            f"got query {query} and history {history}"
+            f"got query {order} and history {history}"
+        )
+    if not query:
+        raise FeatureSpecError(
+            f"sequence group {name!r}: the query {order} has only dense features; it needs a pooled feature too"
         )
     # TorchEasyRec's rule (tzrec/modules/embedding.py, SequenceEmbeddingGroupImpl): the query is the group's
-    # non-sequence features concatenated in order, each item the sequence features concatenated in order, and
-    # DIN zero-pads the query to the item width (tzrec/modules/sequence.py, DINEncoder). Query features
-    # paired by name with sub-features listed in another order are a mistake: they would be paired by position.
+    # non-sequence features concatenated in order (a dense feature: its value(s)), each item the sequence
+    # features concatenated in order, and DIN zero-pads the query to the item width (tzrec/modules/sequence.py,
+    # DINEncoder). Query features paired by name with sub-features listed in another order are a mistake: they
+    # would be paired by position.
     short = [h.removeprefix(sub_feature_key(str(seq_of[h]), "")) for h in history]
-    if any(q in short and short.index(q) != i for i, q in enumerate(query)):
+    if any(q in short and short.index(q) != i for i, q in enumerate(order)):
         raise FeatureSpecError(
             f"sequence group {name!r}: list the history sub-features {history} in the order of their query "
-            f"features {query}: query and history are paired by position"
+            f"features {order}: query and history are paired by position"
         )
-    qdim = sum(spec.feature(q).embedding_dim for q in query)
+    qdim = sum(1 if q in dense_names else spec.feature(q).embedding_dim for q in order)
     hdim = sum(spec.feature(h).embedding_dim for h in history)
     if qdim > hdim:
         raise FeatureSpecError(
-            f"sequence group {name!r}: the query ({query}, width {qdim}) is wider than a history item "
+            f"sequence group {name!r}: the query ({order}, width {qdim}) is wider than a history item "
             f"({history}, width {hdim}); DIN pads a narrower query with zeros, never a wider one"
         )
-    return FeatureGroup(name, "sequence", sparse, [], query=query, history=history)
+    return FeatureGroup(
+        name, "sequence", sparse, dense, query=query, history=history, query_order=order if dense else []
+    )

@@ -219,7 +219,19 @@ class TableSpec:
 @dataclass(frozen=True)
 class FeatureGroup:
     """A named set of features the model consumes together (``deep``, ``sequence`` or ``wide``; a wide
-    group's ``sparse`` are the ``<feature>__wide`` keys of its features' wide tables)."""
+    group's ``sparse`` are the ``<feature>__wide`` keys of its features' wide tables).
+
+    A sequence group's ``dense`` are ``Batch.dense`` columns of its query (TorchEasyRec's
+    SequenceEmbeddingGroupImpl concatenates a dense query feature's value(s) into the query); then
+    ``query_order`` is the whole query in the group's order, pooled keys and dense columns alike.
+
+    Example::
+
+        # features [id_2, raw_2, click_50_seq__id_2, click_50_seq__raw_2], raw_2 a dense column:
+        FeatureGroup("seq", "sequence", sparse=[...], dense=["raw_2"], query=["id_2"],
+                     history=["click_50_seq__id_2", "click_50_seq__raw_2"], query_order=["id_2", "raw_2"])
+        # query (B, D_id_2 + 1) = id_2's embedding | raw_2's value; an item (T, D + 1) = its id_2 | its raw_2
+    """
 
     name: str
     type: Literal["deep", "sequence", "wide"]
@@ -228,6 +240,12 @@ class FeatureGroup:
     # For sequence groups: (query key, history key) pairs matched by sub-feature name.
     query: list[str] = field(default_factory=list)
     history: list[str] = field(default_factory=list)
+    # For a sequence group with dense query columns: ``query`` and ``dense`` interleaved in the group's order.
+    query_order: list[str] = field(default_factory=list)
+
+    def query_parts(self) -> list[str]:
+        """The query's parts in concatenation order: ``query_order``, or ``query`` when it has no dense column."""
+        return list(self.query_order) if self.dense else list(self.query)
 
 
 def _zch_size(table: str, feats: list[SparseFeature]) -> int | None:
@@ -388,6 +406,9 @@ class FeatureSpec:
         out = asdict(self)
         if not out["extra_labels"]:  # a single-label spec reads (and digests) as before multi-task labels
             del out["extra_labels"]
+        for g in out["groups"]:  # a group without dense query columns reads (and digests) as before
+            if not g["query_order"]:
+                del g["query_order"]
         for part, entries in (("sparse", self.sparse), ("dense", self.dense), ("sequences", self.sequences)):
             for d, entry in zip(out[part], entries, strict=True):
                 if entry.kind == default_kind(entry):

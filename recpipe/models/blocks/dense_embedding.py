@@ -141,8 +141,9 @@ class EmbeddedDense(nn.Module):
 
 def expand_dense(spec: FeatureSpec) -> FeatureSpec:
     """The spec a model is built on: each embedded dense column ``price`` (embedding_dim D) as D columns
-    ``price__emb0 … price__emb{D-1}`` in its place, in the dense list and in every group listing it; ``spec``
-    itself when no column is embedded."""
+        ``price__emb0 … price__emb{D-1}`` in its place, in the dense list and in every group listing it (a sequence
+    group's query order too); ``spec``
+        itself when no column is embedded."""
     if not any(d.embedding for d in spec.dense):
         return spec
     names: dict[str, list[str]] = {}
@@ -155,7 +156,12 @@ def expand_dense(spec: FeatureSpec) -> FeatureSpec:
         else:
             dense.append(d)
     groups = [
-        dataclasses.replace(g, dense=[x for n in g.dense for x in names.get(n, [n])]) for g in spec.groups
+        dataclasses.replace(
+            g,
+            dense=[x for n in g.dense for x in names.get(n, [n])],
+            query_order=[x for n in g.query_order for x in names.get(n, [n])],
+        )
+        for g in spec.groups
     ]
     return dataclasses.replace(spec, dense=dense, groups=groups)
 

@@ -49,6 +49,11 @@ class DinTower:
         max_length (int): the sequence's maximum length (the padded reference pads to it).
         weighting (str): how attention scores become weights, ``"softmax"`` or ``"sigmoid"`` (see
             :class:`~recpipe.models.blocks.din.DinAttention`).
+        dense_columns (tuple[int, ...]): columns of ``Batch.dense`` in the query, one value each
+            (TorchEasyRec's SequenceEmbeddingGroupImpl: a dense query feature contributes its value).
+        dense_positions (tuple[int, ...]): where each of ``dense_columns`` goes among the query's parts (the
+            query keys and the dense columns, in the group's order): ``query_keys (id_2, id_3)``,
+            ``dense_positions (1,)`` makes the query ``id_2 | dense | id_3``.
     """
 
     name: str
@@ -58,6 +63,42 @@ class DinTower:
     attention: str = "jagged"
     max_length: int = 100
     weighting: str = "softmax"
+    dense_columns: tuple[int, ...] = ()
+    dense_positions: tuple[int, ...] = ()
+
+
+def query_permutation(tower: DinTower, key_dims: dict[str, int]) -> list[int]:
+    """Columns of ``[pooled query | Batch.dense[:, dense_columns]]`` in the group's query order; ``[]`` when
+    that is already the order (no dense column, or all of them last in order).
+
+    Example::
+
+        # query_keys (a, b) of width 2, dense_columns (5,), dense_positions (1,): a | dense | b
+        query_permutation(tower, {"a": 2, "b": 2})  # [0, 1, 4, 2, 3]
+    """
+    n_parts = len(tower.query_keys) + len(tower.dense_columns)
+    positions = list(tower.dense_positions)
+    if (
+        len(positions) != len(tower.dense_columns)
+        or sorted(set(positions)) != sorted(positions)
+        or any(not 0 <= p < n_parts for p in positions)
+    ):
+        raise ValueError(
+            f"DIN tower {tower.name!r}: dense_positions {positions} must place each of the dense columns "
+            f"{list(tower.dense_columns)} at a distinct position in [0, {n_parts})"
+        )
+    pooled = sum(key_dims[k] for k in tower.query_keys)
+    perm: list[int] = []
+    keys = iter(tower.query_keys)
+    start = 0
+    for i in range(n_parts):
+        if i in positions:
+            perm.append(pooled + positions.index(i))
+        else:
+            width = key_dims[next(keys)]
+            perm += range(start, start + width)
+            start += width
+    return [] if perm == list(range(len(perm))) else perm
 
 
 class MultiTowerDinDense(nn.Module):
@@ -117,7 +158,7 @@ class MultiTowerDinDense(nn.Module):
             clash = [c for c in clash if c in self.deep_keys]
             if clash:
                 raise ValueError(f"DIN tower {tower.name!r}: input names {clash} clash with feature keys")
-        for tower in towers:
+        for tower in [*towers, *din_towers]:
             bad = [c for c in tower.dense_columns if not 0 <= c < dense_in_features]
             if bad:
                 raise ValueError(
@@ -138,8 +179,10 @@ class MultiTowerDinDense(nn.Module):
                 self.towers[tower.name] = MLP.from_spec(in_features, tower.mlp, device=device)
                 width += self.towers[tower.name].out_features
         self.din = nn.ModuleDict()
+        # The query columns in the group's order (pooled keys and dense columns interleaved), [] if in order.
+        self.query_perm = {t.name: query_permutation(t, key_dims) for t in din_towers}
         for tower in din_towers:
-            q_dim = sum(key_dims[k] for k in tower.query_keys)
+            q_dim = sum(key_dims[k] for k in tower.query_keys) + len(tower.dense_columns)
             s_dim = sum(key_dims[k] for k in tower.history_keys)
             if q_dim > s_dim:
                 raise ValueError(
@@ -168,9 +211,15 @@ class MultiTowerDinDense(nn.Module):
                 parts.append(dense[:, list(tower.dense_columns)])
             outs.append(self.towers[tower.name](torch.cat(parts, dim=1)))
         for tower in self.din_towers_spec:
+            query = embeddings[f"{tower.name}__query"]
+            if tower.dense_columns:
+                query = torch.cat([query, dense[:, list(tower.dense_columns)]], dim=1)
+                perm = self.query_perm[tower.name]
+                if perm:
+                    query = query[:, perm]
             outs.append(
                 self.din[tower.name](
-                    embeddings[f"{tower.name}__query"],
+                    query,
                     embeddings[f"{tower.name}__values"],
                     embeddings[f"{tower.name}__offsets"],
                 )

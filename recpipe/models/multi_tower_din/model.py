@@ -96,7 +96,8 @@ class MultiTowerDIN(SplitModel):
     def sparse_arch(self, sparse: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
         """Embedding lookups keyed by :meth:`dense_input_names` (without ``dense``): one ``(B, D)`` per
         deep-tower key; per DIN tower ``<name>__query (B, Dq)``, ``<name>__values (T, Ds)``,
-        ``<name>__offsets (B + 1,)`` int64."""
+        ``<name>__offsets (B + 1,)`` int64. The query holds the pooled keys only: a group's dense query
+        columns (:attr:`DinTower.dense_columns`) join it in the dense arch, from ``Batch.dense``."""
         lookup = self.embeddings(sparse)
         out = {k: lookup.pooled[k] for k in self.dense.deep_keys}
         for tower in self.dense.din_towers_spec:
@@ -165,6 +166,8 @@ def tower_specs(
                 t.attention,
                 length,
                 t.weighting,
+                tuple(dense_names.index(n) for n in group.dense),
+                tuple(group.query_parts().index(n) for n in group.dense),
             )
         )
     return deep, din
