@@ -191,6 +191,22 @@ class IdFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
 _NORMALIZER = re.compile(r"^\s*(?:log\(\s*x\s*\+\s*(?P<off>[0-9.]+)\s*\))?\s*(?P<z>,?\s*zscore)?\s*$")
 
 
+def _check_normalizer(v: str | None) -> str | None:
+    """A ``normalizer`` setting as given, or ValueError when it is not one :data:`_NORMALIZER` reads."""
+    if v is not None and (not v.strip() or not _NORMALIZER.match(v)):
+        raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
+    return v
+
+
+def _check_increasing(
+    v: list[float] | None, message: str = "boundaries must be strictly increasing"
+) -> list[float] | None:
+    """``boundaries`` as given, or ValueError(message) when they are not strictly increasing."""
+    if v is not None and any(b >= a for b, a in zip(v, v[1:])):
+        raise ValueError(message)
+    return v
+
+
 class AutoDisConfig(Strict):
     """TorchEasyRec's ``autodis {}`` of a raw feature (docs/source/feature/autodis.md)."""
 
@@ -254,16 +270,12 @@ class RawFeatureConfig(_TableMixin, FeatureSection):
     @field_validator("boundaries")
     @classmethod
     def _sorted(cls, v: list[float] | None) -> list[float] | None:
-        if v is not None and any(b >= a for b, a in zip(v, v[1:])):
-            raise ValueError("boundaries must be strictly increasing")
-        return v
+        return _check_increasing(v)
 
     @field_validator("normalizer")
     @classmethod
     def _normalizer(cls, v: str | None) -> str | None:
-        if v is not None and (not v.strip() or not _NORMALIZER.match(v)):
-            raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
-        return v
+        return _check_normalizer(v)
 
     @model_validator(mode="after")
     def _default_in_log_domain(self) -> RawFeatureConfig:
@@ -320,9 +332,7 @@ class RawSubFeatureConfig(_TableMixin):
     @field_validator("boundaries")
     @classmethod
     def _sorted(cls, v: list[float]) -> list[float]:
-        if any(b >= a for b, a in zip(v, v[1:])):
-            raise ValueError("boundaries must be strictly increasing")
-        return v
+        return _check_increasing(v)
 
 
 class DenseSubFeatureConfig(Strict):
@@ -456,16 +466,15 @@ class _ValueOutputMixin(_TableMixin):
     @field_validator("boundaries")
     @classmethod
     def _sorted(cls, v: list[float] | None) -> list[float] | None:
-        if v is not None and (not v or any(b >= a for b, a in zip(v, v[1:]))):
-            raise ValueError("boundaries must be a non-empty, strictly increasing list")
-        return v
+        message = "boundaries must be a non-empty, strictly increasing list"
+        if v is not None and not v:
+            raise ValueError(message)
+        return _check_increasing(v, message)
 
     @field_validator("normalizer")
     @classmethod
     def _normalizer(cls, v: str | None) -> str | None:
-        if v is not None and (not v.strip() or not _NORMALIZER.match(v)):
-            raise ValueError(f"normalizer {v!r} is not one of 'log(x+C)', 'zscore', 'log(x+C),zscore'")
-        return v
+        return _check_normalizer(v)
 
     @model_validator(mode="after")
     def _output(self) -> _ValueOutputMixin:
@@ -740,8 +749,7 @@ class SequenceRawFeatureConfig(_TableMixin, _StandaloneSequenceMixin, FeatureSec
                 f"sequence_raw feature {self.name!r} needs boundaries: its items are bucketized into ids; "
                 "dense per-item values are not supported yet"
             )
-        if any(b >= a for b, a in zip(self.boundaries, self.boundaries[1:])):
-            raise ValueError("boundaries must be strictly increasing")
+        _check_increasing(self.boundaries)
         return self
 
 
