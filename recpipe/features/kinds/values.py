@@ -274,21 +274,29 @@ def _default_number(f: SparseFeature) -> float | None:
     return None if v is None else float(v)
 
 
+def _fill_empty_rows(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Sorted ``rows`` of values with one more row for each of the ``n`` rows that has none: (the new sorted
+    rows, the order that sorts the values with the added ones appended, how many were added), or None when
+    every row has a value."""
+    empty = np.ones(n, bool)
+    empty[rows] = False
+    if not empty.any():
+        return None
+    extra = np.flatnonzero(empty)
+    rows = np.concatenate([rows, extra])
+    order = np.argsort(rows, kind="stable")
+    return rows[order], order, extra.size
+
+
 def bucket_out(
     f: SparseFeature, rows: np.ndarray, x: np.ndarray, n: int, bad: BadRows | None = None
 ) -> SparseOut:
     """Bucket ids of values ``x`` at sorted ``rows`` (any number per row); a row without one takes the
     bucket of the default value, or has no id when there is none."""
     default = _default_number(f)
-    if default is not None:
-        empty = np.ones(n, bool)
-        empty[rows] = False
-        if empty.any():
-            extra = np.flatnonzero(empty)
-            rows = np.concatenate([rows, extra])
-            x = np.concatenate([x, np.full(extra.size, default)])
-            order = np.argsort(rows, kind="stable")
-            rows, x = rows[order], x[order]
+    if default is not None and (filled := _fill_empty_rows(rows, n)) is not None:
+        rows, order, added = filled
+        x = np.concatenate([x, np.full(added, default)])[order]
     ids = np.searchsorted(np.asarray(f.boundaries, np.float64), x, side="right").astype(np.int64)
     return ids, np.bincount(rows, minlength=n)[:n].astype(np.int32), bad
 
@@ -297,17 +305,10 @@ def id_out(f: SparseFeature, rows: np.ndarray, values: pa.Array, n: int, column:
     """Mapped ids of text ``values`` at sorted ``rows``; a row without one takes the id of the default value,
     or has no id when there is none."""
     default = f.params.get("default_value")
-    if default is not None:
-        empty = np.ones(n, bool)
-        empty[rows] = False
-        if empty.any():
-            extra = np.flatnonzero(empty)
-            rows = np.concatenate([rows, extra])
-            values = pa.concat_arrays(
-                [values.cast(pa.string()), pa.array([default] * extra.size, pa.string())]
-            )
-            order = np.argsort(rows, kind="stable")
-            rows, values = rows[order], values.take(pa.array(order))
+    if default is not None and (filled := _fill_empty_rows(rows, n)) is not None:
+        rows, order, added = filled
+        values = pa.concat_arrays([values.cast(pa.string()), pa.array([default] * added, pa.string())])
+        values = values.take(pa.array(order))
     ids, present, bad = map_ids(values, dataclasses.replace(f.mapping, default_value=None), column)
     if bad is not None:
         bad = BadRows(
