@@ -20,7 +20,7 @@ from typing import Any
 
 from recpipe.config.features import sub_feature_key
 from recpipe.tzrec.problems import Findings
-from recpipe.tzrec.value_features import VALUE_FEATURES, map_value_feature, side_reason
+from recpipe.tzrec.value_features import VALUE_FEATURES, dense_emb, map_value_feature, side_reason
 
 # recpipe reads the column an expression names; inputs computed by other features or constants are
 # TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
@@ -197,7 +197,7 @@ def _raw(
                 "autodis / mlp embed a dense value; a feature with boundaries is bucketized into a table",
             )
     elif cfg.WhichOneof("dense_emb") is not None:
-        _dense_emb(cfg, out, path, found)
+        dense_emb("raw feature", cfg, out, path, found)
     elif cfg.HasField("embedding_dim"):
         found.note(
             f"{path}.embedding_dim",
@@ -229,23 +229,6 @@ def _raw(
     else:
         _default(cfg, out, "default", path, found, encoded)
     return out
-
-
-def _dense_emb(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
-    """``autodis {num_channels temperature keep_prob}`` / ``mlp {}`` (docs/source/feature/autodis.md,
-    feature.md RawFeature): the dense value embedded to ``embedding_dim`` in the model."""
-    kind = cfg.WhichOneof("dense_emb")
-    if not cfg.embedding_dim:
-        found.problem(path, f"raw feature {cfg.feature_name!r} has {kind} but no embedding_dim")
-    out["embedding_dim"] = cfg.embedding_dim
-    if kind == "mlp":
-        out["mlp"] = {}
-        return
-    a = cfg.autodis
-    out["autodis"] = {"num_channels": a.num_channels}
-    for key in ("temperature", "keep_prob"):
-        if a.HasField(key):
-            out["autodis"][key] = getattr(a, key)
 
 
 def map_features(

@@ -153,7 +153,7 @@ def map_value_feature(
                 "autodis / mlp embed a dense value; an id output (boundaries or a mapping) looks up a table",
             )
     elif cfg.WhichOneof("dense_emb") is not None:
-        _dense_emb(kind, cfg, out, path, found)
+        dense_emb(kind, cfg, out, path, found)
     elif cfg.HasField("embedding_dim"):
         found.note(
             f"{path}.embedding_dim", f"ignored: {kind} without boundaries or a mapping is a dense value"
@@ -174,10 +174,10 @@ def map_value_feature(
     return out
 
 
-def _dense_emb(kind: str, cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
-    """``autodis {num_channels temperature keep_prob}`` / ``mlp {}`` of a dense value feature (feature.proto's
-    ``dense_emb``, as a raw feature's: docs/source/feature/autodis.md): the value embedded to ``embedding_dim``
-    in the model."""
+def dense_emb(kind: str, cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
+    """``autodis {num_channels temperature keep_prob}`` / ``mlp {}`` of a raw or dense value feature
+    (feature.proto's ``dense_emb``; docs/source/feature/autodis.md, feature.md RawFeature): the value embedded
+    to ``embedding_dim`` in the model. ``kind`` names the feature in a problem (``"raw feature"``)."""
     emb = cfg.WhichOneof("dense_emb")
     if not cfg.embedding_dim:
         found.problem(path, f"{kind} {cfg.feature_name!r} has {emb} but no embedding_dim")
