@@ -144,10 +144,9 @@ def _zch(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[
     return given or ["hash_bucket_size"]
 
 
-def _default(cfg: Any, out: dict[str, Any], key: str, path: str, found: Findings, encoded: bool) -> None:
-    """``default_value`` is applied by FG, before bucketizing (docs/source/feature/feature.md); FG_NONE input
-    already holds it, and ``fg_encoded_default_value`` fills nulls of the encoded column instead. ``key`` is
-    ``default_value`` (an id feature's text) or ``default`` (a raw feature's number)."""
+def _default_field(cfg: Any, path: str, found: Findings, encoded: bool) -> str:
+    """The default's field: ``fg_encoded_default_value`` for FG_NONE input, else ``default_value``; the other
+    one, when set, is noted as ignored."""
     field = "fg_encoded_default_value" if encoded else "default_value"
     other = "default_value" if encoded else "fg_encoded_default_value"
     if cfg.HasField(other):
@@ -155,6 +154,14 @@ def _default(cfg: Any, out: dict[str, Any], key: str, path: str, found: Findings
             "FG_NONE input already holds FG's defaults" if encoded else "it fills nulls of FG_NONE input only"
         )
         found.note(f"{path}.{other}", f"ignored: {why}")
+    return field
+
+
+def _default(cfg: Any, out: dict[str, Any], key: str, path: str, found: Findings, encoded: bool) -> None:
+    """``default_value`` is applied by FG, before bucketizing (docs/source/feature/feature.md); FG_NONE input
+    already holds it, and ``fg_encoded_default_value`` fills nulls of the encoded column instead. ``key`` is
+    ``default_value`` (an id feature's text) or ``default`` (a raw feature's number)."""
+    field = _default_field(cfg, path, found, encoded)
     if not cfg.HasField(field):
         return
     value = getattr(cfg, field)
@@ -495,13 +502,7 @@ def _raw_vector(
             "not supported yet",
         )
         return
-    field = "fg_encoded_default_value" if encoded else "default_value"
-    other = "default_value" if encoded else "fg_encoded_default_value"
-    if cfg.HasField(other):
-        why = (
-            "FG_NONE input already holds FG's defaults" if encoded else "it fills nulls of FG_NONE input only"
-        )
-        found.note(f"{path}.{other}", f"ignored: {why}")
+    field = _default_field(cfg, path, found, encoded)
     text = getattr(cfg, field)
     if not cfg.HasField(field) or not text:
         return
