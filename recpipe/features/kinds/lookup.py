@@ -29,17 +29,15 @@ from recpipe.features.columns import BadRows
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
 from recpipe.features.kinds.values import (
     as_text,
-    bucket_out,
     build_value,
-    dense_out,
+    combined_dense,
     find_first,
     id_out,
     joint_codes,
     kv_pairs,
     merge_bad_rows,
     multi_values,
-    numbers,
-    reduce_rows,
+    number_buckets,
     value_needs,
 )
 from recpipe.features.spec import DenseFeature, SparseFeature
@@ -82,19 +80,12 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
             text = pc.binary_join_element_wise(keys.cast(pa.string()), text, "_")
         ids, lengths, id_bad = id_out(f, rows, text, n, f.column)
         return ids, lengths, merge_bad_rows([bad, id_bad])
-    x, keep, num_bad = numbers(values, rows, f.column, f"the value of a key of feature {f.name!r}")
-    rows, x = rows[keep], x[keep]
-    if f.params["combiner"]:
-        combined, has = reduce_rows(rows, x, n, f.params["combiner"])
-        rows, x = np.flatnonzero(has), combined[has]
-    return bucket_out(f, rows, x, n, merge_bad_rows([bad, num_bad]))
+    return number_buckets(f, rows, values, n, bad, f"the value of a key of feature {f.name!r}")
 
 
 def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
     rows, _, values, bad = found(d, batch)
-    x, keep, num_bad = numbers(values, rows, d.column, f"the value of a key of feature {d.name!r}")
-    combined, has = reduce_rows(rows[keep], x[keep], batch.num_rows, d.params["combiner"])
-    return dense_out(d, combined, has, [b for b in (bad, num_bad) if b is not None])
+    return combined_dense(d, rows, values, batch.num_rows, bad, f"the value of a key of feature {d.name!r}")
 
 
 def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:

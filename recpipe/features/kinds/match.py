@@ -31,17 +31,15 @@ from recpipe.features.columns import BadRows, as_numpy
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
 from recpipe.features.kinds.values import (
     as_text,
-    bucket_out,
     build_value,
     combine_codes,
-    dense_out,
+    combined_dense,
     id_out,
     is_list,
     joint_codes,
     kv_pairs,
     merge_bad_rows,
-    numbers,
-    reduce_rows,
+    number_buckets,
     value_needs,
 )
 from recpipe.features.spec import DenseFeature, SparseFeature
@@ -129,16 +127,12 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
             text = pc.binary_join_element_wise(*parts, text, "_")
         ids, lengths, id_bad = id_out(f, rows, text, n, f.column)
         return ids, lengths, merge_bad_rows([bad, id_bad])
-    x, keep, num_bad = numbers(values, rows, f.column, f"a value of feature {f.name!r}")
-    combined, has = reduce_rows(rows[keep], x[keep], n, f.params["combiner"])
-    return bucket_out(f, np.flatnonzero(has), combined[has], n, merge_bad_rows([bad, num_bad]))
+    return number_buckets(f, rows, values, n, bad, f"a value of feature {f.name!r}")
 
 
 def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
     rows, _, _, values, bad = matched(d, batch)
-    x, keep, num_bad = numbers(values, rows, d.column, f"a value of feature {d.name!r}")
-    combined, has = reduce_rows(rows[keep], x[keep], batch.num_rows, d.params["combiner"])
-    return dense_out(d, combined, has, [b for b in (bad, num_bad) if b is not None])
+    return combined_dense(d, rows, values, batch.num_rows, bad, f"a value of feature {d.name!r}")
 
 
 def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:

@@ -348,6 +348,30 @@ def numbers(
     return x, keep, bad
 
 
+def number_buckets(
+    f: SparseFeature, rows: np.ndarray, values: pa.Array, n: int, bad: BadRows | None, what: str
+) -> SparseOut:
+    """Bucket ids of ``values`` read as numbers at sorted ``rows`` (text that is not a number a bad row of
+    ``f.column``, ``what`` naming it): one a value, or with ``f.params["combiner"]`` one a row, their
+    combination. ``bad`` are the rows the input already found bad (kinds ``lookup``, ``match``)."""
+    x, keep, num_bad = numbers(values, rows, f.column, what)
+    rows, x = rows[keep], x[keep]
+    if f.params["combiner"]:
+        combined, has = reduce_rows(rows, x, n, f.params["combiner"])
+        rows, x = np.flatnonzero(has), combined[has]
+    return bucket_out(f, rows, x, n, merge_bad_rows([bad, num_bad]))
+
+
+def combined_dense(
+    d: DenseFeature, rows: np.ndarray, values: pa.Array, n: int, bad: BadRows | None, what: str
+) -> DenseOut:
+    """The dense column of ``values`` read as numbers at sorted ``rows``, combined per row by
+    ``d.params["combiner"]`` (a row without one takes the default); as :func:`number_buckets` otherwise."""
+    x, keep, num_bad = numbers(values, rows, d.column, what)
+    combined, has = reduce_rows(rows[keep], x[keep], n, d.params["combiner"])
+    return dense_out(d, combined, has, [b for b in (bad, num_bad) if b is not None])
+
+
 def merge_bad_rows(bads: list[BadRows | None]) -> BadRows | None:
     """One BadRows of several checks, for a pooled key's single one: every row of them all (so skipping
     drops each), named by the check with the first bad row (so an error names the first)."""
