@@ -29,6 +29,23 @@ class BadRows:
     arr_rows: np.ndarray | None = None  # position in ``arr`` of each bad row (default: the row itself)
 
 
+# The largest magnitude below which every integral float64 is an exact int64.
+MAX_EXACT_INT = 2.0**63
+
+
+def integral_ids(arr: pa.Array) -> pa.Array | None:
+    """A float column as int64 ids when every value is integral (``123.0`` is id 123; NaN and null are null),
+    else None (the raw-value contract's ``123 == "123" == 123.0``)."""
+    x = arr.to_numpy(zero_copy_only=False)
+    present = ~np.isnan(x)
+    v = x[present]
+    if not np.all((v == np.floor(v)) & (np.abs(v) < MAX_EXACT_INT)):
+        return None
+    out = np.zeros(len(x), np.int64)
+    out[present] = v.astype(np.int64)
+    return pa.array(out, mask=~present)
+
+
 def as_numpy(arr: pa.Array) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from recpipe.features.columns import MAX_EXACT_INT, integral_ids
 from recpipe.features.kinds.base import ColumnKind
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec
@@ -39,7 +39,6 @@ _NATURAL: dict[str, pa.DataType] = {
     "sequence": pa.string(),
     "text": pa.string(),
 }
-_MAX_EXACT_INT = 2.0**63
 
 
 def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, ColumnKind]:
@@ -107,14 +106,8 @@ def normalize_column(arr: pa.Array, kind: ColumnKind) -> pa.Array:
 def _float_ids(arr: pa.Array) -> pa.Array:
     """Integral floats → int64 (``123.0`` is id 123); any other float → its text, which a mod mapping
     refuses as a bad id and a hash mapping hashes as a category of its own."""
-    x = arr.to_numpy(zero_copy_only=False)
-    present = ~np.isnan(x)
-    v = x[present]
-    if np.all((v == np.floor(v)) & (np.abs(v) < _MAX_EXACT_INT)):
-        out = np.zeros(len(x), np.int64)
-        out[present] = v.astype(np.int64)
-        return pa.array(out, mask=~present)
-    return pc.cast(arr, pa.string())
+    ids = integral_ids(arr)
+    return ids if ids is not None else pc.cast(arr, pa.string())
 
 
 def to_arrow(rows: Any) -> pa.Table:
@@ -154,6 +147,6 @@ def _as_text(v: Any) -> str | None:
 
     if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
         return None
-    if isinstance(v, float) and v == math.floor(v) and abs(v) < _MAX_EXACT_INT:
+    if isinstance(v, float) and v == math.floor(v) and abs(v) < MAX_EXACT_INT:
         return str(int(v))
     return str(v)

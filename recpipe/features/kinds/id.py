@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from recpipe.config.features import MULTI_VALUE_SEPARATOR, IdFeatureConfig, SubFeatureConfig
-from recpipe.features.columns import BadRows, as_numpy, is_string, map_ids
+from recpipe.features.columns import BadRows, as_numpy, integral_ids, is_string, map_ids
 from recpipe.features.hashing import to_string_array
 from recpipe.features.kinds.base import (
     ANY,
@@ -39,8 +39,6 @@ from recpipe.features.kinds.base import (
     SpecParts,
 )
 from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
-
-_MAX_EXACT_INT = 2.0**63
 
 
 def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -> IdMapping:
@@ -161,13 +159,9 @@ def _list_values(values: pa.Array) -> pa.Array:
     if is_string(values.type):
         values = pc.if_else(pc.equal(values, ""), pa.scalar(None, values.type), values)
     elif pa.types.is_floating(values.type):
-        x = values.to_numpy(zero_copy_only=False)
-        present = ~np.isnan(x)
-        v = x[present]
-        if np.all((v == np.floor(v)) & (np.abs(v) < _MAX_EXACT_INT)):
-            out = np.zeros(len(x), np.int64)
-            out[present] = v.astype(np.int64)
-            values = pa.array(out, mask=~present)
+        ids = integral_ids(values)
+        if ids is not None:
+            values = ids
         else:
             values = pc.if_else(pc.is_nan(values), pa.scalar(None, values.type), values)
             values = pc.cast(values, pa.string())
