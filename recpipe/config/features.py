@@ -219,6 +219,18 @@ class MlpEmbeddingConfig(Strict):
     """TorchEasyRec's ``mlp {}`` of a raw feature: no settings."""
 
 
+def dense_embedding_settings(
+    autodis: AutoDisConfig | None, mlp: MlpEmbeddingConfig | None, dim: int
+) -> dict[str, Any] | None:
+    """A DenseFeature's ``embedding`` settings from a section's ``autodis`` / ``mlp`` (a raw feature's, a value
+    feature's), or None when it has neither."""
+    if autodis is not None:
+        return {"type": "autodis", "dim": dim, **autodis.model_dump()}
+    if mlp is not None:
+        return {"type": "mlp", "dim": dim}
+    return None
+
+
 class RawFeatureConfig(_TableMixin, FeatureSection):
     kind: Literal["raw"]
     # The value as an embedding_dim-wide embedding in the model (its group reads the embedding): AutoDis, or
@@ -228,11 +240,7 @@ class RawFeatureConfig(_TableMixin, FeatureSection):
 
     def dense_embedding(self) -> dict[str, Any] | None:
         """The DenseFeature's ``embedding`` settings, or None."""
-        if self.autodis is not None:
-            return {"type": "autodis", "dim": self.embedding_dim, **self.autodis.model_dump()}
-        if self.mlp is not None:
-            return {"type": "mlp", "dim": self.embedding_dim}
-        return None
+        return dense_embedding_settings(self.autodis, self.mlp, self.embedding_dim)
 
     @model_validator(mode="after")
     def _dense_embedding(self) -> RawFeatureConfig:
@@ -445,11 +453,7 @@ class _ValueOutputMixin(_TableMixin):
 
     def dense_embedding(self) -> dict[str, Any] | None:
         """The DenseFeature's ``embedding`` settings, or None."""
-        if self.autodis is not None:
-            return {"type": "autodis", "dim": self.embedding_dim, **self.autodis.model_dump()}
-        if self.mlp is not None:
-            return {"type": "mlp", "dim": self.embedding_dim}
-        return None
+        return dense_embedding_settings(self.autodis, self.mlp, self.embedding_dim)
 
     def mapping_field(self) -> str | None:
         """The id mapping the value is mapped by (lookup, match), else None."""
