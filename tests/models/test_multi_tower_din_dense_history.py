@@ -13,12 +13,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
+from stage_flow import export_with_parity, train_and_evaluate, write_splits
 
 from recpipe.auc import binary_auc
 from recpipe.eval.metrics import sigmoid
 from recpipe.export.loaders import load_backend
-from recpipe.stages import evaluate, export, train
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 3000, 600, 200
 BACKENDS = ("jit", "onnx", "rtp")
@@ -96,33 +95,18 @@ def rows(n: int, seed: int) -> pa.Table:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("dense_history")
-    for name, table in (("train", rows(TRAIN_ROWS, 1)), ("eval", rows(EVAL_ROWS, 2))):
-        (root / name).mkdir()
-        pq.write_table(table, root / name / "part-00000.parquet")
-    (root / "config.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
-    return {"config": str(root / "config.yaml"), "train": str(root / "train"), "eval": str(root / "eval")}
+    return write_splits(
+        tmp_path_factory.mktemp("dense_history"), rows(TRAIN_ROWS, 1), rows(EVAL_ROWS, 2), CONFIG
+    )
 
 
 @pytest.mark.slow
 def test_dense_history_din_trains_exports_and_serves(data: dict[str, str], tmp_path: Path) -> None:
-    checkpoint = tmp_path / "train"
-    train.run(
-        config_path=data["config"], train_dir=data["train"], eval_dir=data["eval"], out_dir=str(checkpoint)
-    )
-    report = evaluate.run(checkpoint=str(checkpoint), data_dir=data["eval"], out=str(tmp_path / "eval.json"))
+    checkpoint, report = train_and_evaluate(data, tmp_path)
     assert report.rows == EVAL_ROWS
     assert report.auc > 0.6  # the label follows recent clicks of the candidate: the histories were read
 
-    exported = export.run(
-        checkpoint=str(checkpoint),
-        backends=",".join(BACKENDS),
-        out_dir=str(tmp_path / "export"),
-        data_uri=data["eval"],
-    )
-    assert exported.ok and sorted(exported.backends) == sorted(BACKENDS)
-    for name, b in exported.backends.items():
-        assert b.status == "ok" and b.parity.passed and b.max_abs_logit_diff < 1e-4, name
+    export_with_parity(checkpoint, BACKENDS, tmp_path / "export", data["eval"])
 
     rtp_dir = tmp_path / "export" / "rtp"
     (folder,) = (tmp_path / "export").glob("versions/*/rtp")

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-import yaml
+from stage_flow import export_with_parity, train_and_evaluate, write_splits
 
 from recpipe.batch import to_batch
 from recpipe.config import parse_config
@@ -27,7 +27,6 @@ from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec, FeatureSpecError
 from recpipe.models.multi_tower_din.dense import PadQuery, query_permutation
 from recpipe.models.registry import build_model
-from recpipe.stages import evaluate, export, train
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 3000, 600, 100
 BACKENDS = ("jit", "onnx", "rtp")
@@ -151,33 +150,18 @@ def test_the_attention_reads_the_query_in_the_groups_order(tmp_path: Path) -> No
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("dense_query")
-    for name, table in (("train", rows(TRAIN_ROWS, 1)), ("eval", rows(EVAL_ROWS, 2))):
-        (root / name).mkdir()
-        pq.write_table(table, root / name / "part-00000.parquet")
-    (root / "config.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
-    return {"config": str(root / "config.yaml"), "train": str(root / "train"), "eval": str(root / "eval")}
+    return write_splits(
+        tmp_path_factory.mktemp("dense_query"), rows(TRAIN_ROWS, 1), rows(EVAL_ROWS, 2), CONFIG
+    )
 
 
 @pytest.mark.slow
 def test_dense_query_din_trains_exports_and_serves(data: dict[str, str], tmp_path: Path) -> None:
-    checkpoint = tmp_path / "train"
-    train.run(
-        config_path=data["config"], train_dir=data["train"], eval_dir=data["eval"], out_dir=str(checkpoint)
-    )
-    report = evaluate.run(checkpoint=str(checkpoint), data_dir=data["eval"], out=str(tmp_path / "eval.json"))
+    checkpoint, report = train_and_evaluate(data, tmp_path)
     assert report.rows == EVAL_ROWS
     assert report.auc > 0.6
 
-    exported = export.run(
-        checkpoint=str(checkpoint),
-        backends=",".join(BACKENDS),
-        out_dir=str(tmp_path / "export"),
-        data_uri=data["eval"],
-    )
-    assert exported.ok and sorted(exported.backends) == sorted(BACKENDS)
-    for name, b in exported.backends.items():
-        assert b.status == "ok" and b.parity.passed and b.max_abs_logit_diff < 1e-4, name
+    export_with_parity(checkpoint, BACKENDS, tmp_path / "export", data["eval"])
 
     table = pq.read_table(data["eval"])
     head = table.drop_columns(["label"]).slice(0, 40)
