@@ -94,6 +94,9 @@ class DataConfig(Strict):
     shuffle: bool = True
     shuffle_buffer_rows: int = Field(SHUFFLE_BUFFER_ROWS, ge=1)
     split: SplitConfig = Field(default_factory=SplitConfig)
+    # Which partitions of a partitioned source (hive-style dt=YYYYMMDD folders, ODPS partitions) to read:
+    # "dt=20260101..20260107", "dt=20260107", "latest", "last:7"; null: every partition.
+    partitions: str | None = None
     on_bad_row: Literal["error", "skip"] = "error"
     # Pre-encoded input (TorchEasyRec's fg_mode FG_NONE): each feature's column, named after it, already
     # holds FG's output: row ids in [0, buckets) (checked), bucket ids of bucketized raw features, dense values.
@@ -273,6 +276,9 @@ class TrainConfig(Strict):
     # "BF16" / "FP16"): parameters and optimizer states stay float32, no loss scaling (TorchEasyRec's without
     # grad_scaler); evaluation and export run in float32.
     mixed_precision: Literal["bf16", "fp16"] | None = None
+    # Warm start: "models:/NAME@champion" (a registered version) or a checkpoint folder; its dense and
+    # embedding weights, optimizer state and zch remaps seed this run (which trains on data.partitions).
+    init_from: str | None = None
     allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
     # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
     sharding: dict[str, Literal["table_wise", "row_wise", "column_wise", "data_parallel"]] = Field(
