@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from recpipe.features.columns import BadRows
-from recpipe.features.spec import DenseFeature, SequenceFeature, SparseFeature
+from recpipe.features.spec import DenseFeature, IdMapping, SequenceFeature, SparseFeature
 
 # How FG reads a raw input column (recpipe.features.raw.normalize: the raw-value contract): ids, numbers, a
 # history string, any other text.
@@ -49,6 +49,22 @@ class SpecParts:
     sparse: list[SparseFeature] = field(default_factory=list)
     dense: list[DenseFeature] = field(default_factory=list)
     sequences: list[SequenceFeature] = field(default_factory=list)
+
+    def add_table(self, f: Any, column: str, mapping: IdMapping, kind: str, **fields: Any) -> None:
+        """Append the sparse entry of config ``f`` (a feature, or a history's sub-feature) read from
+        ``column``: named after it, in its table (shared by ``embedding_name``) of its ``embedding_dim``;
+        ``fields`` are the other :class:`~recpipe.features.spec.SparseFeature` fields."""
+        self.sparse.append(
+            SparseFeature(
+                name=f.name,
+                column=column,
+                mapping=mapping,
+                table=f.embedding_name or f.name,
+                embedding_dim=f.embedding_dim,
+                kind=kind,
+                **fields,
+            )
+        )
 
 
 @dataclass

@@ -41,18 +41,14 @@ def build(f: BoolMaskFeatureConfig, parts: SpecParts) -> None:
             f"feature {f.name!r}: kind bool_mask reads its input columns; pre-encoded input (data.fg_encoded) "
             "holds FG's output, which kind id reads"
         )
-    parts.sparse.append(
-        SparseFeature(
-            name=f.name,
-            column=f.source_column,
-            mapping=value_mapping(f),
-            table=f.embedding_name or f.name,
-            embedding_dim=f.embedding_dim,
-            pooling=f.pooling,
-            kind="bool_mask",
-            inputs=[f.mask],
-            params={"separator": f.separator, "default_value": f.default_value},
-        )
+    parts.add_table(
+        f,
+        f.source_column,
+        value_mapping(f),
+        "bool_mask",
+        pooling=f.pooling,
+        inputs=[f.mask],
+        params={"separator": f.separator, "default_value": f.default_value},
     )
 
 

@@ -55,19 +55,8 @@ def build(f: ComboFeatureConfig, parts: SpecParts) -> None:
         mapping, column, inputs, kind = IdMapping("identity", f.hash_bucket_size), f.name, [], "id"
     else:
         mapping, column, inputs, kind = id_mapping(f), f.columns[0], list(f.columns[1:]), "combo"
-    parts.sparse.append(
-        SparseFeature(
-            name=f.name,
-            column=column,
-            mapping=mapping,
-            table=f.embedding_name or f.name,
-            embedding_dim=f.embedding_dim,
-            pooling=f.pooling,
-            **zch_settings(f),
-            kind=kind,
-            inputs=inputs,
-            params=multi_params(f),
-        )
+    parts.add_table(
+        f, column, mapping, kind, pooling=f.pooling, **zch_settings(f), inputs=inputs, params=multi_params(f)
     )
 
 

@@ -27,26 +27,8 @@ import pyarrow as pa
 from recpipe.config.expr import CONSTANTS, Node, Parsed, parse_expression
 from recpipe.config.features import ExprFeatureConfig
 from recpipe.features.columns import BadRows, present_mask, to_float
-from recpipe.features.kinds.base import (
-    ANY,
-    NUMERIC,
-    ColumnKind,
-    DenseOut,
-    FeatureKind,
-    FitNeeds,
-    SparseOut,
-    SpecParts,
-)
-from recpipe.features.kinds.values import (
-    bucket_out,
-    build_value,
-    dense_out,
-    merge_bad_rows,
-    multi_values,
-    numbers,
-    reduce_rows,
-    value_needs,
-)
+from recpipe.features.kinds import base as kinds
+from recpipe.features.kinds import values as vals
 from recpipe.features.spec import DenseFeature, SparseFeature
 
 EARTH_RADIUS_KM = 6371.0
@@ -57,7 +39,7 @@ def parsed(expression: str) -> Parsed:
     return parse_expression(expression)
 
 
-def build(f: ExprFeatureConfig, parts: SpecParts) -> None:
+def build(f: ExprFeatureConfig, parts: kinds.SpecParts) -> None:
     variables = f.input_columns()
     params = {
         "expression": f.expression,
@@ -65,11 +47,11 @@ def build(f: ExprFeatureConfig, parts: SpecParts) -> None:
         "separator": f.separator,
         "fill_missing": f.fill_missing,
     }
-    build_value(f, parts, "expr", variables[0], variables[1:], params)
+    vals.build_value(f, parts, "expr", variables[0], variables[1:], params)
 
 
-def needs(f: ExprFeatureConfig) -> FitNeeds:
-    return value_needs(f)
+def needs(f: ExprFeatureConfig) -> kinds.FitNeeds:
+    return vals.value_needs(f)
 
 
 class _Vector:
@@ -94,8 +76,8 @@ def evaluate(
     for name in e.params["variables"]:
         arr = batch.column(name)
         if name in p.vectors:
-            rows, items = multi_values(arr, e.params["separator"], name)
-            x, keep, bad = numbers(items, rows, name, f"an item of vector {name!r}")
+            rows, items = vals.multi_values(arr, e.params["separator"], name)
+            x, keep, bad = vals.numbers(items, rows, name, f"an item of vector {name!r}")
             if bad is not None:
                 bads.append(bad)
             vec = _Vector(rows[keep], x[keep], n)
@@ -189,7 +171,7 @@ class _Eval:
             if name == "len":
                 return v.count.astype(np.float64)
             if name in ("reduce_sum", "reduce_mean", "reduce_min", "reduce_max"):
-                return reduce_rows(v.rows, v.values, n, name.removeprefix("reduce_"))[0]
+                return vals.reduce_rows(v.rows, v.values, n, name.removeprefix("reduce_"))[0]
             if name == "reduce_prod":
                 out = np.ones(n)
                 starts = v.start[v.count > 0]
@@ -201,7 +183,7 @@ class _Eval:
                 return total
             if name == "l2_norm":
                 return np.sqrt(total)
-            mean = reduce_rows(v.rows, v.values, n, "mean")[0]
+            mean = vals.reduce_rows(v.rows, v.values, n, "mean")[0]
             dev = np.bincount(v.rows, weights=(v.values - mean[v.rows]) ** 2, minlength=n)[:n]
             var = dev / (v.count if name in ("variance", "std_dev") else v.count - 1)
             return np.sqrt(var) if name.endswith("std_dev") else var
@@ -316,25 +298,29 @@ _VECTOR_REDUCE = {
 }
 
 
-def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
+def sparse(f: SparseFeature, batch: pa.RecordBatch) -> kinds.SparseOut:
     value, has, bads = evaluate(f, batch)
-    return bucket_out(f, np.flatnonzero(has), value[has], batch.num_rows, merge_bad_rows(list(bads)))
+    return vals.bucket_out(
+        f, np.flatnonzero(has), value[has], batch.num_rows, vals.merge_bad_rows(list(bads))
+    )
 
 
-def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
+def dense(d: DenseFeature, batch: pa.RecordBatch) -> kinds.DenseOut:
     value, has, bads = evaluate(d, batch)
-    return dense_out(d, value, has, bads)
+    return vals.dense_out(d, value, has, bads)
 
 
-def inputs(e: SparseFeature | DenseFeature) -> dict[str, tuple[ColumnKind, str]]:
+def inputs(e: SparseFeature | DenseFeature) -> dict[str, tuple[kinds.ColumnKind, str]]:
     vectors = parsed(e.params["expression"]).vectors
-    return {v: (("text", ANY) if v in vectors else ("float", NUMERIC)) for v in e.params["variables"]}
+    return {
+        v: (("text", kinds.ANY) if v in vectors else ("float", kinds.NUMERIC)) for v in e.params["variables"]
+    }
 
 
-def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:
+def column(e: SparseFeature | DenseFeature) -> tuple[kinds.ColumnKind, str]:
     return inputs(e)[e.column]
 
 
-KIND = FeatureKind(
+KIND = kinds.FeatureKind(
     name="expr", build=build, column=column, inputs=inputs, needs=needs, sparse=sparse, dense=dense
 )

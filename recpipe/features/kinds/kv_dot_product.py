@@ -29,31 +29,18 @@ import pyarrow as pa
 
 from recpipe.config.features import KvDotProductFeatureConfig
 from recpipe.features.columns import BadRows, is_string
+from recpipe.features.kinds import values as vals
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
-from recpipe.features.kinds.values import (
-    as_text,
-    bucket_out,
-    build_value,
-    dense_out,
-    find_first,
-    is_list,
-    joint_codes,
-    kv_pairs,
-    merge_bad_rows,
-    multi_values,
-    numbers,
-    value_needs,
-)
 from recpipe.features.spec import DenseFeature, SparseFeature
 
 
 def build(f: KvDotProductFeatureConfig, parts: SpecParts) -> None:
     params = {"separator": f.separator, "kv_delimiter": f.kv_delimiter}
-    build_value(f, parts, "kv_dot_product", f.query, [f.document], params)
+    vals.build_value(f, parts, "kv_dot_product", f.query, [f.document], params)
 
 
 def needs(f: KvDotProductFeatureConfig) -> FitNeeds:
-    return value_needs(f)
+    return vals.value_needs(f)
 
 
 def entries(
@@ -62,13 +49,13 @@ def entries(
     """(row, key as text, weight) of every entry of one side; a bare key weighs 1."""
     t = arr.type
     keyed = is_string(t) or pa.types.is_map(t)
-    if is_list(t) and not pa.types.is_map(t):
+    if vals.is_list(t) and not pa.types.is_map(t):
         keyed = is_string(t.value_type) or pa.types.is_struct(t.value_type)
     if not keyed:  # ids: a list of numbers, or one per row
-        rows, items = multi_values(arr, sep, column)
-        return rows, as_text(items), np.ones(rows.size, np.float64), []
-    rows, keys, values, bad = kv_pairs(arr, sep, kv, column, bare_value="1")
-    x, keep, num_bad = numbers(values, rows, column, what)
+        rows, items = vals.multi_values(arr, sep, column)
+        return rows, vals.as_text(items), np.ones(rows.size, np.float64), []
+    rows, keys, values, bad = vals.kv_pairs(arr, sep, kv, column, bare_value="1")
+    x, keep, num_bad = vals.numbers(values, rows, column, what)
     bads = [b for b in (bad, num_bad) if b is not None]
     if not keep.all():  # a null value (a map's null item) is no entry
         mask = pa.array(keep)
@@ -92,13 +79,13 @@ def dot(
     what = f"the value of a key of feature {e.name!r}"
     qrows, qkeys, qx, qbad = entries(batch.column(e.column), sep, kv, e.column, what)
     drows, dkeys, dx, dbad = entries(batch.column(doc), sep, kv, doc, what)
-    qcodes, dcodes = joint_codes([qkeys, dkeys])
+    qcodes, dcodes = vals.joint_codes([qkeys, dkeys])
     width = int(max(qcodes.max(initial=0), dcodes.max(initial=0))) + 1
     q = _first_per_key(qrows, qcodes, width)
     d = _first_per_key(drows, dcodes, width)
     qrows, qcodes, qx = qrows[q], qcodes[q], qx[q]
     drows, dcodes, dx = drows[d], dcodes[d], dx[d]
-    pos = find_first(drows * width + dcodes, qrows * width + qcodes)
+    pos = vals.find_first(drows * width + dcodes, qrows * width + qcodes)
     hit = pos >= 0
     out = np.bincount(qrows[hit], weights=qx[hit] * dx[pos[hit]], minlength=n)[:n]
     has = (np.bincount(qrows, minlength=n)[:n] > 0) & (np.bincount(drows, minlength=n)[:n] > 0)
@@ -109,12 +96,12 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     n = batch.num_rows
     x, has, bads = dot(f, batch)
     rows = np.flatnonzero(has)
-    return bucket_out(f, rows, x[rows], n, merge_bad_rows(bads))
+    return vals.bucket_out(f, rows, x[rows], n, vals.merge_bad_rows(bads))
 
 
 def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
     x, has, bads = dot(d, batch)
-    return dense_out(d, x, has, bads)
+    return vals.dense_out(d, x, has, bads)
 
 
 # Read as ids: a key set of ids in a float column (pandas with NaN) is ids, ``7.0`` the key ``"7"``.

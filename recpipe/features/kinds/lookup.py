@@ -26,20 +26,8 @@ import pyarrow.compute as pc
 
 from recpipe.config.features import LookupFeatureConfig
 from recpipe.features.columns import BadRows
+from recpipe.features.kinds import values as vals
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
-from recpipe.features.kinds.values import (
-    as_text,
-    build_value,
-    combined_dense,
-    find_first,
-    id_out,
-    joint_codes,
-    kv_pairs,
-    merge_bad_rows,
-    multi_values,
-    number_buckets,
-    value_needs,
-)
 from recpipe.features.spec import DenseFeature, SparseFeature
 
 PAIR_SEPARATOR = "\x1d"
@@ -48,11 +36,11 @@ KV_SEPARATOR = ":"
 
 def build(f: LookupFeatureConfig, parts: SpecParts) -> None:
     params = {"separator": f.separator, "combiner": f.combiner, "need_key": f.need_key}
-    build_value(f, parts, "lookup", f.map, [f.key], params)
+    vals.build_value(f, parts, "lookup", f.map, [f.key], params)
 
 
 def needs(f: LookupFeatureConfig) -> FitNeeds:
-    return value_needs(f)
+    return vals.value_needs(f)
 
 
 def found(
@@ -60,12 +48,12 @@ def found(
 ) -> tuple[np.ndarray, pa.Array, pa.Array, BadRows | None]:
     """(row, key, value) of every key found in its row's map, rows in order."""
     key_column = e.inputs[0]
-    mrows, mkeys, mvalues, bad = kv_pairs(batch.column(e.column), PAIR_SEPARATOR, KV_SEPARATOR, e.column)
-    qrows, qkeys = multi_values(batch.column(key_column), e.params["separator"], key_column)
-    qkeys = as_text(qkeys)
-    mcode, qcode = joint_codes([mkeys, qkeys])
+    mrows, mkeys, mvalues, bad = vals.kv_pairs(batch.column(e.column), PAIR_SEPARATOR, KV_SEPARATOR, e.column)
+    qrows, qkeys = vals.multi_values(batch.column(key_column), e.params["separator"], key_column)
+    qkeys = vals.as_text(qkeys)
+    mcode, qcode = vals.joint_codes([mkeys, qkeys])
     width = int(max(mcode.max(initial=0), qcode.max(initial=0))) + 1
-    pos = find_first(mrows * width + mcode, qrows * width + qcode)
+    pos = vals.find_first(mrows * width + mcode, qrows * width + qcode)
     hit = pos >= 0
     take = pa.array(pos[hit])
     return qrows[hit], qkeys.filter(pa.array(hit)), mvalues.take(take), bad
@@ -75,17 +63,19 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     n = batch.num_rows
     rows, keys, values, bad = found(f, batch)
     if f.boundaries is None:
-        text = as_text(values)
+        text = vals.as_text(values)
         if f.params["need_key"]:
             text = pc.binary_join_element_wise(keys.cast(pa.string()), text, "_")
-        ids, lengths, id_bad = id_out(f, rows, text, n, f.column)
-        return ids, lengths, merge_bad_rows([bad, id_bad])
-    return number_buckets(f, rows, values, n, bad, f"the value of a key of feature {f.name!r}")
+        ids, lengths, id_bad = vals.id_out(f, rows, text, n, f.column)
+        return ids, lengths, vals.merge_bad_rows([bad, id_bad])
+    return vals.number_buckets(f, rows, values, n, bad, f"the value of a key of feature {f.name!r}")
 
 
 def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
     rows, _, values, bad = found(d, batch)
-    return combined_dense(d, rows, values, batch.num_rows, bad, f"the value of a key of feature {d.name!r}")
+    return vals.combined_dense(
+        d, rows, values, batch.num_rows, bad, f"the value of a key of feature {d.name!r}"
+    )
 
 
 def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:

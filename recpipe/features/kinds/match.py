@@ -28,20 +28,8 @@ import pyarrow.compute as pc
 from recpipe.config.features import MATCH_ALL, MatchFeatureConfig
 from recpipe.data.types import DataError
 from recpipe.features.columns import BadRows, as_numpy
+from recpipe.features.kinds import values as vals
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
-from recpipe.features.kinds.values import (
-    as_text,
-    build_value,
-    combine_codes,
-    combined_dense,
-    id_out,
-    is_list,
-    joint_codes,
-    kv_pairs,
-    merge_bad_rows,
-    number_buckets,
-    value_needs,
-)
 from recpipe.features.spec import DenseFeature, SparseFeature
 
 
@@ -54,30 +42,30 @@ def build(f: MatchFeatureConfig, parts: SpecParts) -> None:
         "show_skey": f.show_skey,
     }
     keys = [k for k in (f.pkey, f.skey) if k != MATCH_ALL]
-    build_value(f, parts, "match", f.nested_map, keys, params)
+    vals.build_value(f, parts, "match", f.nested_map, keys, params)
 
 
 def needs(f: MatchFeatureConfig) -> FitNeeds:
-    return value_needs(f)
+    return vals.value_needs(f)
 
 
 def entries(arr: pa.Array, column: str) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, BadRows | None]:
     """(row, primary key, secondary key, value) of every entry of a nested map column."""
-    rows, pkeys, inner, bad1 = kv_pairs(arr, "|", "^", column)
-    inner = as_text(inner)
-    outer, skeys, values, bad2 = kv_pairs(inner, ",", ":", column)
+    rows, pkeys, inner, bad1 = vals.kv_pairs(arr, "|", "^", column)
+    inner = vals.as_text(inner)
+    outer, skeys, values, bad2 = vals.kv_pairs(inner, ",", ":", column)
     if bad2 is not None:  # its rows are outer entries: back to batch rows
         bad2 = BadRows(
             rows[bad2.rows], column, "secondary key:value pairs separated by ','", bad2.arr, bad2.arr_rows
         )
-    return rows[outer], pkeys.take(pa.array(outer)), skeys, values, merge_bad_rows([bad1, bad2])
+    return rows[outer], pkeys.take(pa.array(outer)), skeys, values, vals.merge_bad_rows([bad1, bad2])
 
 
 def _key(batch: pa.RecordBatch, column: str) -> pa.Array:
     arr = batch.column(column)
-    if is_list(arr.type):
+    if vals.is_list(arr.type):
         raise DataError(f"column {column!r}: expected one key per row for a match feature, got {arr.type}")
-    return as_text(arr)
+    return vals.as_text(arr)
 
 
 def matched(
@@ -102,7 +90,7 @@ def matched(
         free = [keys.take(pa.array(idx)) for name, keys in (("pkey", pkeys), ("skey", skeys))]
         free = [k for k, name in zip(free, ("pkey", "skey")) if e.params[name] == MATCH_ALL]
         if free:
-            full = combine_codes(rows, *(joint_codes([k])[0] for k in free))
+            full = vals.combine_codes(rows, *(vals.joint_codes([k])[0] for k in free))
             _, first = np.unique(full, return_index=True)
             keep = np.sort(first)
         else:
@@ -122,17 +110,17 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
             for k, show in ((pkeys, f.params["show_pkey"]), (skeys, f.params["show_skey"]))
             if show
         ]
-        text = as_text(values)
+        text = vals.as_text(values)
         if parts:
             text = pc.binary_join_element_wise(*parts, text, "_")
-        ids, lengths, id_bad = id_out(f, rows, text, n, f.column)
-        return ids, lengths, merge_bad_rows([bad, id_bad])
-    return number_buckets(f, rows, values, n, bad, f"a value of feature {f.name!r}")
+        ids, lengths, id_bad = vals.id_out(f, rows, text, n, f.column)
+        return ids, lengths, vals.merge_bad_rows([bad, id_bad])
+    return vals.number_buckets(f, rows, values, n, bad, f"a value of feature {f.name!r}")
 
 
 def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
     rows, _, _, values, bad = matched(d, batch)
-    return combined_dense(d, rows, values, batch.num_rows, bad, f"a value of feature {d.name!r}")
+    return vals.combined_dense(d, rows, values, batch.num_rows, bad, f"a value of feature {d.name!r}")
 
 
 def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:

@@ -32,26 +32,17 @@ import numpy as np
 import pyarrow as pa
 
 from recpipe.config.features import OverlapFeatureConfig
+from recpipe.features.kinds import values as vals
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
-from recpipe.features.kinds.values import (
-    as_text,
-    bucket_out,
-    build_value,
-    dense_out,
-    find_first,
-    joint_codes,
-    multi_values,
-    value_needs,
-)
 from recpipe.features.spec import DenseFeature, SparseFeature
 
 
 def build(f: OverlapFeatureConfig, parts: SpecParts) -> None:
-    build_value(f, parts, "overlap", f.query, [f.title], {"method": f.method, "separator": f.separator})
+    vals.build_value(f, parts, "overlap", f.query, [f.title], {"method": f.method, "separator": f.separator})
 
 
 def needs(f: OverlapFeatureConfig) -> FitNeeds:
-    return value_needs(f)
+    return vals.value_needs(f)
 
 
 class _Terms:
@@ -68,16 +59,16 @@ def overlap(e: SparseFeature | DenseFeature, batch: pa.RecordBatch) -> np.ndarra
     """The method's value for every row of ``batch``."""
     n = batch.num_rows
     sep = e.params["separator"]
-    qrows, qitems = multi_values(batch.column(e.column), sep, e.column)
-    trows, titems = multi_values(batch.column(e.inputs[0]), sep, e.inputs[0])
-    qcodes, tcodes = joint_codes([as_text(qitems), as_text(titems)])
+    qrows, qitems = vals.multi_values(batch.column(e.column), sep, e.column)
+    trows, titems = vals.multi_values(batch.column(e.inputs[0]), sep, e.inputs[0])
+    qcodes, tcodes = vals.joint_codes([vals.as_text(qitems), vals.as_text(titems)])
     q, t = _Terms(qrows, qcodes, n), _Terms(trows, tcodes, n)
     width = int(max(qcodes.max(initial=0), tcodes.max(initial=0))) + 1
     method = e.params["method"]
     both = (q.count > 0) & (t.count > 0)
     if method in ("query_common_ratio", "title_common_ratio"):
         a, b = (q, t) if method == "query_common_ratio" else (t, q)
-        hit = find_first(b.rows * width + b.codes, a.rows * width + a.codes) >= 0
+        hit = vals.find_first(b.rows * width + b.codes, a.rows * width + a.codes) >= 0
         common = np.bincount(a.rows[hit], minlength=n)[:n]
         return np.where(both, common / np.maximum(a.count, 1), 0.0)
     if method == "is_equal":
@@ -118,7 +109,7 @@ def _term_groups(q: _Terms, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _occurrences(t: _Terms, group_keys: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """(group, title position) of every title term that is one of the query's terms, sorted by both."""
-    g = find_first(group_keys, t.rows * width + t.codes)
+    g = vals.find_first(group_keys, t.rows * width + t.codes)
     keep = g >= 0
     group, pos = g[keep], t.pos[keep]
     order = np.lexsort((pos, group))
@@ -205,12 +196,12 @@ def _distances(q: _Terms, t: _Terms, n: int, width: int, how: str) -> np.ndarray
 def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     x = overlap(f, batch)
     n = batch.num_rows
-    return bucket_out(f, np.arange(n), x, n)
+    return vals.bucket_out(f, np.arange(n), x, n)
 
 
 def dense(d: DenseFeature, batch: pa.RecordBatch) -> DenseOut:
     x = overlap(d, batch)
-    return dense_out(d, x, np.ones(batch.num_rows, bool), [])
+    return vals.dense_out(d, x, np.ones(batch.num_rows, bool), [])
 
 
 def column(e: SparseFeature | DenseFeature) -> tuple[ColumnKind, str]:

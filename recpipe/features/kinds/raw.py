@@ -67,29 +67,11 @@ def build(f: RawFeatureConfig, parts: SpecParts) -> None:
         )
     if parts.encoded and f.boundaries is not None:
         # FG_NONE: the column holds the bucket id FG computed from the boundaries: an id of kind "id".
-        parts.sparse.append(
-            SparseFeature(
-                name=f.name,
-                column=column,
-                mapping=IdMapping("identity", len(f.boundaries) + 1),
-                table=f.embedding_name or f.name,
-                embedding_dim=f.embedding_dim,
-                kind="id",
-            )
-        )
+        parts.add_table(f, column, IdMapping("identity", len(f.boundaries) + 1), "id")
     elif f.boundaries is not None or f.num_quantile_buckets is not None:
         bounds = list(f.boundaries) if f.boundaries is not None else []
-        parts.sparse.append(
-            SparseFeature(
-                name=f.name,
-                column=column,
-                mapping=IdMapping("identity", len(bounds) + 1),
-                table=f.embedding_name or f.name,
-                embedding_dim=f.embedding_dim,
-                boundaries=bounds,
-                raw_default=f.default,
-                kind="raw",
-            )
+        parts.add_table(
+            f, column, IdMapping("identity", len(bounds) + 1), "raw", boundaries=bounds, raw_default=f.default
         )
     else:
         log_offset, _ = parse_normalizer(f.normalizer)
@@ -118,18 +100,14 @@ def _build_vector(f: RawFeatureConfig, parts: SpecParts) -> None:
         params = _vector_params(f)
         if isinstance(f.default, list):
             params["default"] = defaults
-        parts.sparse.append(
-            SparseFeature(
-                name=f.name,
-                column=f.source_column,
-                mapping=IdMapping("identity", len(f.boundaries) + 1),
-                table=f.embedding_name or f.name,
-                embedding_dim=f.embedding_dim,
-                boundaries=list(f.boundaries),
-                raw_default=defaults[0],
-                kind="raw",
-                params=params,
-            )
+        parts.add_table(
+            f,
+            f.source_column,
+            IdMapping("identity", len(f.boundaries) + 1),
+            "raw",
+            boundaries=list(f.boundaries),
+            raw_default=defaults[0],
+            params=params,
         )
         return
     log_offset, _ = parse_normalizer(f.normalizer)

@@ -75,9 +75,13 @@ def sequence_ids(
         raise DataError(
             f"column {s.column!r}: expected a string column for sequence {s.name!r}, got {arr.type}"
         )
-    fast = _sequence_fast(arr, s, feats, n, values, lengths)
-    if fast is not None:
-        return fast
+    fast = _sequence_fast(arr, s, feats, n)
+    if fast is not None:  # every sub-feature's ids, one length per row for all, nothing truncated
+        kept = fast[1]
+        for key, v in zip(s.sub_features, fast[0]):
+            values[key] = v
+            lengths[key] = kept
+        return 0
     text = pc.fill_null(arr, "") if arr.null_count else arr
     items = pc.split_pattern(text, pattern=s.delimiter)
     counts = as_numpy(pc.list_value_length(items)).astype(np.int64)
@@ -196,14 +200,10 @@ def _item_floats(
 
 
 def _sequence_fast(
-    arr: pa.Array,
-    s: SequenceFeature,
-    feats: list[SparseFeature],
-    n: int,
-    values: dict[str, np.ndarray],
-    lengths: dict[str, np.ndarray],
-) -> int | None:
-    """The common case in one C++ pass: histories of decimal ids, nothing to truncate or reject.
+    arr: pa.Array, s: SequenceFeature, feats: list[SparseFeature], n: int
+) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """The common case in one C++ pass: histories of decimal ids, nothing to truncate or reject: each
+    sub-feature's ids and the ``(n,)`` history lengths.
 
     Items become lines (``|`` → newline) parsed by Arrow's CSV reader with ``\x03`` as the field
     delimiter. Returns None — and the general path above runs, which finds and names bad rows —
@@ -270,11 +270,7 @@ def _sequence_fast(
         if v.size and v.max() >= 10**18:
             return None
         out.append(bucket_ids(v, f.mapping, f.zch))
-    kept = counts.astype(np.int32)
-    for key, v in zip(s.sub_features, out):
-        values[key] = v
-        lengths[key] = kept
-    return 0
+    return out, counts.astype(np.int32)
 
 
 def sub_entry(

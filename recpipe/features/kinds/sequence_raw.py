@@ -15,23 +15,19 @@ from recpipe.config.features import SequenceRawFeatureConfig
 from recpipe.features.kinds.base import FeatureKind, SpecParts
 from recpipe.features.kinds.sequence import column, histories
 from recpipe.features.kinds.sequence_id import standalone
-from recpipe.features.spec import IdMapping, SparseFeature
+from recpipe.features.spec import IdMapping
 
 
 def build(f: SequenceRawFeatureConfig, parts: SpecParts) -> None:
     bounds = list(f.boundaries or [])
-    parts.sparse.append(
-        SparseFeature(
-            name=f.name,
-            column=f.source_column,
-            mapping=IdMapping("identity", len(bounds) + 1),
-            table=f.embedding_name or f.name,
-            embedding_dim=f.embedding_dim,
-            boundaries=None if parts.encoded else bounds,
-            raw_default=f.default,
-            sequence=f.name,
-            kind="sequence_raw",
-        )
+    parts.add_table(
+        f,
+        f.source_column,
+        IdMapping("identity", len(bounds) + 1),
+        "sequence_raw",
+        boundaries=None if parts.encoded else bounds,
+        raw_default=f.default,
+        sequence=f.name,
     )
     parts.sequences.append(
         standalone(f.name, f.source_column, f.sequence_length, f.delimiter, "sequence_raw")

@@ -218,19 +218,8 @@ def build_value(
             bounds: list[float] | None = list(f.boundaries)
         else:
             mapping, bounds = value_mapping(f), None
-        parts.sparse.append(
-            SparseFeature(
-                name=f.name,
-                column=column,
-                mapping=mapping,
-                table=f.embedding_name or f.name,
-                embedding_dim=f.embedding_dim,
-                pooling=f.pooling,
-                boundaries=bounds,
-                kind=kind,
-                inputs=inputs,
-                params=params,
-            )
+        parts.add_table(
+            f, column, mapping, kind, pooling=f.pooling, boundaries=bounds, inputs=inputs, params=params
         )
         return
     log_offset, _ = parse_normalizer(f.normalizer)
