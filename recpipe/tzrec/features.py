@@ -20,7 +20,12 @@ from typing import Any
 
 from recpipe.config.features import sub_feature_key
 from recpipe.tzrec.problems import Findings
-from recpipe.tzrec.value_features import VALUE_FEATURES, dense_emb, map_value_feature, side_reason
+from recpipe.tzrec.value_features import (
+    VALUE_FEATURES,
+    map_value_feature,
+    side_reason,
+    table_or_dense,
+)
 
 # recpipe reads the column an expression names; inputs computed by other features or constants are
 # TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
@@ -195,21 +200,7 @@ def _raw(
         if any(b >= a for b, a in zip(bounds, bounds[1:])):
             found.problem(f"{path}.boundaries", "boundaries must be strictly increasing")
         out["boundaries"] = bounds
-        if not cfg.embedding_dim:
-            found.problem(path, f"raw feature {cfg.feature_name!r} has boundaries but no embedding_dim")
-        out["embedding_dim"] = cfg.embedding_dim
-        if cfg.WhichOneof("dense_emb") is not None:
-            found.problem(
-                f"{path}.{cfg.WhichOneof('dense_emb')}",
-                "autodis / mlp embed a dense value; a feature with boundaries is bucketized into a table",
-            )
-    elif cfg.WhichOneof("dense_emb") is not None:
-        dense_emb("raw feature", cfg, out, path, found)
-    elif cfg.HasField("embedding_dim"):
-        found.note(
-            f"{path}.embedding_dim",
-            "ignored: a raw feature without boundaries is a dense value; embedding_dim has no effect",
-        )
+    table_or_dense("raw feature", cfg, out, path, found, "boundaries", bool(bounds))
     if cfg.HasField("normalizer") and encoded:
         found.note(f"{path}.normalizer", "ignored: FG_NONE input holds FG's normalized values")
     elif cfg.HasField("normalizer"):

@@ -141,23 +141,10 @@ def map_value_feature(
     bounds = list(cfg.boundaries)
     if bounds:
         out["boundaries"] = bounds
-    if bounds or any(k in out for k in _MAPPINGS):
-        if not cfg.embedding_dim:
-            found.problem(path, f"{kind} {name!r} has ids (boundaries or a mapping) but no embedding_dim")
-        out["embedding_dim"] = cfg.embedding_dim
-        if cfg.pooling != "sum":
-            out["pooling"] = cfg.pooling
-        if cfg.WhichOneof("dense_emb") is not None:
-            found.problem(
-                f"{path}.{cfg.WhichOneof('dense_emb')}",
-                "autodis / mlp embed a dense value; an id output (boundaries or a mapping) looks up a table",
-            )
-    elif cfg.WhichOneof("dense_emb") is not None:
-        dense_emb(kind, cfg, out, path, found)
-    elif cfg.HasField("embedding_dim"):
-        found.note(
-            f"{path}.embedding_dim", f"ignored: {kind} without boundaries or a mapping is a dense value"
-        )
+    has_ids = bool(bounds) or any(k in out for k in _MAPPINGS)
+    table_or_dense(kind, cfg, out, path, found, "boundaries or a mapping", has_ids)
+    if has_ids and cfg.pooling != "sum":
+        out["pooling"] = cfg.pooling
     if kind != "overlap_feature":
         # TorchEasyRec's "" is "no default" (an id output has no id; recpipe's dense value is then 0).
         out["default_value"] = cfg.default_value or None
@@ -172,6 +159,30 @@ def map_value_feature(
         else:
             out["normalizer"] = normalizer
     return out
+
+
+def table_or_dense(
+    kind: str, cfg: Any, out: dict[str, Any], path: str, found: Findings, ids: str, has_ids: bool
+) -> None:
+    """Where a raw or value feature's output goes: ids (``has_ids``: it has ``ids``, e.g. boundaries) look up
+    a table of ``embedding_dim`` (autodis / mlp refused); a dense value is embedded by autodis / mlp when one is
+    given, and ``embedding_dim`` alone is ignored (noted). ``kind`` names the feature (``"raw feature"``)."""
+    emb = cfg.WhichOneof("dense_emb")
+    if has_ids:
+        if not cfg.embedding_dim:
+            found.problem(path, f"{kind} {cfg.feature_name!r} has ids ({ids}) but no embedding_dim")
+        out["embedding_dim"] = cfg.embedding_dim
+        if emb is not None:
+            found.problem(
+                f"{path}.{emb}", f"autodis / mlp embed a dense value; an id output ({ids}) looks up a table"
+            )
+    elif emb is not None:
+        dense_emb(kind, cfg, out, path, found)
+    elif cfg.HasField("embedding_dim"):
+        found.note(
+            f"{path}.embedding_dim",
+            f"ignored: {kind} without {ids} is a dense value; embedding_dim has no effect",
+        )
 
 
 def dense_emb(kind: str, cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
