@@ -157,6 +157,7 @@ EXAMPLES = {
     "--model criteo-dlrm --runs runs/demo",
     "promote": "recpipe promote --model criteo-dlrm --version 1 --runs runs/demo",
     "models list": "recpipe models list criteo-dlrm --runs runs/demo",
+    "models lineage": "recpipe models lineage criteo-dlrm --runs runs/demo",
     "run": "recpipe run --runs runs --config configs/dlrm_criteo_small.yaml --rows 20000",
     "pipeline compile": "recpipe pipeline compile --out pipeline.yaml",
     "pipeline submit": "recpipe pipeline submit --host http://localhost:8080 --param workers=2",

@@ -174,6 +174,54 @@ def cmd_models_list(a: argparse.Namespace) -> int:
     return 0
 
 
+def _partitions_text(names: list[str] | None) -> str:
+    """A version's added partitions in one cell: all of them up to three, else first..last (count)."""
+    if names is None:
+        return "? (no chain tags)"
+    if len(names) <= 3:
+        return ",".join(names) or "-"
+    return f"{names[0]}..{names[-1]} ({len(names)})"
+
+
+def cmd_models_lineage(a: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from recpipe.stages import promote
+
+    chain = promote.lineage(a.name, _tracking_uri(a, must_exist=True), a.version)
+    if a.json:
+        _print(chain)
+        return 1 if chain["end"] == "cycle" else 0
+    print(f"lineage of {chain['model']} from v{chain['version']}, newest first")
+    print(
+        f"{'version':>7}  {'aliases':<20} {'auc':>8}  gate  {'created (UTC)':<19}  {'parent':<8} {'run':<32}  added"
+    )
+    for e in chain["entries"]:
+        name = f"{e['version']}" if e["model"] == chain["model"] else f"{e['model']}/{e['version']}"
+        if e["deleted"]:
+            print(f"{name:>7}  (deleted)  run {e['run_id'] or 'unknown'}")
+            continue
+        auc = f"{e['auc']:.4f}" if e["auc"] is not None and math.isfinite(e["auc"]) else "-"
+        gate = {True: "pass", False: "FAIL", None: "-"}[e["gate_passed"]]
+        created = datetime.fromtimestamp(e["created_at"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        p = e["parent"]
+        parent = (
+            "root"
+            if p is None
+            else (f"v{p['version']}" if p["model"] == e["model"] else f"{p['model']}/{p['version']}")
+        )
+        aliases = ",".join(e["aliases"]) or "-"
+        print(
+            f"{name:>7}  {aliases:<20} {auc:>8}  {gate:<4}  {created:<19}  {parent:<8} {e['run_id']:<32}  "
+            f"{_partitions_text(e['partitions_added'])}"
+        )
+        if e["incomplete"]:
+            print(f"{'':>9}incomplete: {e['incomplete']}")
+    if chain["problem"]:
+        print(chain["problem"], file=sys.stderr if chain["end"] == "cycle" else sys.stdout)
+    return 1 if chain["end"] == "cycle" else 0
+
+
 # -------------------------------------------------------------------------------------------- parser
 STORE_HELP = (
     "the store: --tracking-uri > --runs > MLFLOW_TRACKING_URI > RECPIPE_RUNS/mlflow.db > ./runs/mlflow.db"
@@ -279,3 +327,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     ml.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _tracking_arg(ml)
     ml.set_defaults(func=cmd_models_list)
+    mg = m.add_parser(
+        "lineage", help="the chain of a version back to its root: parents, partitions, AUC, gate"
+    )
+    mg.add_argument("name", help="registered model name")
+    mg.add_argument(
+        "--version", type=int, default=None, help="where to start (default: champion, else latest)"
+    )
+    mg.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _tracking_arg(mg)
+    mg.set_defaults(func=cmd_models_lineage)

@@ -54,3 +54,11 @@ def list_versions(model: str, tracking_uri: str) -> list[dict[str, Any]]:
         {k: v[k] for k in ("version", "aliases", "metrics", "gate_passed", "run_id", "status", "source")}
         for v in tracking.list_models(tracking_uri, model)
     ]
+
+
+def lineage(model: str, tracking_uri: str, version: int | str | None = None) -> dict[str, Any]:
+    """The chain from ``version`` (default: the champion, else the latest) back to its root, newest first
+    (:func:`recpipe.tracking.lineage`): each version's aliases, run, parent, partitions added, AUC and gate."""
+    from recpipe import tracking
+
+    return tracking.lineage(tracking_uri, model, version)

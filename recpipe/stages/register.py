@@ -64,7 +64,10 @@ def run(
             come from ``fg.json``.
 
     Version tags: ``auc``, ``gauc``, ``logloss``, ``gate_passed``, ``gate_reasons`` (JSON list),
-    ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``.
+    ``data_digest``, ``serving_backend``, ``backends``, ``parity.<backend>``, ``champion_source``, and the
+    chain read from the run's tags (:func:`recpipe.tracking.chain_tags`): ``parent_version``,
+    ``parent_model``, ``partitions`` (cumulative), ``partition_digests``, ``partitions_added``,
+    ``eval_partitions``, ``partitions_count``, ``partitions_digest``.
     """
     from recpipe import tracking
     from recpipe.eval.evaluation import read_report
@@ -118,6 +121,7 @@ def run(
                 **{f"exported.{n}": b.folder or "" for n, b in exports.items()},
             }
         )
+        tags.update(tracking.chain_tags(tracking_uri, model_name, log.tags(), run_id))
         version = tracking.register_version(tracking_uri, model_name, run_id, model_uri, tags=tags)
         tracking.set_alias(tracking_uri, model_name, tracking.ALIAS_CHALLENGER, version)
         log.set_tags(

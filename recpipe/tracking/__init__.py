@@ -5,6 +5,7 @@ Runs (one per pipeline run, resumed by id), lineage, the model registry with the
 """
 
 from recpipe.tracking.lineage import head_commit, lineage_tags, log_dataset_input
+from recpipe.tracking.lineage_chain import chain_tags, lineage
 from recpipe.tracking.lock import LockTimeout, promotion_lock
 from recpipe.tracking.models import load_pyfunc_model, log_pyfunc_model
 from recpipe.tracking.promotion import PromotionRefused, PromotionResult, promote, promotion_history, rollback
@@ -41,11 +42,13 @@ __all__ = [
     "PromotionRefused",
     "PromotionResult",
     "artifact_root",
+    "chain_tags",
     "end_run",
     "eval_version_tags",
     "get_version",
     "get_version_by_alias",
     "head_commit",
+    "lineage",
     "lineage_tags",
     "list_models",
     "load_pyfunc_model",

@@ -237,19 +237,31 @@ def rollback(
 ) -> PromotionResult:
     """Point ``champion`` back at the version that was champion before the current one.
 
-    Repeated rollbacks walk further back along the chain of promotions; with no earlier champion it
-    raises ``ValueError``.
+    Repeated rollbacks walk further back along the chain of promotions. It changes the alias only: the
+    versions' lineage tags (``parent_version``, ``partitions``) stay as registered. With no champion, no
+    earlier champion, or an earlier champion since deleted it raises ``ValueError`` and changes nothing.
     """
     who = actor or _actor()
     with promotion_lock(uri, model, timeout_s=lock_timeout_s) as handle:
         history, current = _reconcile(uri, model, who)
         chain = _champion_chain(history)
+        if current is None:
+            raise ValueError(
+                f"{model} has no champion (the alias is unset, or its version was deleted): no previous "
+                "champion to roll back to; promote a version with --version N"
+            )
         if len(chain) < 2:
             raise ValueError(
                 f"{model}: no previous champion to roll back to (champion {current}, chain {chain})"
             )
         target = chain[-2]
-        _version_tags(uri, model, target)
+        try:
+            _version_tags(uri, model, target)
+        except ValueError:
+            raise ValueError(
+                f"{model}: cannot roll back to v{target}, the previous champion: it no longer exists "
+                f"(deleted); champion stays v{current}; promote a version with --version N"
+            ) from None
         _require_lock(handle)
         set_alias(uri, model, ALIAS_CHAMPION, target)
         entry = _append(
