@@ -2,9 +2,9 @@
 users' interests drift, so that a model frozen on one day decays on the next ones.
 
 Taobao (:class:`TaobaoTimeline`): the catalogue's ads are the ads alive on day 0 (each already some way
-into its life); every later day ``len(ads) / (AD_LIFE_DAYS + 1)`` new ads are born, each a new id in an
+into its life); every later day ``len(ads) / AD_LIFE_DAYS`` new ads are born, each a new id in an
 existing campaign, brand and category (a random ad's), with a price, click and conversion effects of its
-own. An ad lives ``1 + Exponential(AD_LIFE_DAYS)`` days, shown with its Zipf popularity weight times
+own. An ad lives ``1 + Exponential(AD_LIFE_DAYS)`` days (rounded down), shown with its Zipf popularity weight times
 ``exp(trajectory)``, where its effect on the click logit moves over its life along
 
     trajectory(day) = trend * (2 * (day - birth + 0.5) / life - 1)        (trend ~ N(0, TREND_SD))
@@ -116,9 +116,11 @@ class TaobaoTimeline:
     def __init__(self, cat: taobao.TaobaoCatalogue, seed: int, dates: list[str]) -> None:
         self.seed, self.dates = seed, dates
         n0 = cat.ad_id.size
-        per_day = max(1, round(n0 / (AD_LIFE_DAYS + 1)))
+        per_day = max(1, round(n0 / AD_LIFE_DAYS))  # as many born as retire, about
         rng = np.random.default_rng([seed, taobao._TAG, _BIRTHS, 0])
-        life = _lives(rng, n0)
+        # The ads live on day 0 are caught mid-life: their lives are length-biased (Gamma(2) for an
+        # exponential life), so the days they have left are again Exponential(AD_LIFE_DAYS).
+        life = 1 + np.floor(rng.gamma(2.0, AD_LIFE_DAYS, n0)).astype(np.int64)
         birth = -np.floor(rng.random(n0) * life).astype(np.int64)  # each is alive on day 0
         blocks = {
             "birth": [birth],
