@@ -29,8 +29,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
+import recpipe.data.synthetic.criteo as criteo
+import recpipe.data.synthetic.taobao as taobao
 from recpipe.auc import binary_auc
-from recpipe.data.synthetic import criteo, taobao
 from recpipe.data.synthetic.common import WeightedSampler, zipf_weights
 
 DEFAULT_START = 20260101
