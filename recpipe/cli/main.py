@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from recpipe import __version__
@@ -32,14 +33,20 @@ def cmd_data_generate(a: argparse.Namespace) -> int:
         raise ValueError(f"give a kind (taobao, criteo) or --config <config.yaml>{both}")
     if a.config is None and (a.nulls is not None or a.lists or a.set):
         raise ValueError("--nulls, --lists and --set go with --config")
+    if a.config is not None and (a.days is not None or a.start is not None):
+        raise ValueError("--days and --start go with a kind (taobao, criteo), not --config")
     if a.config is not None:
         cfg = load_config(a.config, parse_overrides(a.set))
         r = generate("config", a.rows, a.out, seed=a.seed, config=cfg, nulls=a.nulls, lists=a.lists)
     else:
-        r = generate(a.kind, a.rows, a.out, seed=a.seed)
+        r = generate(a.kind, a.rows, a.out, seed=a.seed, days=a.days, start=a.start)
     print(f"wrote {r.rows} rows to {a.out} ({len(r.files)} files, {r.seconds:.1f}s)")
     for name, task in r.tasks.items():
         print(f"{name}: positive_rate={task['positive_rate']:.4f} oracle_auc={task['oracle_auc']:.4f}")
+    if a.days is not None:
+        by_day = json.loads(Path(r.meta).read_text())["days"]
+        for dt, day in by_day.items():
+            print(f"dt={dt}: rows={day['rows']} oracle_auc={day['oracle_auc']:.4f}")
     return 0
 
 
@@ -108,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rows", type=int, required=True, help="rows to generate")
     g.add_argument("--out", required=True, help="output folder (Parquet files and _meta.json)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument(
+        "--days",
+        type=int,
+        default=None,
+        help="data with time: the rows split over this many days, written as OUT/dt=YYYYMMDD/ folders",
+    )
+    g.add_argument("--start", default=None, help="--days: the first day, YYYYMMDD (default 20260101)")
     g.set_defaults(func=cmd_data_generate)
 
     i = sub.add_parser("ingest", help="source → Parquet train/eval splits")

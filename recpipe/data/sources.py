@@ -24,8 +24,8 @@ SYNTHETIC = "synthetic:"
 ODPS = "odps://"
 # Options of each synthetic kind besides rows and seed: keyword arguments of recpipe.data.synthetic.generate.
 SYNTHETIC_OPTIONS = {
-    "taobao": ("users", "ads"),
-    "criteo": ("max_vocab", "hashed", "pairs"),
+    "taobao": ("users", "ads", "days", "start"),
+    "criteo": ("max_vocab", "hashed", "pairs", "days", "start"),
     "config": ("path", "nulls", "vocab", "lists"),
 }
 # Options that are not integers: synthetic:config's config path (generate's ``config``) and null share.
@@ -58,7 +58,9 @@ def parse_synthetic(uri: str) -> SyntheticSource:
 
     Besides ``rows`` and ``seed``, taobao takes ``users`` and ``ads`` (catalogue sizes) and criteo
     ``max_vocab`` (vocabulary cap), ``hashed`` (1: TorchEasyRec's ``int_k``/``cat_k`` columns) and ``pairs``
-    (0: no pair effects in the click model); ``synthetic:config?path=<config.yaml>`` (rows for every input
+    (0: no pair effects in the click model); both take ``days`` (data with time: the rows split over that many
+    days in ``dt=YYYYMMDD/`` folders, ads born and retiring, :mod:`recpipe.data.synthetic.daily`) and ``start``
+    (its first day, ``YYYYMMDD``, default 20260101); ``synthetic:config?path=<config.yaml>`` (rows for every input
     column of that config, :mod:`recpipe.data.synthetic.config`) takes ``nulls`` (share of nulls, default
     0.01), ``vocab`` (values per id space) and ``lists`` (1: list columns for multi-value ids); anything
     else is an error naming the allowed keys.

@@ -139,7 +139,9 @@ def source_schema(uri: str, csv: CsvOptions | None = None) -> pa.Schema:
 
         syn = parse_synthetic(uri)
         with tempfile.TemporaryDirectory(prefix="recpipe-schema-") as tmp:
-            generate(syn.kind, 10, tmp, **syn.options)  # options may change the columns (criteo's hashed)
+            # Options may change the columns (criteo's hashed, days' time_stamp); one day has every column.
+            options = {**syn.options, **({"days": 1} if syn.options.get("days") else {})}
+            generate(syn.kind, 10, tmp, **options)
             return open_source(tmp).schema()
     return open_source(uri, csv=csv).schema()
 

@@ -1,7 +1,8 @@
 """Synthetic Taobao display-ad and Criteo data, and rows for any recpipe config (``config``), with a known click
 model (so the oracle AUC is known).
 
-``generate`` streams chunks to ``out/part-00000.parquet``, ... and writes ``out/_meta.json``.
+``generate`` streams chunks to ``out/part-00000.parquet``, ... and writes ``out/_meta.json``; with ``days``,
+to ``out/dt=YYYYMMDD/part-00000.parquet``, ... (data with time: :mod:`recpipe.data.synthetic.daily`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Any, Literal
 
 from recpipe.config import RecpipeConfig, load_config
 from recpipe.data.synthetic import config as config_gen
-from recpipe.data.synthetic import criteo, taobao
+from recpipe.data.synthetic import criteo, daily, taobao
 from recpipe.data.synthetic.common import GenerateReport, write_chunks
+from recpipe.data.synthetic.daily import daily_oracle_auc
 
-__all__ = ["GenerateReport", "generate"]
+__all__ = ["GenerateReport", "daily_oracle_auc", "generate"]
 
 DEFAULT_CHUNK_ROWS = 200_000
 
@@ -35,6 +37,8 @@ def generate(
     nulls: float | None = None,
     vocab: int | None = None,
     lists: int | bool = False,
+    days: int | None = None,
+    start: int | str | None = None,
 ) -> GenerateReport:
     """Generate ``rows`` synthetic rows of ``kind`` into the folder ``out``, one Parquet file per chunk.
 
@@ -60,6 +64,13 @@ def generate(
         nulls (float | None): config only: share of nulls in every feature input column (default 0.01).
         vocab (int | None): config only: values per id space (default one per 20 rows, 20 to 100,000).
         lists (int | bool): config only: 1 writes multi-value ids, vectors and terms as list columns.
+        days (int | None): taobao and criteo: data with time (:mod:`recpipe.data.synthetic.daily`): ``rows``
+            split evenly over ``days`` days written as hive folders ``out/dt=YYYYMMDD/part-*.parquet``
+            (the day is the folder's name, not a column: ``pyarrow.dataset.dataset(out, partitioning="hive")``
+            adds it back), ``time_stamp`` in the day; ads are born and retire, popularity shifts, interests
+            drift; the catalogue is sized by the rows of one day, so day ``k`` is the same whatever ``days``
+            follow at the same rows per day. Default: no time structure.
+        start (int | str | None): with ``days``: the first day, ``YYYYMMDD`` (default 20260101).
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC (of every label: ``tasks``), seconds.
@@ -69,6 +80,7 @@ def generate(
         >>> r = generate("taobao", 5000, tmp / "taobao", seed=0, chunk_rows=1000)
         >>> len(r.files), round(r.positive_rate, 2)
         (5, 0.05)
+        >>> r = generate("taobao", 14_000, tmp / "days", days=14)   # tmp/days/dt=20260101/part-00000.parquet, ...
     """
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
@@ -82,9 +94,19 @@ def generate(
         raise ValueError(f"max_vocab, hashed and pairs are options of synthetic criteo data, not of {kind!r}")
     if hashed not in (0, 1) or pairs not in (0, 1, 2):
         raise ValueError(f"hashed must be 0 or 1 and pairs 0, 1 or 2, got {hashed!r} and {pairs!r}")
-    make: Callable[[int, int], Any]
+    if start is not None and days is None:
+        raise ValueError("start is an option of synthetic data with days; give days too")
+    dates = None
+    if days is not None:
+        if kind == "config":
+            raise ValueError("days is an option of synthetic taobao and criteo data, not of 'config'")
+        dates = daily.day_dates(days, daily.DEFAULT_START if start is None else start)
+        if rows < days:
+            raise ValueError(f"synthetic data: {rows} rows cannot fill {days} days")
+    make: Callable[[Any, int], Any]
     if kind == "taobao":
-        cat = taobao.build_catalogue(seed, rows, users=users, ads=ads)
+        # With days, a day's rows size the catalogue (its ads are those alive on day 0).
+        cat = taobao.build_catalogue(seed, rows if days is None else rows // days, users=users, ads=ads)
         params: dict[str, Any] = {
             "base": cat.base,
             "ads": int(cat.ad_id.size),
@@ -92,6 +114,8 @@ def generate(
         }
         labels: tuple[str, ...] = taobao.LABELS
         make = lambda c, n: taobao.make_chunk(cat, seed, c, n)  # noqa: E731
+        if dates is not None:
+            make = daily.TaobaoTimeline(cat, seed, dates).make_chunk
     elif kind == "criteo":
         model = criteo.build_model(seed, max_vocab, int(pairs))
         params = {
@@ -102,6 +126,8 @@ def generate(
         }
         labels = ("label",)
         make = lambda c, n: criteo.make_chunk(model, seed, c, n, bool(hashed))  # noqa: E731
+        if dates is not None:
+            make = daily.CriteoTimeline(model, seed, dates, bool(hashed)).make_chunk
     elif kind == "config":
         if config is None:
             raise ValueError("synthetic config data needs a config (its YAML path or a RecpipeConfig)")
@@ -119,4 +145,6 @@ def generate(
         make = lambda c, n: config_gen.make_chunk(cmodel, seed, c, n)  # noqa: E731
     else:
         raise ValueError(f"unknown synthetic data kind {kind!r}; use 'taobao', 'criteo' or 'config'")
-    return write_chunks(kind, rows, out, seed, chunk_rows, make, params, labels)
+    if dates is not None:
+        params.update(days=len(dates), start=dates[0])
+    return write_chunks(kind, rows, out, seed, chunk_rows, make, params, labels, days=dates)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +54,31 @@ class GenerateReport:
     tasks: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-class ZipfSampler:
+class WeightedSampler:
+    """Draws indices ``0..n-1`` with ``P(i) ∝ weights[i]`` (a zero weight is never drawn).
+
+    Args:
+        weights (np.ndarray): ``(n,)`` non-negative weights, not all zero.
+
+    Example::
+
+        >>> WeightedSampler(np.array([0.0, 1.0, 3.0])).sample(np.random.default_rng(0), 4).min()
+        1
+    """
+
+    def __init__(self, weights: np.ndarray) -> None:
+        self._cdf = np.cumsum(np.asarray(weights, dtype=np.float64))
+        if self._cdf.size == 0 or not self._cdf[-1] > 0:
+            raise ValueError("a weighted sampler needs at least one positive weight")
+        self._cdf /= self._cdf[-1]
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` int64 indices."""
+        idx = np.searchsorted(self._cdf, rng.random(size), side="right")
+        return np.minimum(idx, self._cdf.size - 1).astype(np.int64)
+
+
+class ZipfSampler(WeightedSampler):
     """Draws indices ``0..n-1`` with ``P(i) ∝ 1 / (i + 1) ** exponent`` (index 0 is the hottest).
 
     Args:
@@ -69,14 +94,12 @@ class ZipfSampler:
     def __init__(self, n: int, exponent: float) -> None:
         if n < 1:
             raise ValueError(f"ZipfSampler needs n >= 1, got {n}")
-        weights = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** exponent
-        self._cdf = np.cumsum(weights)
-        self._cdf /= self._cdf[-1]
+        super().__init__(zipf_weights(np.arange(n), exponent))
 
-    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        """``size`` int64 indices."""
-        idx = np.searchsorted(self._cdf, rng.random(size), side="right")
-        return np.minimum(idx, self._cdf.size - 1).astype(np.int64)
+
+def zipf_weights(ranks: np.ndarray, exponent: float) -> np.ndarray:
+    """``1 / (rank + 1) ** exponent``: the Zipf weight of 0-based ``ranks``."""
+    return 1.0 / (np.asarray(ranks) + 1).astype(np.float64) ** exponent
 
 
 def distinct_ids(rng: np.random.Generator, n: int, num_buckets: int) -> np.ndarray:
@@ -116,9 +139,10 @@ def write_chunks(
     out: str | Path,
     seed: int,
     chunk_rows: int,
-    make_chunk: Callable[[int, int], tuple[pa.Table, np.ndarray, np.ndarray]],
+    make_chunk: Callable[[Any, int], tuple[pa.Table, np.ndarray, np.ndarray]],
     params: dict[str, object],
     label_names: tuple[str, ...],
+    days: Sequence[str] | None = None,
 ) -> GenerateReport:
     """Write ``ceil(rows / chunk_rows)`` Parquet files from ``make_chunk(chunk_index, n)`` and ``_meta.json``.
 
@@ -129,12 +153,17 @@ def write_chunks(
     Args:
         kind (str): generator name for the report and ``_meta.json``.
         rows (int): total rows.
-        out (str | Path): output folder (created; existing ``part-*.parquet`` files are replaced).
+        out (str | Path): output folder (created; existing ``part-*.parquet`` files are replaced, and
+            ``dt=*/part-*.parquet`` ones).
         seed (int): recorded in ``_meta.json``.
         chunk_rows (int): rows per file.
-        make_chunk (Callable): ``(chunk_index, n) -> (table, labels, true_prob)``.
+        make_chunk (Callable): ``(chunk_index, n) -> (table, labels, true_prob)``; with ``days``,
+            ``((day_index, chunk_index), n)``.
         params (dict): generator parameters recorded in ``_meta.json``.
         label_names (tuple[str, ...]): the label columns, in the order of the labels' columns.
+        days (Sequence[str] | None): ``YYYYMMDD`` dates: the rows are split evenly over them (the first
+            ``rows % len(days)`` days get one more) into hive folders ``out/dt=YYYYMMDD/part-*.parquet``,
+            and ``_meta.json`` gets each day's rows, positive rate and oracle AUC (``days``).
     """
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
@@ -143,8 +172,13 @@ def write_chunks(
     start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("part-*.parquet"):
+    # Both layouts go, so a folder read recursively never mixes a flat run with a daily one.
+    for stale in [*out.glob("part-*.parquet"), *out.glob("dt=*/part-*.parquet")]:
         stale.unlink()
+    for folder in out.glob("dt=*"):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    plan = _plan(rows, chunk_rows, days)
     labels = np.empty((rows, len(label_names)), dtype=np.int8)
     probs = np.empty((rows, len(label_names)), dtype=np.float32)
     files: list[str] = []
@@ -159,13 +193,14 @@ def write_chunks(
         delay=types.PROGRESS_DELAY_S,
         leave=False,
     )
-    for chunk, offset in enumerate(range(0, rows, chunk_rows)):
-        n = min(chunk_rows, rows - offset)
-        table, chunk_labels, chunk_probs = make_chunk(chunk, n)
+    for folder, key, offset, n in plan:
+        table, chunk_labels, chunk_probs = make_chunk(key, n)
         schema = table.schema
         labels[offset : offset + n] = chunk_labels.reshape(n, -1)
         probs[offset : offset + n] = chunk_probs.reshape(n, -1)
-        path = out / f"part-{chunk:05d}.parquet"
+        chunk = key if days is None else key[1]
+        path = out / folder / f"part-{chunk:05d}.parquet"
+        path.parent.mkdir(exist_ok=True)
         pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
         files.append(str(path))
         del table
@@ -186,13 +221,45 @@ def write_chunks(
         "rows": rows,
         "seed": seed,
         "chunk_rows": chunk_rows,
-        "files": [Path(f).name for f in files],
+        "files": [Path(f).relative_to(out).as_posix() for f in files],
         "positive_rate": positive_rate,
         "oracle_auc": oracle_auc,
         "tasks": tasks,
         "columns": [{"name": f.name, "type": str(f.type)} for f in schema],
         "params": params,
     }
+    if days is not None:  # the first label's figures per day: what a daily replay compares against
+        bounds = {}
+        for folder, _, offset, n in plan:
+            lo, hi = bounds.get(folder, (offset, offset))
+            bounds[folder] = (lo, hi + n)
+        meta["days"] = {
+            folder.removeprefix("dt="): {
+                "rows": hi - lo,
+                "positive_rate": float(labels[lo:hi, 0].mean()),
+                "oracle_auc": binary_auc(labels[lo:hi, 0], probs[lo:hi, 0]),
+            }
+            for folder, (lo, hi) in bounds.items()
+        }
     meta_path = out / META_FILE
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return GenerateReport(kind, rows, files, positive_rate, oracle_auc, seconds, str(meta_path), tasks)
+
+
+def _plan(rows: int, chunk_rows: int, days: Sequence[str] | None) -> list[tuple[str, Any, int, int]]:
+    """``(folder, make_chunk key, first row, rows)`` of every file, in order."""
+    if days is None:
+        return [
+            ("", c, offset, min(chunk_rows, rows - offset))
+            for c, offset in enumerate(range(0, rows, chunk_rows))
+        ]
+    if not days:
+        raise ValueError("days must name at least one day")
+    plan, offset = [], 0
+    for d, dt in enumerate(days):
+        day_rows = rows // len(days) + (d < rows % len(days))
+        for c, first in enumerate(range(0, day_rows, chunk_rows)):
+            n = min(chunk_rows, day_rows - first)
+            plan.append((f"dt={dt}", (d, c), offset, n))
+            offset += n
+    return plan

@@ -178,9 +178,10 @@ def _draw(model: CriteoModel, rng: np.random.Generator, n: int) -> dict[str, obj
 
 
 def make_chunk(
-    model: CriteoModel, seed: int, chunk: int, n: int, hashed: bool = False
+    model: CriteoModel, seed: int, chunk: int | tuple[int, ...], n: int, hashed: bool = False
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels and true probabilities.
+    """Rows of chunk ``chunk`` (deterministic for ``seed``; a tuple names a stream of its own, e.g. a
+    day's chunk): the table, its labels and true probabilities.
 
     Args:
         hashed (bool): TorchEasyRec's layout (its examples read ``criteo_terabyte_*_hashed_v1``:
@@ -191,7 +192,7 @@ def make_chunk(
             in those tables), so every id is a valid row of TorchEasyRec's tables. The same rows and click
             model as the Kaggle layout ``I1..I13``/``C1..C26``.
     """
-    rng = np.random.default_rng([seed, _TAG, chunk])
+    rng = np.random.default_rng([seed, _TAG, *(chunk if isinstance(chunk, tuple) else (chunk,))])
     d = _draw(model, rng, n)
     prob = sigmoid(model.base + d["logit"])
     label = (rng.random(n) < prob).astype(np.int64)

@@ -59,6 +59,7 @@ TARGET_CVR = 0.12  # P(buy | click)
 CATE_MATCH_EFFECT = 1.2
 BRAND_MATCH_EFFECT = 0.8
 RECENCY_DECAY = 0.93
+AD_POP_EXPONENT = 0.8  # Zipf exponent of ad impressions
 _TAG = 0x7A0BA0  # separates this generator's random streams from the Criteo one's
 
 
@@ -151,19 +152,11 @@ def build_catalogue(
         "occupation": (rng.random(n_users) < 0.06).astype(np.int64),
         "new_user_class_level": rng.choice([1, 2, 3, 4], n_users, p=[0.15, 0.35, 0.30, 0.20]),
     }
-    ad_pop = ZipfSampler(n_ads, 0.8)
+    ad_pop = ZipfSampler(n_ads, AD_POP_EXPONENT)
     cate_ads = np.argsort(ad_cate, kind="stable")
     cate_count = np.bincount(ad_cate, minlength=n_cates)
     cate_start = np.concatenate(([0], np.cumsum(cate_count)[:-1]))
-    brand_str = pa.array(np.where(ad_brand >= 0, brand_id[ad_brand], 0), mask=ad_brand < 0).cast(pa.string())
-    ad_item = pc.binary_join_element_wise(
-        pa.array(ad_id).cast(pa.string()),
-        pa.array(cate_id[ad_cate]).cast(pa.string()),
-        brand_str,
-        "\x03",
-        null_handling="replace",
-        null_replacement="",
-    )
+    ad_item = ad_items(ad_id, cate_id[ad_cate], brand_id, ad_brand)
     catalogue = TaobaoCatalogue(
         user_id=distinct_ids(rng, n_users, NUM_BUCKETS["user_id"]),
         user_profile={k: v.astype(np.int64) for k, v in profile.items()},
@@ -197,6 +190,21 @@ def build_catalogue(
     click_prob = sigmoid(catalogue.base + calib["logit"])
     catalogue.cvr_base = calibrate_base(calib["cvr_logit"], TARGET_CVR, weights=click_prob)  # among clicks
     return catalogue
+
+
+def ad_items(
+    ad_id: np.ndarray, ad_cate_id: np.ndarray, brand_id: np.ndarray, ad_brand: np.ndarray
+) -> pa.Array:
+    """``"adgroup_id\\x03cate_id\\x03brand"`` per ad, a history item (brand empty when ``ad_brand`` is -1)."""
+    brand_str = pa.array(np.where(ad_brand >= 0, brand_id[ad_brand], 0), mask=ad_brand < 0).cast(pa.string())
+    return pc.binary_join_element_wise(
+        pa.array(ad_id).cast(pa.string()),
+        pa.array(ad_cate_id).cast(pa.string()),
+        brand_str,
+        "\x03",
+        null_handling="replace",
+        null_replacement="",
+    )
 
 
 def _conversion_effects(rng: np.random.Generator, n_users: int, n_ads: int) -> dict[str, np.ndarray]:
@@ -286,11 +294,11 @@ def _draw(cat: TaobaoCatalogue, rng: np.random.Generator, n: int) -> dict[str, n
 
 
 def make_chunk(
-    cat: TaobaoCatalogue, seed: int, chunk: int, n: int
+    cat: TaobaoCatalogue, seed: int, chunk: int | tuple[int, ...], n: int
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels ``(n, 2)`` (``clk``,
-    ``buy``) and their true probabilities ``(n, 2)``."""
-    rng = np.random.default_rng([seed, _TAG, chunk])
+    """Rows of chunk ``chunk`` (deterministic for ``seed``; a tuple names a stream of its own, e.g. a
+    day's chunk): the table, its labels ``(n, 2)`` (``clk``, ``buy``) and their true probabilities ``(n, 2)``."""
+    rng = np.random.default_rng([seed, _TAG, *(chunk if isinstance(chunk, tuple) else (chunk,))])
     d = _draw(cat, rng, n)
     prob = sigmoid(cat.base + d["logit"])
     clk = (rng.random(n) < prob).astype(np.int64)
