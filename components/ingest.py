@@ -17,8 +17,11 @@ def ingest(
     train_data: Output[Dataset],
     eval_data: Output[Dataset],
 ) -> NamedTuple("IngestOutputs", [("oracle_auc", float), ("data_digest", str)]):
-    """Read ``data_source`` (ODPS table, Parquet/CSV URI, ``synthetic:taobao?rows=N``) once, split it
-    into train/eval Parquet datasets and record both as MLflow dataset inputs."""
+    """Read ``data_source`` (ODPS table, Parquet/CSV URI, ``synthetic:taobao?rows=N``; the config's
+    ``data.partitions`` of it) once, split it (a ``data.eval`` is kept as the eval split) into train/eval
+    Parquet datasets and record both as MLflow dataset inputs."""
+    import os
+
     from recpipe.config import load_config
     from recpipe.features.build import build_feature_spec
     from recpipe.stages import ingest as stage
@@ -26,10 +29,11 @@ def ingest(
 
     full = load_config(config.path)
     cfg = full.data
+    source, eval_source = stage.configured_sources(cfg, data_source, os.environ)
     r = stage.run(
-        data_source, None, cfg.label, cfg.split, cfg.neg_sample_rate, cfg.oracle_column, full.csv_options(),
+        source, None, cfg.label, cfg.split, cfg.neg_sample_rate, cfg.oracle_column, full.csv_options(),
         train_dir=train_data.path, eval_dir=eval_data.path, log=open_run_log(run_id, tracking_uri),
-        spec=build_feature_spec(full),
+        spec=build_feature_spec(full), partitions=cfg.partitions, eval_source=eval_source,
     )  # fmt: skip
     train_data.metadata.update({"rows": r.train_rows})
     eval_data.metadata.update({"rows": r.eval_rows, "digest": r.eval_digest})

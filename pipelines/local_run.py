@@ -60,7 +60,8 @@ def run_local(
             default ``RECPIPE_RUNS``, else ``runs``.
         config: recpipe config.
         data_source: any source ``ingest`` reads, checked against the config's columns first; default
-            generated data of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, else
+            the config's ``data.train`` (with its ``data.eval`` kept as the eval split), else generated data
+            of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, else
             ``synthetic:config`` for the config's own columns; ``rows`` rows).
         rows: generated rows (default 1,000,000).
 
@@ -96,6 +97,10 @@ def run_local(
     # Before kfp.local starts anything: generated data of the config's kind, or the given data checked
     # against the config's columns (a mismatch failed only in train, minutes later).
     cfg = resolve_config(config, overrides=overrides)
+    if not data_source and cfg.data.train:  # the config's own input (its data.eval is kept by ingest)
+        from recpipe.stages.ingest import configured_sources
+
+        data_source = configured_sources(cfg.data, None, os.environ)[0]
     if data_source:
         check_data_source(data_source)
         check_data_fits(cfg, data_source)

@@ -15,6 +15,7 @@ from typing import Any
 
 from recpipe import __version__
 from recpipe.cli.console import EPILOG, EXIT_ERROR, EXIT_USAGE, Session, error_line
+from recpipe.cli.partitions import partition_overrides, partitions_arg
 
 
 def _print(result: Any) -> None:
@@ -51,14 +52,17 @@ def cmd_data_generate(a: argparse.Namespace) -> int:
 
 
 def cmd_ingest(a: argparse.Namespace) -> int:
-    from recpipe.config import load_config, parse_overrides
+    import os
+
+    from recpipe.config import load_config
     from recpipe.features.build import build_feature_spec
     from recpipe.stages import ingest
 
-    cfg = load_config(a.config, parse_overrides(a.set))
+    cfg = load_config(a.config, partition_overrides(a))
+    source, eval_source = ingest.configured_sources(cfg.data, a.source, os.environ)
     _print(
         ingest.run(
-            a.source,
+            source,
             a.out,
             cfg.data.label,
             cfg.data.split,
@@ -66,6 +70,8 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             oracle_column=cfg.data.oracle_column,
             csv=cfg.csv_options(),
             spec=build_feature_spec(cfg),
+            partitions=cfg.data.partitions,
+            eval_source=eval_source,
         )
     )
     return 0
@@ -128,9 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--config", required=True, help="recpipe config YAML, e.g. configs/dlrm_criteo_small.yaml")
     i.add_argument(
         "--source",
-        required=True,
-        help="odps://project/tables/t[/dt=…], a Parquet/CSV file, folder, glob or URI, synthetic:taobao?rows=N",
+        default=None,
+        help="odps://project/tables/t[/dt=…], a Parquet/CSV file, folder, glob or URI, synthetic:taobao?rows=N "
+        "(default: the config's data.train; a data.eval is kept as the eval split, not re-split)",
     )
+    partitions_arg(i)
     i.add_argument("--out", required=True, help="output folder: train/, eval/ and _meta.json")
     i.add_argument(
         "--neg-sample-rate",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_OK
+from recpipe.cli.partitions import partitions_arg
 from recpipe.config.catalogue import LOCAL_RUN_BACKENDS
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     from pipelines.local_run import run_local
-    from recpipe.config import parse_overrides
+    from recpipe.cli.partitions import partition_overrides
     from recpipe.pipeline.lifecycle import OUTCOME_REJECTED
 
     summary = run_local(
@@ -23,7 +24,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         backends=a.backends,
         min_auc=a.min_auc,
         auto_promote=not a.no_promote,
-        overrides=parse_overrides(a.set),
+        overrides=partition_overrides(a),
         verbose=a.verbose,
         tracking_uri=a.tracking_uri,
         runner=a.runner,
@@ -74,8 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--data",
         default=None,
-        help="data source, checked against the config's columns (default: generated data of the config's "
-        "kind, synthetic:taobao or synthetic:criteo, else synthetic:config for the config's own columns)",
+        help="data source, checked against the config's columns (default: the config's data.train, else "
+        "generated data of the config's kind, synthetic:taobao or synthetic:criteo, else synthetic:config for "
+        "the config's own columns); a data.eval in the config is kept as the eval split",
     )
     r.add_argument(
         "--rows",
@@ -95,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=50"
     )
+    partitions_arg(r)
     r.add_argument("--verbose", action="store_true", help="stream every step's logs")
     r.add_argument(
         "--runner",

@@ -52,7 +52,8 @@ def _scheme(uri: str) -> str | None:
     return None if scheme == "file" else scheme
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+def filesystem_of(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of ``uri`` and the path on it (local paths made absolute)."""
     if _scheme(uri) is None:
         local = uri.split("://", 1)[1] if uri.startswith("file://") else uri
         return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(local))
@@ -77,7 +78,8 @@ def format_of_name(path: str) -> Format | None:
     return None
 
 
-def _hidden(relative: str) -> bool:
+def hidden(relative: str) -> bool:
+    """Whether a path (relative to the folder listed) names a file or folder that listing skips."""
     return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
 
 
@@ -86,8 +88,18 @@ def _list_folder(fs: pafs.FileSystem, folder: str) -> list[str]:
     files = [
         i.path
         for i in infos
-        if i.type == pafs.FileType.File and not _hidden(i.path[len(folder) :].lstrip("/"))
+        if i.type == pafs.FileType.File and not hidden(i.path[len(folder) :].lstrip("/"))
     ]
+    return choose_data_files(files, folder)
+
+
+def choose_data_files(files: list[str], folder: str) -> list[str]:
+    """The data files among ``files`` (all under ``folder``), sorted: the Parquet ones, else the CSV ones,
+    else all (suffix-less files).
+
+    Raises:
+        DataError: ``files`` mix Parquet and CSV files.
+    """
     by_format = {f: [p for p in files if format_of_name(p) == f] for f in ("parquet", "csv")}
     if by_format["parquet"] and by_format["csv"]:
         # Reading one format would silently drop the other's rows; reading both would mix two schemas.
@@ -136,7 +148,7 @@ def resolve_files(uri: str) -> DataFiles:
 
         resolve_files("/data/criteo/day_*.tsv.gz").paths
     """
-    fs, path = _filesystem(uri)
+    fs, path = filesystem_of(uri)
     path = path.rstrip("/") or "/"
     if _GLOB_CHARS & set(path):
         paths = _glob(fs, path)

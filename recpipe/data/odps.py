@@ -107,12 +107,15 @@ class OdpsSource(PartedSource):
     """An ODPS table or partition read with the tunnel's Arrow reader; shard ``i`` of ``k`` reads
     rows ``[i*N//k, (i+1)*N//k)`` of the download session (``N = reader.count``).
 
-    Partition columns are not part of the rows (pyodps' ``append_partitions`` stays off).
+    Partition columns are not part of the rows (pyodps' ``append_partitions`` stays off;
+    :mod:`recpipe.data.partitions` adds them).
 
     Args:
         uri (str): ``odps://project/tables/table[/dt=20240101/hr=01]``.
         client (Any | None): the pyodps boundary (see the module docstring); ``odps.ODPS`` from the
             environment when None, created on first use.
+        partitions (list[str] | None): partition specs to read instead of the URI's, one part each, in
+            this order (:func:`recpipe.data.partitions.odps_partitions` lists them).
 
     Example::
 
@@ -121,12 +124,17 @@ class OdpsSource(PartedSource):
         for sb in src.iter_batches(Shard.of(rank, world, worker, workers), batch_rows=8192): ...
     """
 
-    def __init__(self, uri: str, client: Any | None = None) -> None:
+    def __init__(self, uri: str, client: Any | None = None, partitions: list[str] | None = None) -> None:
         self.uri = uri
         self.ref = parse_odps_uri(uri)
         self._client = client
         self._table: Any | None = None
-        self._count: int | None = None
+        self._specs: list[str | None] = [self.ref.partition] if partitions is None else list(partitions)
+        self._counts: list[int] | None = None
+
+    def table(self) -> Any:
+        """The pyodps table (fetched once)."""
+        return self._get_table()
 
     def _get_table(self) -> Any:
         if self._table is None:
@@ -135,8 +143,8 @@ class OdpsSource(PartedSource):
             self._table = self._client.get_table(self.ref.table, project=self.ref.project)
         return self._table
 
-    def _open_reader(self, columns: list[str] | None = None) -> Any:
-        return self._get_table().open_reader(partition=self.ref.partition, arrow=True, columns=columns)
+    def _open_reader(self, part: int, columns: list[str] | None = None) -> Any:
+        return self._get_table().open_reader(partition=self._specs[part], arrow=True, columns=columns)
 
     def schema(self) -> pa.Schema:
         """The table's data columns as Arrow types (pyodps' own ODPS → Arrow mapping)."""
@@ -144,19 +152,22 @@ class OdpsSource(PartedSource):
 
         return odps_schema_to_arrow_schema(self._get_table().table_schema)
 
-    def num_rows(self) -> int:
-        """Rows in the table or partition (the download session's count, cached)."""
-        if self._count is None:
-            with self._open_reader() as reader:
-                self._count = int(reader.count)
-        return self._count
-
     def part_rows(self) -> list[int]:
-        """One part: the table (or partition)."""
-        return [self.num_rows()]
+        """Rows of each part: the table (or the URI's partition), or each partition given (the download
+        sessions' counts, cached)."""
+        if self._counts is None:
+            counts = []
+            for part in range(len(self._specs)):
+                with self._open_reader(part) as reader:
+                    counts.append(int(reader.count))
+            self._counts = counts
+        return self._counts
 
     def part_name(self, index: int) -> str:
-        return self.uri
+        spec = self._specs[index]
+        if spec == self.ref.partition:
+            return self.uri
+        return f"{self.uri} partition {spec}"
 
     def part_units(self, index: int) -> list[int]:
         """Ranges of ``ODPS_SHUFFLE_UNIT_ROWS``: the tunnel reads any range (``start``, ``count``)."""
@@ -168,7 +179,7 @@ class OdpsSource(PartedSource):
         self, piece: FileSlice, columns: list[str] | None, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
         """Rows of the download session, in table order."""
-        with self._open_reader(columns) as reader:
+        with self._open_reader(piece.file_index, columns) as reader:
             batches = reader.read(start=piece.start, count=piece.stop - piece.start, columns=columns)
             if columns is not None:  # the tunnel returns table order; callers get the order they asked for
                 batches = (b.select(columns) for b in batches)

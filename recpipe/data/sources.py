@@ -14,11 +14,19 @@ from urllib.parse import parse_qs, urlparse
 
 from recpipe.config import CsvOptions
 from recpipe.data.csv import CsvSource
-from recpipe.data.files import detect_format, resolve_files
+from recpipe.data.files import DataFiles, detect_format, resolve_files
 from recpipe.data.odps import OdpsSource, parse_odps_uri, require_credentials
 from recpipe.data.parquet import ParquetSource
+from recpipe.data.partitions import (
+    PartitionedSource,
+    hive_files,
+    hive_partitions,
+    odps_partitions,
+    parse_selector,
+    select,
+)
 from recpipe.data.synthetic import generate
-from recpipe.data.types import Source
+from recpipe.data.types import PartedSource, Source
 
 SYNTHETIC = "synthetic:"
 ODPS = "odps://"
@@ -111,13 +119,18 @@ def parse_synthetic(uri: str) -> SyntheticSource:
     return SyntheticSource(kind, rows, seed, values)
 
 
-def check_source(uri: str) -> None:
+def check_source(uri: str, partitions: str | None = None) -> None:
     """Fail fast, before any data moves, when ``uri`` cannot be read: a malformed ``synthetic:`` spec,
-    an ODPS table URI that is malformed or has no credentials in the environment, or a path/URI with
-    no data files.
+    an ODPS table URI that is malformed or has no credentials in the environment, a path/URI with
+    no data files, or a ``partitions`` selector that does not parse (or, for a folder, selects nothing).
+
+    Args:
+        uri (str): the data source.
+        partitions (str | None): a partition selector (:mod:`recpipe.data.partitions`); None: all the data.
 
     Raises:
-        ValueError: why ``uri`` is unreadable (``DataError`` for missing files).
+        ValueError: why ``uri`` is unreadable (``DataError`` for missing files, ``PartitionError`` for the
+            selector).
         OdpsCredentialsError: an ODPS table without credentials in the environment.
 
     Example::
@@ -125,9 +138,16 @@ def check_source(uri: str) -> None:
         check_source("synthetic:taobao?rows=1000")    # fine
         check_source("synthetic:config?path=my.yaml")  # SyntheticConfigError: a kind without a generator
         check_source("/no/such/folder")                # DataError: no such file or folder
+        check_source("data/logs", partitions="dt=20990101")  # PartitionError: selects nothing; it has …
     """
     if not uri or not uri.strip():
         raise ValueError("the data source is empty")
+    if partitions is not None:
+        parse_selector(partitions)
+        if not uri.startswith((SYNTHETIC, ODPS)):  # a folder is listed; a table is listed when opened
+            resolve_files(uri)
+            select(hive_partitions(uri).partitions, partitions, uri)
+            return
     if uri.startswith(SYNTHETIC):
         syn = parse_synthetic(uri)
         if syn.kind == "config":  # the config loads and every feature's kind has a generator
@@ -143,9 +163,13 @@ def check_source(uri: str) -> None:
 
 
 def open_source(
-    uri: str, csv: CsvOptions | None = None, generate_into: str | Path | None = None, **odps_kwargs: Any
+    uri: str,
+    csv: CsvOptions | None = None,
+    generate_into: str | Path | None = None,
+    partitions: str | None = None,
+    **odps_kwargs: Any,
 ) -> Source:
-    """The :class:`Source` for ``uri``.
+    """The :class:`Source` for ``uri`` (only the partitions ``partitions`` selects, when given).
 
     ``synthetic:`` URIs (:func:`parse_synthetic`) are generated into the folder ``generate_into`` first,
     then read as Parquet. ``odps://`` URIs open an :class:`OdpsSource` (``odps_kwargs``, e.g. ``client=``,
@@ -158,10 +182,15 @@ def open_source(
         uri (str): where the data is.
         csv (CsvOptions | None): how to parse CSV files (ignored for Parquet and ODPS).
         generate_into (str | Path | None): where a ``synthetic:`` source is written (required for one).
+        partitions (str | None): a partition selector (``dt=20260101..20260107``, ``latest``, ``last:7``;
+            :mod:`recpipe.data.partitions`) over a hive-style folder (also a generated one) or a
+            partitioned ODPS table: a :class:`PartitionedSource` of those partitions, each key a string
+            column. None: the source as it is (every file; the URI's ODPS partition).
         **odps_kwargs: keyword arguments for :class:`OdpsSource`.
 
     Raises:
         DataError: nothing exists at ``uri``, or a folder holds no data files.
+        PartitionError: ``partitions`` does not parse, names no key of the source or selects nothing.
         ValueError: a malformed ``synthetic:`` URI, or one without ``generate_into``.
 
     Example::
@@ -170,18 +199,35 @@ def open_source(
         open_source("criteo/day_0", csv=criteo_csv_options())           # raw Criteo TSV
         open_source("odps://ads/tables/taobao/dt=20240101", client=odps_client)
         open_source("synthetic:taobao?rows=5000", generate_into="runs/x/raw")
+        open_source("s3://logs/clicks", partitions="last:7")            # dt=…/ folders, a dt column
     """
+    if partitions is not None:
+        parse_selector(partitions)  # a malformed selector fails before anything is generated or listed
     if uri.startswith(SYNTHETIC):
         syn = parse_synthetic(uri)
         if generate_into is None:
             raise ValueError(f"data source {uri!r}: a synthetic source needs a folder to generate into")
         generate(syn.kind, syn.rows, generate_into, seed=syn.seed, **syn.options)
-        return open_source(str(generate_into))
+        return open_source(str(generate_into), csv=csv, partitions=partitions)
     if uri.startswith(ODPS):
-        return OdpsSource(uri, **odps_kwargs)
+        source = OdpsSource(uri, **odps_kwargs)
+        if partitions is None:
+            return source
+        chosen = select(odps_partitions(source.table(), uri, source.ref.partition), partitions, uri)
+        inner = OdpsSource(uri, partitions=[p.location for p in chosen], **odps_kwargs)
+        return PartitionedSource(uri, inner, chosen, list(range(len(chosen))), partitions)
     if odps_kwargs:
         raise ValueError(f"ODPS options {sorted(odps_kwargs)} given for a non-ODPS uri {uri!r}")
     files = resolve_files(uri)
+    if partitions is None:
+        return _file_source(uri, files, csv)
+    folder = hive_partitions(uri)
+    chosen = select(folder.partitions, partitions, uri)
+    selected, owner = hive_files(folder, chosen)
+    return PartitionedSource(uri, _file_source(uri, selected, csv), chosen, owner, partitions)
+
+
+def _file_source(uri: str, files: DataFiles, csv: CsvOptions | None) -> PartedSource:
     if detect_format(files) == "parquet":
         return ParquetSource(uri, files)
     return CsvSource(uri, csv, files)

@@ -1,5 +1,10 @@
 """ingest: a source (ODPS table, Parquet/CSV path or URI, ``synthetic:taobao?rows=N``) → Parquet
-``train/`` and ``eval/`` splits with a ``_meta.json`` (rows, digests, schema hash, sampling rate)."""
+``train/`` and ``eval/`` splits with a ``_meta.json`` (rows, digests, schema hash, sampling rate).
+
+The eval split is, in this order: a separate eval source as given (``data.eval``: kept, never re-split);
+with a partition selector (``data.partitions``), the newest selected partition (unless
+``data.split.eval_fraction`` is set); else the last days of ``data.split.time_column`` or a hashed fraction.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,8 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +24,12 @@ from tqdm import tqdm
 
 import recpipe.data.types as types
 from recpipe.auc import binary_auc
-from recpipe.config import CsvOptions, SplitConfig
+from recpipe.config import CsvOptions, DataConfig, SplitConfig
+from recpipe.config.placeholders import resolve
+from recpipe.data.partitions import PartitionedSource, newest
 from recpipe.data.sharding import Shard
-from recpipe.data.sources import open_source
+from recpipe.data.sources import SYNTHETIC, open_source
+from recpipe.data.types import Source
 from recpipe.features.schema_check import check_source
 from recpipe.features.spec import FeatureSpec
 from recpipe.runlog import NULL_LOG, RunLog, failing
@@ -43,6 +52,46 @@ class IngestResult:
     oracle_auc: float | None
     source: str
     seconds: float
+    # How eval was chosen: "given" (eval_source), "partitions" (the newest one), "time" or "fraction".
+    split: str = "time"
+    eval_source: str | None = None
+    # With a partition selector: the partitions read for training and for eval (oldest first), and a
+    # digest of each training partition's rows as read (sha256 of their Arrow IPC batches).
+    partitions: list[str] = field(default_factory=list)
+    eval_partitions: list[str] = field(default_factory=list)
+    partition_digests: dict[str, str] = field(default_factory=dict)
+
+
+# Run tags of the partitions an ingest read (recpipe.tracking.lineage reads them).
+TAG_PARTITIONS = "data_partitions"
+TAG_PARTITION_DIGESTS = "data_partition_digests"
+TAG_EVAL_PARTITIONS = "eval_partitions"
+
+
+def configured_sources(
+    data: DataConfig, source: str | None, environ: Mapping[str, str]
+) -> tuple[str, str | None]:
+    """The training source and the separate eval source (or None) of a run: ``source`` (``--source``,
+    ``--data``, the pipeline's ``data_source``), else ``data.train``; ``data.eval`` as given. Their
+    ``{NAME}`` placeholders are resolved from ``data.params`` and ``environ``.
+
+    Args:
+        data (DataConfig): the config's ``data:``.
+        source (str | None): the source named on the command line or as a parameter; None or "": ``data.train``.
+        environ (Mapping[str, str]): the process environment, read at the entry point.
+
+    Raises:
+        ValueError: neither ``source`` nor ``data.train`` is given.
+
+    Example::
+
+        configured_sources(cfg.data, None, os.environ)   # ("odps://ads/tables/train", "odps://ads/tables/eval")
+    """
+    train = source or data.train
+    if not train:
+        raise ValueError("no data source: give --source (a pipeline's data_source) or set data.train")
+    resolved = resolve(train, data.params, environ)
+    return resolved, (resolve(data.eval, data.params, environ) if data.eval else None)
 
 
 def _uniform(index: np.ndarray, salt: int) -> np.ndarray:
@@ -99,8 +148,11 @@ def run(
     eval_dir: str | Path | None = None,
     log: RunLog = NULL_LOG,
     spec: FeatureSpec | None = None,
+    partitions: str | None = None,
+    eval_source: str | None = None,
 ) -> IngestResult:
-    """Read ``source`` once, split it and write ``out_dir/train`` and ``out_dir/eval`` as Parquet.
+    """Read ``source`` once, split it (or keep ``eval_source`` as the eval split) and write ``out_dir/train``
+    and ``out_dir/eval`` as Parquet.
 
     Args:
         source (str): ``odps://project/tables/t[/pt=…]``, a Parquet/CSV path or URI, or
@@ -108,20 +160,35 @@ def run(
         out_dir (str | Path | None): output folder (splits, ``_meta.json``, generated ``raw/``); None:
             a work folder beside ``train_dir``, removed at the end.
         label (str): label column (negative down-sampling keeps every positive).
-        split (SplitConfig): last ``eval_last_days`` of ``time_column``, or a hashed ``eval_fraction``.
+        split (SplitConfig): last ``eval_last_days`` of ``time_column``, or a hashed ``eval_fraction``
+            (with ``partitions``: only ``eval_fraction`` applies; without it the newest partition is eval).
         neg_sample_rate (float): keep this fraction of training negatives; recorded for re-calibration.
         oracle_column (str | None): true-probability column of synthetic data; its eval AUC is reported.
         csv (CsvOptions | None): CSV parsing options.
         seed (int): salt of the deterministic row sampling.
         train_dir, eval_dir (str | Path | None): where the splits go instead of ``out_dir/train`` and
             ``out_dir/eval`` (a pipeline's two dataset artifacts).
-        log (RunLog): records both splits as dataset inputs and the row counts and oracle AUC as metrics.
+        log (RunLog): records both splits as dataset inputs, the row counts and oracle AUC as metrics, and
+            with ``partitions`` the tags ``data_partitions``, ``data_partition_digests``, ``eval_partitions``.
         spec (FeatureSpec | None): the config's features: the source's schema is checked against them
             before any row is read (:class:`~recpipe.features.schema_check.SchemaMismatch` lists every problem).
+        partitions (str | None): a partition selector of ``source`` (``data.partitions``:
+            :mod:`recpipe.data.partitions`); the eval split is the newest selected partition (the newest
+            value of the first key) and the others train, unless ``eval_source`` is given or
+            ``split.eval_fraction`` is set. One selected partition alone is refused.
+        eval_source (str | None): a separate eval input (``data.eval``; TorchEasyRec's ``eval_input_path``):
+            read whole as the eval split, as given; ``source`` is then all training rows (never re-split).
+
+    Example::
+
+        run("data/logs", "runs/x/data", "clk", partitions="dt=20260101..20260107")  # eval: dt=20260107
+        run("data/train", "runs/x/data", "clk", eval_source="data/eval")         # the user's own split
     """
     with failing(log, "ingest"):
         if spec is not None:
             check_source(spec, source, csv)
+            if eval_source is not None:
+                check_source(spec, eval_source, csv)
         if out_dir is None:  # only the two splits are kept: work beside them, then clean up
             if train_dir is None or eval_dir is None:
                 raise ValueError("ingest needs out_dir, or both train_dir and eval_dir")
@@ -130,7 +197,8 @@ def run(
             work = Path(out_dir)
         try:
             result = _ingest(source, work, label, split or SplitConfig(), neg_sample_rate, oracle_column, csv,
-                             seed, Path(train_dir or work / "train"), Path(eval_dir or work / "eval"))  # fmt: skip
+                             seed, Path(train_dir or work / "train"), Path(eval_dir or work / "eval"),
+                             partitions, eval_source)  # fmt: skip
         finally:
             if out_dir is None:
                 shutil.rmtree(work, ignore_errors=True)
@@ -143,14 +211,38 @@ def _log_ingest(log: RunLog, r: IngestResult) -> None:
         return
     schema = pq.read_schema(next(iter(sorted(Path(r.train_dir).glob("*.parquet")))))
     columns = {f.name: str(f.type) for f in schema}
-    for rows, digest, context in (
-        (r.train_rows, r.train_digest, "training"),
-        (r.eval_rows, r.eval_digest, "evaluation"),
+    for source, rows, digest, context in (
+        (r.source, r.train_rows, r.train_digest, "training"),
+        (r.eval_source or r.source, r.eval_rows, r.eval_digest, "evaluation"),
     ):
-        log.log_dataset(r.source, rows, columns, digest, context, name=f"{context}-data")
+        log.log_dataset(source, rows, columns, digest, context, name=f"{context}-data")
     log.log_metrics(
         {"data.train_rows": r.train_rows, "data.eval_rows": r.eval_rows, "data.oracle_auc": r.oracle_auc}
     )
+    if r.partitions:
+        tags = {
+            TAG_PARTITIONS: ",".join(r.partitions),
+            TAG_PARTITION_DIGESTS: json.dumps(r.partition_digests),
+        }
+        if r.eval_partitions:
+            tags[TAG_EVAL_PARTITIONS] = ",".join(r.eval_partitions)
+        log.set_tags(tags)
+
+
+def _partition_split(src: Source, source: str, partitions: str, split: SplitConfig) -> tuple[str, set[str]]:
+    """The split kind and the eval partitions of a partitioned ``src``: the newest one, or (with
+    ``split.eval_fraction``) none, every partition feeding both splits."""
+    assert isinstance(src, PartitionedSource)
+    if split.eval_fraction is not None:
+        return "fraction", set()
+    eval_names = {p.name for p in newest(src.partitions)}
+    if len(eval_names) == len(src.partitions):
+        raise ValueError(
+            f"data source {source!r}: data.partitions {partitions!r} selects only {', '.join(sorted(eval_names))}; "
+            "the eval split is the newest selected partition and training needs the others: select more "
+            "(e.g. last:2), give a separate eval source (data.eval), or set data.split.eval_fraction"
+        )
+    return "partitions", eval_names
 
 
 def _ingest(
@@ -164,16 +256,35 @@ def _ingest(
     seed: int,
     train_dir: Path,
     eval_dir: Path,
+    partitions: str | None = None,
+    eval_source: str | None = None,
 ) -> IngestResult:
     t0 = time.perf_counter()
     if not 0.0 < neg_sample_rate <= 1.0:
         raise ValueError(f"neg_sample_rate must be in (0, 1], got {neg_sample_rate}")
+    if eval_source is not None and source.startswith(SYNTHETIC):
+        raise ValueError(
+            f"data source {source!r} is generated but the eval split {eval_source!r} is given (data.eval): "
+            "give the training data too (data.train, --source or --data), or drop data.eval (--set data.eval=null)"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    src = open_source(source, csv=csv, generate_into=out / "raw")
+    src = open_source(source, csv=csv, generate_into=out / "raw", partitions=partitions)
     schema = src.schema()
     if schema.get_field_index(label) < 0:
         raise ValueError(f"data source {source!r} has no label column {label!r}; columns: {schema.names}")
-    use_time = split.eval_fraction is None and split.time_column is not None
+    eval_src = None
+    if eval_source is not None:
+        eval_src = open_source(eval_source, csv=csv, generate_into=out / "raw-eval")
+        if eval_src.schema().get_field_index(label) < 0:
+            names = eval_src.schema().names
+            raise ValueError(f"eval source {eval_source!r} has no label column {label!r}; columns: {names}")
+        kind, eval_names = "given", set()
+    elif partitions is not None:
+        kind, eval_names = _partition_split(src, source, partitions, split)
+    else:
+        kind = "fraction" if split.eval_fraction is not None or split.time_column is None else "time"
+        eval_names = set()
+    use_time = kind == "time"
     if use_time and schema.get_field_index(split.time_column) < 0:
         raise ValueError(f"data source {source!r} has no time column {split.time_column!r} for the split")
     cutoff = None
@@ -183,6 +294,11 @@ def _ingest(
             for sb in src.iter_batches(Shard(0, 1), columns=[split.time_column])
         )
         cutoff = (last_day - split.eval_last_days + 1) * SECONDS_PER_DAY
+    # Each part (a file, an ODPS partition) belongs to one partition; a batch never spans parts.
+    owner: dict[str, str] = {}
+    if isinstance(src, PartitionedSource):
+        owner = {src.part_name(i): src.part_partition(i).name for i in range(len(src.part_rows()))}
+    hashes = {p.name: hashlib.sha256() for p in getattr(src, "partitions", []) if p.name not in eval_names}
     tmp = out / ".ingest.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "train").mkdir(parents=True)
@@ -192,6 +308,13 @@ def _ingest(
     offset = 0
     eval_labels, eval_oracle = [], []
     has_oracle = oracle_column is not None and schema.get_field_index(oracle_column) >= 0
+
+    def write_eval(ev: pa.Table) -> None:
+        eval_w.write(ev)
+        if has_oracle and ev.num_rows and ev.schema.get_field_index(oracle_column) >= 0:
+            eval_labels.append(np.asarray(pc.fill_null(ev.column(label), 0).cast(pa.int8())))
+            eval_oracle.append(np.asarray(pc.fill_null(ev.column(oracle_column), 0.0)))
+
     # Shown on a terminal only, and only once ingestion has taken a few seconds.
     bar = tqdm(
         desc="ingest", unit="rows", unit_scale=True, disable=None, delay=types.PROGRESS_DELAY_S, leave=False
@@ -201,10 +324,15 @@ def _ingest(
         t = pa.Table.from_batches([sb.batch])
         idx = np.arange(offset, offset + t.num_rows)
         offset += t.num_rows
-        if use_time:
+        partition = owner.get(sb.file)
+        if partition in hashes:  # a copy: a slice's IPC bytes depend on the buffer it was cut from
+            hashes[partition].update(sb.batch.take(pa.array(np.arange(sb.num_rows))).serialize())
+        if kind == "time":
             is_eval = np.asarray(pc.fill_null(pc.greater_equal(t.column(split.time_column), cutoff), False))
-        else:
+        elif kind == "fraction":
             is_eval = _uniform(idx, seed) < (split.eval_fraction or 0.1)
+        else:
+            is_eval = np.full(t.num_rows, partition in eval_names)
         ev = t.filter(pa.array(is_eval))
         tr = t.filter(pa.array(~is_eval))
         if neg_sample_rate < 1.0 and tr.num_rows:
@@ -213,17 +341,20 @@ def _ingest(
             dropped += int((~keep).sum())
             tr = tr.filter(pa.array(keep))
         train_w.write(tr)
-        eval_w.write(ev)
-        if has_oracle and ev.num_rows:
-            eval_labels.append(np.asarray(pc.fill_null(ev.column(label), 0).cast(pa.int8())))
-            eval_oracle.append(np.asarray(pc.fill_null(ev.column(oracle_column), 0.0)))
+        write_eval(ev)
+    for sb in eval_src.iter_batches(Shard(0, 1)) if eval_src is not None else ():
+        bar.update(sb.batch.num_rows)
+        write_eval(pa.Table.from_batches([sb.batch]))
     bar.close()
     train_w.close()
     eval_w.close()
     if train_w.rows == 0 or eval_w.rows == 0:
+        why = {"given": "check data.eval", "partitions": "check data.partitions"}.get(
+            kind, "check data.split"
+        )
         raise ValueError(
             f"data source {source!r}: the split left {train_w.rows} training and {eval_w.rows} eval rows; "
-            "both must be non-empty (check data.split)"
+            f"both must be non-empty ({why})"
         )
     for name, dst in (("train", train_dir), ("eval", eval_dir)):
         shutil.rmtree(dst, ignore_errors=True)
@@ -233,6 +364,7 @@ def _ingest(
     oracle = None
     if eval_labels:
         oracle = binary_auc(np.concatenate(eval_labels), np.concatenate(eval_oracle))
+    names = [p.name for p in getattr(src, "partitions", [])]
     result = IngestResult(
         train_dir=str(train_dir),
         eval_dir=str(eval_dir),
@@ -246,6 +378,11 @@ def _ingest(
         oracle_auc=None if oracle is None or np.isnan(oracle) else float(oracle),
         source=source,
         seconds=round(time.perf_counter() - t0, 3),
+        split=kind,
+        eval_source=eval_source,
+        partitions=[n for n in names if n not in eval_names],
+        eval_partitions=[n for n in names if n in eval_names or kind == "fraction"],
+        partition_digests={n: h.hexdigest() for n, h in hashes.items()},
     )
     (out / "_meta.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     return result

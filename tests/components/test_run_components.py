@@ -249,3 +249,28 @@ def test_run_summary_reads_the_run_back(tmp_path, tiny_config, sqlite_uri):
         "frame 19",
         "BadRowError: row 17",
     ]
+
+
+def test_ingest_keeps_the_configs_own_eval_input_and_reads_its_partitions(tmp_path, tiny_config, sqlite_uri):
+    from recpipe.data.synthetic import generate
+
+    for i, day in enumerate(("20260101", "20260102")):
+        generate("taobao", 500, tmp_path / "logs" / f"dt={day}", seed=i)
+    generate("taobao", 300, tmp_path / "held_out", seed=9)
+    overrides = {"data.eval": str(tmp_path / "held_out"), "data.partitions": "latest"}
+    (run_id, uri, *_), cfg = _start(
+        tmp_path, tiny_config, sqlite_uri, data_source=str(tmp_path / "logs"), config_overrides=overrides
+    )
+    train, ev = Dataset(uri=str(tmp_path / "train")), Dataset(uri=str(tmp_path / "eval"))
+    ingest.python_func(
+        config=cfg,
+        data_source=str(tmp_path / "logs"),
+        run_id=run_id,
+        tracking_uri=uri,
+        train_data=train,
+        eval_data=ev,
+    )
+    assert pq.read_table(ev.path).equals(pq.read_table(tmp_path / "held_out"))  # as given, not re-split
+    assert set(pq.read_table(train.path).column("dt").to_pylist()) == {"20260102"}
+    assert train.metadata["rows"] == 500
+    assert tracking.run_summary(run_id, uri=uri)["tags"]["data_partitions"] == "dt=20260102"

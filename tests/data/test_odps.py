@@ -18,12 +18,22 @@ import odps
 import pyarrow as pa
 import pytest
 from odps.models import TableSchema
+from odps.models.partition import Partition
 from odps.models.readers import TunnelArrowReader
 from odps.models.table import Table
 from odps.tunnel.io.types import arrow_type_to_odps_type
 from odps.types import PartitionSpec
 
-from recpipe.data import OdpsCredentialsError, OdpsSource, OdpsTableRef, Shard, open_source, parse_odps_uri
+from recpipe.data import (
+    OdpsCredentialsError,
+    OdpsSource,
+    OdpsTableRef,
+    PartitionedSource,
+    PartitionError,
+    Shard,
+    open_source,
+    parse_odps_uri,
+)
 from recpipe.data.odps import odps_client_from_env
 
 TUNNEL_BATCH = 97
@@ -85,6 +95,21 @@ class FakeTable:
         self.opened.append((key, columns))
         return FakeArrowReader(self._partitions[key], columns)
 
+    def iterate_partitions(self, spec: str | None = None, reverse: bool = False) -> Iterator[FakePartition]:
+        """Like pyodps': the partitions whose spec starts with ``spec``'s keys and values."""
+        prefix = {} if spec is None else PartitionSpec(spec).kv
+        keys = [k for k in self._partitions if k is not None]
+        for key in reversed(keys) if reverse else keys:
+            if all(PartitionSpec(key).kv.get(k) == v for k, v in prefix.items()):
+                yield FakePartition(PartitionSpec(key))
+
+
+class FakePartition:
+    """Stands in for ``odps.models.Partition``: its ``partition_spec``."""
+
+    def __init__(self, spec: PartitionSpec) -> None:
+        self.partition_spec = spec
+
 
 class FakeOdps:
     """Stands in for ``odps.ODPS``: ``get_table(name, project=)``."""
@@ -112,7 +137,17 @@ def client() -> FakeOdps:
     partitioned = FakeTable(
         {"dt=20240101,hr=01": _rows(0, 1009), "dt=20240101,hr=02": _rows(5000, 5010)}, ["dt", "hr"]
     )
-    return FakeOdps({("ads", "taobao"): partitioned, ("ads", "plain"): FakeTable({None: _rows(0, 10)}, [])})
+    # Listed out of order: recpipe orders partitions itself.
+    daily = FakeTable(
+        {"dt=20240103": _rows(200, 230), "dt=20240101": _rows(0, 101), "dt=20240102": _rows(101, 200)}, ["dt"]
+    )
+    return FakeOdps(
+        {
+            ("ads", "taobao"): partitioned,
+            ("ads", "daily"): daily,
+            ("ads", "plain"): FakeTable({None: _rows(0, 10)}, []),
+        }
+    )
 
 
 def test_parse_odps_uri() -> None:
@@ -192,7 +227,45 @@ def test_client_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
 
 
+def test_selected_partitions_carry_their_keys_and_shard_exactly(client: FakeOdps) -> None:
+    source = open_source("odps://ads/tables/daily", client=client, partitions="dt=20240102..20240103")
+    assert isinstance(source, PartitionedSource)
+    assert [p.name for p in source.partitions] == ["dt=20240102", "dt=20240103"]
+    assert source.schema().names == ["row", "clk", "name", "dt"] and source.part_rows() == [99, 30]
+    for count in (1, 2, 3):
+        shards = [list(source.iter_batches(Shard(i, count), batch_rows=40)) for i in range(count)]
+        rows = [r for batches in shards for sb in batches for r in sb.batch["row"].to_pylist()]
+        assert rows == list(range(101, 230)), count
+        days = [d for batches in shards for sb in batches for d in sb.batch["dt"].to_pylist()]
+        assert days == ["20240102"] * 99 + ["20240103"] * 30
+    assert source.part_name(1) == "odps://ads/tables/daily partition dt='20240103'"
+    assert [
+        p.value("dt")
+        for p in open_source("odps://ads/tables/daily", client=client, partitions="latest").partitions
+    ] == ["20240103"]
+
+
+def test_a_uri_partition_prefix_narrows_the_listing(client: FakeOdps) -> None:
+    source = open_source("odps://ads/tables/taobao/dt=20240101", client=client, partitions="hr=02")
+    batch = next(source.iter_batches(columns=["row", "dt", "hr"])).batch
+    assert batch.to_pylist()[0] == {"row": 5000, "dt": "20240101", "hr": "02"} and batch.num_rows == 10
+
+
+def test_odps_selectors_that_select_nothing_or_a_plain_table_are_refused(client: FakeOdps) -> None:
+    with pytest.raises(
+        PartitionError, match=r"selects nothing; it has 3 partition\(s\): dt=20240101, dt=20240102"
+    ):
+        open_source("odps://ads/tables/daily", client=client, partitions="dt=20250101")
+    with pytest.raises(PartitionError, match=r"no partition key 'hh'; its keys are \['dt', 'hr'\]"):
+        open_source("odps://ads/tables/taobao", client=client, partitions="hh=01")
+    with pytest.raises(PartitionError, match="'odps://ads/tables/plain': the ODPS table is not partitioned"):
+        open_source("odps://ads/tables/plain", client=client, partitions="latest")
+
+
 def test_stand_in_matches_pyodps_signatures() -> None:
+    assert {"spec", "reverse"} <= set(inspect.signature(Table.iterate_partitions).parameters)
+    assert isinstance(inspect.getattr_static(Partition, "partition_spec"), property)
+    assert PartitionSpec("dt=1,hr=2").kv == {"dt": "1", "hr": "2"}
     assert {"start", "count", "columns"} <= set(inspect.signature(TunnelArrowReader.read).parameters)
     assert isinstance(inspect.getattr_static(TunnelArrowReader, "count"), property)
     assert {"partition", "arrow", "columns"} <= set(inspect.signature(Table.open_reader).parameters)

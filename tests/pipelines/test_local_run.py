@@ -119,6 +119,26 @@ def test_run_refuses_a_source_without_the_configs_columns_before_starting(tmp_pa
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
+def test_run_reads_the_configs_own_train_input_without_data(tmp_path, capsys, monkeypatch):
+    from recpipe.cli.main import main
+    from recpipe.data.synthetic import generate
+
+    monkeypatch.setenv("RECPIPE_LOG_DIR", str(tmp_path / "logs"))
+    generate("taobao", 50, tmp_path / "taobao")
+    root = Path(__file__).resolve().parents[2]
+    argv = [
+        "run",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--config",
+        str(root / "configs" / "dlrm_criteo_small.yaml"),
+    ]
+    # data.train is the source (not generated Criteo rows): its Taobao columns do not fit, before anything starts.
+    assert main([*argv, "--set", f"data.train={tmp_path / 'taobao'}"]) == 2
+    assert f"parameter data_source: data '{tmp_path / 'taobao'}' does not fit" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_run_says_when_no_generated_data_fits_the_config():
     from recpipe.config import ParameterError
     from recpipe.config.features import LookupFeatureConfig
