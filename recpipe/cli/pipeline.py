@@ -23,7 +23,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         backends=a.backends,
         min_auc=a.min_auc,
         auto_promote=not a.no_promote,
-        overrides=parse_overrides(a.set),
+        overrides={**parse_overrides(a.set), **({"train.init_from": a.init_from} if a.init_from else {})},
         verbose=a.verbose,
         tracking_uri=a.tracking_uri,
         runner=a.runner,
@@ -96,6 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set", action="append", metavar="KEY=VALUE", help="config override, e.g. train.max_steps=50"
     )
     r.add_argument("--verbose", action="store_true", help="stream every step's logs")
+    r.add_argument(
+        "--init-from", default=None, help="warm start (train.init_from): models:/NAME@champion or a checkpoint folder"
+    )
     r.add_argument(
         "--runner",
         choices=("subprocess", "containers"),
