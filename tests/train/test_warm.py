@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -159,13 +160,18 @@ def test_a_config_that_does_not_fit_the_parent_is_refused_naming_what_differs(di
 
 
 def test_another_feature_spec_than_the_parents_is_refused(din_parent, taobao, tmp_path):
-    from recpipe.data.sources import open_source
-    from recpipe.features.fit import fit_feature_spec
-
+    """The same tables but another mapping (a vocabulary fitted again would be one): ids would land on
+    other rows, so the trainer refuses it (fit reuses the parent's fg.json under train.init_from)."""
     cfg = load_config(taobao["config"], {**TWO_STEPS, "train.init_from": str(din_parent)})
-    refit = fit_feature_spec(cfg, open_source(taobao["eval"]))  # fitted again, on other rows
-    with pytest.raises(WarmStartError, match=r"reuse the parent's fg.json|rows x"):
-        train(cfg, refit, taobao["train"], None, tmp_path / "child")
+    spec = build_feature_spec(cfg)
+    first = spec.sparse[0]
+    other = dataclasses.replace(
+        spec, sparse=[dataclasses.replace(first, mapping=dataclasses.replace(first.mapping, default_value="7"))]
+        + spec.sparse[1:],
+    )
+    assert [t.num_embeddings for t in other.tables()] == [t.num_embeddings for t in spec.tables()]
+    with pytest.raises(WarmStartError, match=r"fg.json: the same tables, but other fitted vocabularies"):
+        train(cfg, other, taobao["train"], None, tmp_path / "child")
 
 
 def test_an_unverified_or_missing_parent_is_refused(din_parent, tmp_path):
