@@ -97,7 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--verbose", action="store_true", help="stream every step's logs")
     r.add_argument(
-        "--init-from", default=None, help="warm start (train.init_from): models:/NAME@champion or a checkpoint folder"
+        "--init-from",
+        default=None,
+        help="warm start (train.init_from): models:/NAME@champion or a checkpoint folder",
     )
     r.add_argument(
         "--runner",

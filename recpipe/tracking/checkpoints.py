@@ -69,7 +69,9 @@ def recorded_checkpoint(uri: str, model_uri: str) -> RecordedCheckpoint:
             raise ValueError(f"{model_uri}: no version {m.group('version')} of {name!r} in {uri}") from err
     run_id = found["run_id"]
     if not run_id:
-        raise ValueError(f"{model_uri} (version {found['version']}) names no run: no checkpoint to start from")
+        raise ValueError(
+            f"{model_uri} (version {found['version']}) names no run: no checkpoint to start from"
+        )
     tags = run_summary(run_id, uri=uri)["tags"]
     path, digest = tags.get(TAG_CHECKPOINT), tags.get(TAG_CHECKPOINT_MANIFEST)
     if not path or not digest:

@@ -100,7 +100,9 @@ def test_a_version_without_a_recorded_checkpoint_or_a_rewritten_one_is_refused(d
     tracking.MlflowRunLog(run, uri).log_artifact(days["config"], "model")
     tracking.register_version(uri, "bare", run, "model")
     overrides = {**TWO_STEPS, "train.init_from": "models:/bare/1"}
-    with pytest.raises(WarmStartError, match=r"models:/bare/1 \(version 1, run .*\) recorded no training checkpoint"):
+    with pytest.raises(
+        WarmStartError, match=r"models:/bare/1 \(version 1, run .*\) recorded no training checkpoint"
+    ):
         train.run(days["config"], days["day1"], days["eval"], str(tmp_path / "x"), overrides=overrides,
                   tracking_uri=uri)  # fmt: skip
     with pytest.raises(WarmStartError, match=r"model 'bare' has no alias 'champion'"):

@@ -56,7 +56,8 @@ def _full(value: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(value.size(), dtype=value.dtype)
     for shard in value.local_shards():
         index = tuple(
-            slice(o, o + n) for o, n in zip(shard.metadata.shard_offsets, shard.metadata.shard_sizes, strict=True)
+            slice(o, o + n)
+            for o, n in zip(shard.metadata.shard_offsets, shard.metadata.shard_sizes, strict=True)
         )
         out[index] = shard.tensor
     return out
@@ -91,7 +92,9 @@ def test_every_model_warm_starts_with_its_parents_weights(kind, request, tmp_pat
     saved = load_model_for_inference(tmp_path / "parent")[0].state_dict()
     dense, table = _picks(saved)
 
-    child_cfg = load_config(config, {**TWO_STEPS, "train.init_from": str(tmp_path / "parent"), "train.seed": 7})
+    child_cfg = load_config(
+        config, {**TWO_STEPS, "train.init_from": str(tmp_path / "parent"), "train.seed": 7}
+    )
     fresh = _started(load_config(config, {**TWO_STEPS, "train.seed": 7}), spec, tmp_path / "fresh")
     before = _started(child_cfg, spec, tmp_path / "child")
     assert torch.equal(before[dense], saved[dense]) and not torch.equal(fresh[dense], saved[dense])
@@ -114,7 +117,9 @@ def din_parent(taobao, tmp_path_factory) -> Path:
 def test_the_optimizer_state_comes_from_the_parent(din_parent, taobao, tmp_path):
     """Adam's step count and moments continue from the parent's: after 3 more steps the child holds the
     state of a run that did 5 + 3 (bit-for-bit on one rank: the same rows at the same moments)."""
-    cfg = load_config(taobao["config"], {**TWO_STEPS, "train.max_steps": 3, "train.init_from": str(din_parent)})
+    cfg = load_config(
+        taobao["config"], {**TWO_STEPS, "train.max_steps": 3, "train.init_from": str(din_parent)}
+    )
     spec = build_feature_spec(cfg)
     env = init_distributed()
     try:
@@ -130,7 +135,9 @@ def test_a_warm_started_run_interrupted_resumes_its_own_checkpoint(din_parent, t
     cfg = load_config(taobao["config"], {**TWO_STEPS, "train.init_from": str(din_parent)})
     spec = build_feature_spec(cfg)
     train(cfg, spec, taobao["train"], None, tmp_path / "child")
-    longer = load_config(taobao["config"], {**TWO_STEPS, "train.max_steps": 4, "train.init_from": str(din_parent)})
+    longer = load_config(
+        taobao["config"], {**TWO_STEPS, "train.max_steps": 4, "train.init_from": str(din_parent)}
+    )
     result = train(longer, spec, taobao["train"], None, tmp_path / "child")
     assert result.resumed_from.endswith("ckpt-2") and result.steps == 4
 
@@ -153,7 +160,8 @@ def test_a_config_that_does_not_fit_the_parent_is_refused_naming_what_differs(di
     assert "table user_id: " in message and "x 16 -> " in message and " x 8" in message
 
     other = load_config(
-        taobao["config"], {**TWO_STEPS, "train.init_from": str(din_parent), "train.sparse_optimizer.type": "sgd"}
+        taobao["config"],
+        {**TWO_STEPS, "train.init_from": str(din_parent), "train.sparse_optimizer.type": "sgd"},
     )
     with pytest.raises(WarmStartError, match=r'train.sparse_optimizer.type: "adagrad" -> "sgd"'):
         train(other, build_feature_spec(other), taobao["train"], None, tmp_path / "other")
@@ -166,7 +174,8 @@ def test_another_feature_spec_than_the_parents_is_refused(din_parent, taobao, tm
     spec = build_feature_spec(cfg)
     first = spec.sparse[0]
     other = dataclasses.replace(
-        spec, sparse=[dataclasses.replace(first, mapping=dataclasses.replace(first.mapping, default_value="7"))]
+        spec,
+        sparse=[dataclasses.replace(first, mapping=dataclasses.replace(first.mapping, default_value="7"))]
         + spec.sparse[1:],
     )
     assert [t.num_embeddings for t in other.tables()] == [t.num_embeddings for t in spec.tables()]
