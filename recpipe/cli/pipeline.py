@@ -24,7 +24,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         backends=a.backends,
         min_auc=a.min_auc,
         auto_promote=not a.no_promote,
-        overrides=partition_overrides(a),
+        overrides={**partition_overrides(a), **({"train.init_from": a.init_from} if a.init_from else {})},
         verbose=a.verbose,
         tracking_uri=a.tracking_uri,
         runner=a.runner,
@@ -99,6 +99,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     partitions_arg(r)
     r.add_argument("--verbose", action="store_true", help="stream every step's logs")
+    r.add_argument(
+        "--init-from",
+        default=None,
+        help="warm start (train.init_from): models:/NAME@champion or a checkpoint folder",
+    )
     r.add_argument(
         "--runner",
         choices=("subprocess", "containers"),

@@ -50,6 +50,10 @@ def _run_log(a: argparse.Namespace) -> Any:
 def cmd_train(a: argparse.Namespace) -> int:
     from recpipe.stages import train
 
+    overrides = parse_overrides(a.set)
+    if a.init_from:
+        overrides["train.init_from"] = a.init_from
+    registry = a.init_from and a.init_from.startswith("models:/")
     r = train.run(
         a.config,
         a.train,
@@ -60,9 +64,10 @@ def cmd_train(a: argparse.Namespace) -> int:
         gpus_per_worker=a.gpus_per_worker,
         nproc_per_node=a.nproc_per_node,
         launcher="local",  # the command line trains on this machine; clusters go through the pipeline
-        overrides=parse_overrides(a.set),
+        overrides=overrides,
         log=_run_log(a),
         resume=a.resume,
+        tracking_uri=_tracking_uri(a, must_exist=True) if registry else None,
     )
     job_succeeded()
     _print(r)
@@ -265,6 +270,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto: continue from a checkpoint in --out if there is one (default); never: start fresh; "
         "must: fail unless there is one",
+    )
+    t.add_argument(
+        "--init-from",
+        default=None,
+        help="warm start (train.init_from): models:/NAME@alias, models:/NAME/<version> or a checkpoint "
+        "folder; weights, optimizer state and zch remaps of that run, from step 0 (pass its fg.json as --fg, "
+        "or none)",
     )
     t.add_argument(
         "--verbose", action="store_true", help="show dependency warnings and failing ranks' whole output"

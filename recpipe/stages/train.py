@@ -64,6 +64,7 @@ def run(
     overrides: Mapping[str, Any] | None = None,
     log: RunLog = NULL_LOG,
     resume: str = "auto",
+    tracking_uri: str | None = None,
 ) -> TrainStageResult:
     """Train ``config_path`` on ``train_dir`` (validating on ``eval_dir``) into the checkpoint folder
     ``out_dir``.
@@ -83,10 +84,15 @@ def run(
         workspace_pvc (str): ReadWriteMany claim shared by this pod and the job's pods (PyTorchJob only).
         namespace (str | None): namespace of the job (default: this pod's).
         overrides (Mapping | None): dotted config overrides (``{"train.max_steps": 100}``).
-        log (RunLog): records the per-step metrics, ``train_result.json``, the curves, tags ``train.where``
-            and ``train.world_size`` and metric ``train.seconds``.
+        log (RunLog): records the per-step metrics, ``train_result.json``, the curves, tags ``train.where``,
+            ``train.world_size``, ``train.checkpoint`` and ``train.checkpoint_manifest_sha256`` (what a warm
+            start from this run's registered version reads), ``init_from``, ``init_from_version`` and
+            ``init_from_run_id`` (a warm start) and metric ``train.seconds``.
         resume (str): ``"auto"`` continues from the latest checkpoint in ``out_dir`` if there is one,
             ``"never"`` starts fresh, ``"must"`` fails unless there is one to continue from (local only).
+            A run that continues its own checkpoint ignores ``train.init_from``.
+        tracking_uri (str | None): the registry a ``train.init_from: models:/…`` is read from (default: the
+            run log's, else env ``MLFLOW_TRACKING_URI``, else the config's ``tracking.uri``).
 
     Raises:
         ParameterError: an invalid parameter (the message names it).
@@ -113,6 +119,12 @@ def run(
     cluster = launcher == "pytorchjob" and int(workers) > 1
     t0 = time.perf_counter()
     with failing(log, "train"):
+        warm = _warm_source(config_path, out_dir, overrides or {}, resume, tracking_uri, log)
+        if warm is not None:  # the workers get the resolved folder, and the parent's fitted FeatureSpec
+            overrides = {**(overrides or {}), "train.init_from": str(warm.checkpoint)}
+            fg_json = fg_json or str(warm.checkpoint / "fg.json")
+        elif fg_json is None:
+            fg_json = _resumed_spec(config_path, out_dir, overrides or {})
         if cluster:
             image = image or os.environ.get("RECPIPE_IMAGE", "")
             if not workspace_pvc:
@@ -138,9 +150,69 @@ def run(
             where = "local"
         seconds = round(time.perf_counter() - t0, 1)
         log_training(log, out_dir)
-        log.set_tags({"train.where": where, "train.world_size": world})
+        log.set_tags(
+            {
+                "train.where": where,
+                "train.world_size": world,
+                **checkpoint_tags(out_dir),
+                **(warm.tags() if warm else {}),
+            }
+        )
         log.log_metrics({"train.seconds": seconds})
     return TrainStageResult(checkpoint_dir=str(out_dir), where=where, world_size=world, seconds=seconds)
+
+
+def _warm_source(
+    config_path: str,
+    out_dir: str,
+    overrides: Mapping[str, Any],
+    resume: str,
+    tracking_uri: str | None,
+    log: RunLog,
+) -> Any:
+    """The :class:`~recpipe.tracking.checkpoints.WarmSource` of ``train.init_from`` for a run that starts
+    fresh, else None (no ``init_from``, or ``out_dir`` holds a checkpoint this run continues)."""
+    from recpipe.config import load_config
+
+    cfg = load_config(config_path, dict(overrides))
+    if not cfg.train.init_from:
+        return None
+    from recpipe.train.checkpoint import latest_checkpoint
+
+    if resume != "never" and latest_checkpoint(Path(out_dir)) is not None:
+        return None
+    from recpipe.tracking.checkpoints import resolve_init_from
+
+    uri = tracking_uri or getattr(log, "tracking_uri", None)  # the MLflow run log's store
+    return resolve_init_from(cfg.train.init_from, uri, cfg.tracking.uri)
+
+
+def _resumed_spec(config_path: str, out_dir: str, overrides: Mapping[str, Any]) -> str | None:
+    """A warm-started run continued without ``fg_json``: the FeatureSpec of its own latest checkpoint (the
+    parent's), not one fitted again."""
+    from recpipe.config import load_config
+
+    if not load_config(config_path, dict(overrides)).train.init_from:
+        return None
+    from recpipe.train.checkpoint import SPEC, latest_checkpoint
+
+    ckpt = latest_checkpoint(Path(out_dir))
+    return str(ckpt / SPEC) if ckpt is not None else None
+
+
+def checkpoint_tags(out_dir: str | Path) -> dict[str, str]:
+    """Run tags naming the final checkpoint in ``out_dir`` and pinning its content (the sha256 of its
+    manifest), which a later ``train.init_from: models:/…`` of the registered version checks; {} when none."""
+    from recpipe.train.result import TrainResult
+
+    result = TrainResult.read(Path(out_dir))
+    if result is None or not result.checkpoint or not Path(result.checkpoint).is_dir():
+        return {}
+    from recpipe.tracking.checkpoints import TAG_CHECKPOINT, TAG_CHECKPOINT_MANIFEST
+    from recpipe.train.warm import manifest_digest
+
+    path = Path(result.checkpoint).resolve()
+    return {TAG_CHECKPOINT: str(path), TAG_CHECKPOINT_MANIFEST: manifest_digest(path)}
 
 
 def check_data(

@@ -254,6 +254,31 @@ def load_training_state(
     that wrote the checkpoint (see :func:`recpipe.train.zch.check_resume`). The folder is verified
     against its manifest first (:func:`verify_checkpoint`).
     """
+    meta = load_weights_and_optimizer(ckpt, model_sd, optimizer, dense_optimizer)
+    rng = ckpt / "rng" / f"rank-{dist.get_rank()}.pt"
+    if meta.world_size == dist.get_world_size() and rng.is_file():
+        saved = torch.load(rng, weights_only=True)  # tensors only: a pickle here could run code
+        torch.set_rng_state(saved["torch"])
+        if "cuda" in saved and torch.cuda.is_available():
+            torch.cuda.set_rng_state(saved["cuda"])
+    return meta
+
+
+def load_weights_and_optimizer(
+    ckpt: Path, model_sd: dict[str, Any], optimizer: Any, dense_optimizer: Any
+) -> CheckpointMeta:
+    """Load the model (dense, embedding and zch remapping tensors) and optimizer states of ``ckpt`` in
+    place, resharded to this run's plan, after :func:`verify_checkpoint`; what resume and a warm start share.
+
+    Args:
+        ckpt (Path): a ``ckpt-<step>`` folder.
+        model_sd (dict): the live model state dict, model keys.
+        optimizer: the combined optimizer (fused sparse + dense).
+        dense_optimizer: the dense optimizer (its lazy state is created first).
+
+    Raises:
+        CheckpointError: an unverified folder, zch tables on another world size, or tensors that do not fit.
+    """
     verify_checkpoint(ckpt)
     meta = CheckpointMeta.read(ckpt)
     try:
@@ -269,12 +294,6 @@ def load_training_state(
     except Exception as err:  # DCP wraps per-rank failures; name the checkpoint
         raise CheckpointError(f"cannot load {ckpt} into this model: {err}") from err
     optimizer.load_state_dict(state["optim"])
-    rng = ckpt / "rng" / f"rank-{dist.get_rank()}.pt"
-    if meta.world_size == dist.get_world_size() and rng.is_file():
-        saved = torch.load(rng, weights_only=True)  # tensors only: a pickle here could run code
-        torch.set_rng_state(saved["torch"])
-        if "cuda" in saved and torch.cuda.is_available():
-            torch.cuda.set_rng_state(saved["cuda"])
     return meta
 
 

@@ -34,6 +34,7 @@ from recpipe.train.checkpoint import (
     CheckpointMeta,
     latest_checkpoint,
     load_training_state,
+    load_weights_and_optimizer,
     model_prefix,
     model_state,
     save_checkpoint,
@@ -49,6 +50,7 @@ from recpipe.train.optim import (
 )
 from recpipe.train.result import TrainResult
 from recpipe.train.step import PipelineStep
+from recpipe.train.warm import check_compatible, warm_checkpoint
 
 METRICS_FILE = "metrics.jsonl"
 AUC_WINDOW_ROWS = 100_000
@@ -266,11 +268,25 @@ class _Trainer:
             shuffle=shuffle,
         )
 
+    def _warm_start(self, init_from: str) -> Path:
+        # A new run: the parent's tensors (resharded to this plan), none of its position, random state
+        # or step count; the checkpoint is verified and its config checked against this one first.
+        ckpt = warm_checkpoint(init_from)
+        check_compatible(ckpt, self.cfg, self.spec)
+        meta = load_weights_and_optimizer(ckpt, self._model_state(), self.optimizer, self.dense_opt)
+        self.log(
+            f"warm start from {ckpt} (its step {meta.step}, written by {meta.world_size} rank(s), now "
+            f"{self.env.world_size}): weights, optimizer state and zch remaps; training starts at step 0"
+        )
+        return ckpt
+
     def _resume(self, resume: bool) -> tuple[Path | None, CheckpointMeta | None]:
         ckpt = latest_checkpoint(self.out_dir) if resume else None
         if ckpt is None:
             if self.env.is_main:
                 (self.out_dir / METRICS_FILE).unlink(missing_ok=True)
+            if self.cfg.train.init_from:  # only a fresh run: an interrupted warm-started run resumes its own
+                self._warm_start(self.cfg.train.init_from)
             return None, None
         meta = load_training_state(ckpt, self._model_state(), self.optimizer, self.dense_opt)
         self._trim_metrics(meta.step)
