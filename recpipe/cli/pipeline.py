@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_OK
 from recpipe.cli.partitions import partitions_arg
@@ -14,26 +15,51 @@ def cmd_run(a: argparse.Namespace) -> int:
     from recpipe.cli.partitions import partition_overrides
     from recpipe.pipeline.lifecycle import OUTCOME_REJECTED
 
-    summary = run_local(
-        runs_dir=a.runs,
-        config=a.config,
-        data_source=a.data,
-        rows=a.rows,
-        workers=a.workers,
-        gpus_per_worker=a.gpus_per_worker,
-        backends=a.backends,
-        min_auc=a.min_auc,
-        auto_promote=not a.no_promote,
-        overrides={**partition_overrides(a), **({"train.init_from": a.init_from} if a.init_from else {})},
-        verbose=a.verbose,
-        tracking_uri=a.tracking_uri,
-        runner=a.runner,
-    )
+    common = {
+        "runs_dir": a.runs,
+        "config": a.config,
+        "data_source": a.data,
+        "rows": a.rows,
+        "workers": a.workers,
+        "gpus_per_worker": a.gpus_per_worker,
+        "backends": a.backends,
+        "min_auc": a.min_auc,
+        "auto_promote": not a.no_promote,
+        "verbose": a.verbose,
+        "tracking_uri": a.tracking_uri,
+        "runner": a.runner,
+    }
+    if a.days is not None:
+        return _replay(a, common)
+    overrides = partition_overrides(a)
+    if a.init_from:
+        overrides["train.init_from"] = a.init_from
+    summary = run_local(overrides=overrides, **common)
     print(summary.format())
     if summary.status != "FINISHED":
         return EXIT_ERROR
     # A rejected model is a normal end of the pipeline, but a script must tell it from a new version.
     return EXIT_GATE if (summary.outcome or "").startswith(OUTCOME_REJECTED) else EXIT_OK
+
+
+def _replay(a: argparse.Namespace, common: dict) -> int:
+    """``recpipe run --days``: one run per day (pipelines/replay.py); exit 1 when a run failed."""
+    from pipelines.replay import replay_days
+    from recpipe.config import parse_overrides
+
+    if a.partitions is not None or a.init_from:
+        raise ValueError(
+            "--days sets each run's partitions and warm start: leave out --partitions / --init-from"
+        )
+
+    def show(selector: str, summary: Any) -> None:
+        print(f"== recpipe run --days: data.partitions={selector}")
+        print(summary.format(), flush=True)
+
+    summaries = replay_days(a.days, window=a.window, overrides=parse_overrides(a.set), on_run=show, **common)
+    outcomes = ", ".join(f"{s.outcome or s.status}" for s in summaries)
+    print(f"replayed {len(summaries)} day(s): {outcomes}")
+    return EXIT_OK if all(s.status == "FINISHED" for s in summaries) else EXIT_ERROR
 
 
 def cmd_compile(a: argparse.Namespace) -> int:
@@ -103,6 +129,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--init-from",
         default=None,
         help="warm start (train.init_from): models:/NAME@champion or a checkpoint folder",
+    )
+    r.add_argument(
+        "--days",
+        default=None,
+        help="replay days in order, one run per day, each warm-started from the champion and gated on its "
+        "day: a selector of the data's days (dt=20260101..20260114, last:7) or, without --data, a number of "
+        "generated days (e.g. 3)",
+    )
+    r.add_argument(
+        "--window",
+        type=int,
+        default=1,
+        help="with --days: training days before each day (default: %(default)s)",
     )
     r.add_argument(
         "--runner",
