@@ -70,6 +70,8 @@ def training_pipeline(
     workspace_pvc: str = "recpipe-workspace",
     config_overrides: dict = {},  # noqa: B006
     launcher: str = "pytorchjob",
+    partitions: str = "",
+    init_from: str = "",
 ) -> str:
     """Train, gate, export, register and (optionally) promote a CTR model.
 
@@ -93,6 +95,11 @@ def training_pipeline(
         config_overrides: dotted config overrides, e.g. ``{"train.max_steps": 1000}``.
         launcher: how training starts: ``pytorchjob`` (a cluster: a PyTorchJob when ``workers > 1``,
             else torchrun in the train pod) or ``local`` (every step on this machine: ``recpipe run``).
+        partitions: ``data.partitions`` of a partitioned source (``dt=20260107``, ``last:7``); ``{date}`` and
+            ``{date-N}`` are filled from the run's scheduled time (a recurring run); empty: the config's.
+        init_from: ``train.init_from`` (``models:/NAME@champion``, ``models:/NAME/3``, a checkpoint folder),
+            or ``champion-if-any``: the champion's version, from scratch while there is none; empty: the
+            config's.
     """
     run = start(
         config_path=config,
@@ -110,6 +117,10 @@ def training_pipeline(
         config_overrides=config_overrides,
         kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         launcher=launcher,
+        partitions=partitions,
+        init_from=init_from,
+        # KFP fills it in for each run of a recurring run (a one-off run gets its creation time).
+        schedule_time=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER,
     )
     _settings(run, odps=True)
     run_id, uri = run.outputs["run_id"], run.outputs["tracking_uri"]
