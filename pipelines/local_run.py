@@ -90,7 +90,7 @@ def run_local(
 
     from kfp import local
 
-    from pipelines.training_pipeline import training_pipeline
+    from pipelines.training_pipeline import local_training_pipeline as training_pipeline
 
     # kfp.local notes that our images are not plain Python images and that Kubernetes settings are
     # ignored here; both are expected for a local run.

@@ -157,7 +157,7 @@ _UNRESOLVED = "{{$."
 
 def is_partition_template(partitions: str | None) -> bool:
     """Whether ``partitions`` holds a ``{date}`` / ``{date-N}`` placeholder (a scheduled run's selector)."""
-    return bool(partitions) and bool(_DATE_TOKEN.search(partitions))  # type: ignore[arg-type]
+    return partitions is not None and _DATE_TOKEN.search(partitions) is not None
 
 
 def parse_schedule_time(value: str | None) -> datetime | None:
@@ -277,20 +277,20 @@ def resolve_init_from(value: str | None, tracking_uri: str, model_name: str) -> 
         return None if champion is None else f"models:/{model_name}/{champion['version']}"
     if not value.startswith("models:/"):
         return value
-    name, at, alias = value.removeprefix("models:/").partition("@")
+    name, at, ref = value.removeprefix("models:/").partition("@")  # ref: the alias, or the version below
     if not at:
-        name, _, alias = name.rpartition("/")
-    if not name or not alias:
+        name, _, ref = name.rpartition("/")
+    if not name or not ref:
         raise ParameterError("init_from", f"{value!r} is neither models:/NAME@ALIAS nor models:/NAME/VERSION")
     found = (
-        tracking.get_version_by_alias(tracking_uri, name, alias) is not None
+        tracking.get_version_by_alias(tracking_uri, name, ref) is not None
         if at
-        else any(str(v["version"]) == alias for v in tracking.list_models(tracking_uri, name))
+        else any(str(v["version"]) == ref for v in tracking.list_models(tracking_uri, name))
     )
     if not found:
         hint = (
-            f"; a daily run whose first day has no champion yet: init_from={INIT_FROM_CHAMPION_IF_ANY}"
-            if alias == tracking.ALIAS_CHAMPION
+            f"; the first run of a daily loop has no champion yet: init_from={INIT_FROM_CHAMPION_IF_ANY}"
+            if at and ref == tracking.ALIAS_CHAMPION
             else ""
         )
         from recpipe.redact import redact

@@ -119,6 +119,19 @@ def test_run_refuses_a_source_without_the_configs_columns_before_starting(tmp_pa
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
+def test_run_refuses_a_date_template_before_starting(tmp_path, monkeypatch):
+    """kfp.local leaves the schedule-time placeholder unfilled: a {date} template has no day to fill."""
+    from pipelines.local_run import run_local
+    from recpipe.config import ParameterError
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ParameterError, match=r"parameter partitions: 'dt=\{date-1\}' is a template"):
+        run_local(
+            runs_dir=tmp_path / "runs", config=str(TINY_CONFIG), data_source=SOURCE, partitions="dt={date-1}"
+        )
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
 def test_run_says_when_no_generated_data_fits_the_config():
     from recpipe.config import ParameterError
     from recpipe.config.features import LookupFeatureConfig

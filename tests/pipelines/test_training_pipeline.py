@@ -120,13 +120,24 @@ def test_gpu_request_and_placement(compiled):
     assert start["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
 
 
-def test_start_receives_the_scheduled_time_and_the_daily_parameters(compiled):
+def test_start_receives_the_scheduled_time_and_the_daily_parameters(compiled, tmp_path):
     """KFP fills the schedule-time placeholder only where a task input is exactly that constant."""
     ir, _ = compiled
     start = _tasks(ir)["start"]["inputs"]["parameters"]
     assert start["schedule_time"] == {"runtimeValue": {"constant": "{{$.pipeline_job_schedule_time_utc}}"}}
     assert start["partitions"]["componentInputParameter"] == "partitions"
     assert start["init_from"]["componentInputParameter"] == "init_from"
+    # kfp.local (2.17) cannot parse that placeholder: recpipe run's variant sends none (no scheduled time).
+    from kfp import compiler
+
+    from pipelines.training_pipeline import local_training_pipeline
+
+    compiler.Compiler().compile(local_training_pipeline, str(tmp_path / "local.yaml"))
+    local_ir = next(yaml.safe_load_all((tmp_path / "local.yaml").read_text()))
+    assert _tasks(local_ir)["start"]["inputs"]["parameters"]["schedule_time"] == {
+        "runtimeValue": {"constant": ""}
+    }
+    assert "pipeline_job_schedule_time_utc" not in (tmp_path / "local.yaml").read_text()
     inputs = ir["components"]["comp-start"]["inputDefinitions"]["parameters"]
     assert {
         k: inputs[k]["parameterType"] for k in ("partitions", "init_from", "schedule_time")
