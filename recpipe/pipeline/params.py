@@ -151,7 +151,8 @@ DAILY_PARTITIONS = "dt={date-1}"
 # ``{date}``: the scheduled time's UTC day; ``{date-N}``: N days before it (``{date-1}``: the day that ended).
 _DATE_TOKEN = re.compile(r"\{date(?:-(\d+))?\}")
 _ANY_TOKEN = re.compile(r"\{[^{}]*\}")
-# A KFP placeholder that no runner filled in: kfp.local passes ``{{$.pipeline_job_schedule_time_utc}}`` as is.
+# A KFP placeholder that no runner filled in (KFP 2.15's backend passed ``{{$.pipeline_job_schedule_time_utc}}``
+# through as is, kubeflow/pipelines#12616).
 _UNRESOLVED = "{{$."
 
 
@@ -162,7 +163,7 @@ def is_partition_template(partitions: str | None) -> bool:
 
 def parse_schedule_time(value: str | None) -> datetime | None:
     """The run's scheduled time in UTC (KFP's ``PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER``, RFC 3339), or
-    None when the run has none (empty, or the placeholder left unresolved, as kfp.local does).
+    None when the run has none (empty: ``recpipe run``; or the placeholder left unresolved by the backend).
 
     Args:
         value (str | None): e.g. ``"2026-01-08T03:00:00Z"``.

@@ -72,7 +72,7 @@ def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_u
             "operator must be one of",
         ),
         ({"config_overrides": {"train.epochs": 0}}, "config", "train.epochs"),
-        # kfp.local leaves the schedule-time placeholder unresolved: a manual run has no scheduled day.
+        # A backend that leaves the schedule-time placeholder unresolved: no scheduled day to fill in.
         (
             {"partitions": "dt={date-1}", "schedule_time": "{{$.pipeline_job_schedule_time_utc}}"},
             "partitions",

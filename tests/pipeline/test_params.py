@@ -41,7 +41,7 @@ def test_selectors_without_placeholders_need_no_scheduled_time():
 
 @pytest.mark.parametrize(
     "when",
-    [None, "", "  ", "{{$.pipeline_job_schedule_time_utc}}"],  # kfp.local passes the placeholder unresolved
+    [None, "", "  ", "{{$.pipeline_job_schedule_time_utc}}"],  # a backend that leaves it unresolved
 )
 def test_a_template_without_a_scheduled_time_is_refused(when):
     with pytest.raises(ParameterError) as err:

@@ -120,7 +120,7 @@ def test_run_refuses_a_source_without_the_configs_columns_before_starting(tmp_pa
 
 
 def test_run_refuses_a_date_template_before_starting(tmp_path, monkeypatch):
-    """kfp.local leaves the schedule-time placeholder unfilled: a {date} template has no day to fill."""
+    """A local run has no scheduled time (its pipeline sends none): a {date} template has no day to fill."""
     from pipelines.local_run import run_local
     from recpipe.config import ParameterError
 
