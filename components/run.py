@@ -26,6 +26,9 @@ def start(
     kfp_run_id: str,
     launcher: str,
     config: Output[Artifact],
+    partitions: str = "",
+    init_from: str = "",
+    schedule_time: str = "",
 ) -> NamedTuple(
     "StartOutputs",
     [
@@ -40,13 +43,15 @@ def start(
 ):
     """Check every pipeline parameter (failing with its name), write the resolved config, start the
     MLflow run that later steps resume by id, and say what the train pod itself asks for. Empty gate
-    thresholds keep the config's ``eval.gate``."""
+    thresholds keep the config's ``eval.gate``; ``partitions`` and ``init_from`` become ``data.partitions``
+    and ``train.init_from`` (empty: the config's), ``{date}`` / ``{date-N}`` filled from ``schedule_time``
+    and ``champion-if-any`` resolved to the champion's version or from scratch."""
     from recpipe.pipeline import start as start_run
 
     r = start_run(
         config_path, data_source, config.path, backends, min_auc, max_auc_drop, max_logloss_rise, workers,
         gpus_per_worker, mlflow_uri, model_name, config_overrides, node_selector, tolerations, kfp_run_id,
-        launcher=launcher,
+        launcher=launcher, partitions=partitions, init_from=init_from, schedule_time=schedule_time,
     )  # fmt: skip
     pod = r.train_pod
     return (r.run_id, r.tracking_uri, r.model_name, r.backends, pod.gpus, pod.node_selector, pod.tolerations)

@@ -22,6 +22,7 @@ from recpipe.pipeline import RunSummary, summarize
 from recpipe.pipeline.params import (
     check_data_fits,
     check_data_source,
+    expand_partition_template,
     resolve_config,
     resolve_tracking_uri,
     runs_folder,
@@ -52,6 +53,8 @@ def run_local(
     verbose: bool = False,
     tracking_uri: str | None = None,
     runner: str = "subprocess",
+    partitions: str = "",
+    init_from: str = "",
 ) -> RunSummary:
     """Run the whole pipeline locally and return its summary (also when a step failed).
 
@@ -79,12 +82,16 @@ def run_local(
             ``MLFLOW_TRACKING_URI`` > ``<runs>/mlflow.db``.
         runner: ``subprocess`` (every step a process of this interpreter) or ``containers`` (every step in
             its image; the runs folder, MLflow store included, is mounted into each container).
+        partitions: ``data.partitions`` (the pipeline parameter; "" keeps the config's). A local run has
+            no scheduled time, so a ``{date}`` template is refused: give the partitions themselves.
+        init_from: ``train.init_from`` (the pipeline parameter; "" keeps the config's), e.g.
+            ``champion-if-any``.
     """
     import warnings
 
     from kfp import local
 
-    from pipelines.training_pipeline import training_pipeline
+    from pipelines.training_pipeline import local_training_pipeline as training_pipeline
 
     # kfp.local notes that our images are not plain Python images and that Kubernetes settings are
     # ignored here; both are expected for a local run.
@@ -97,6 +104,7 @@ def run_local(
     # Before kfp.local starts anything: generated data of the config's kind, or the given data checked
     # against the config's columns (a mismatch failed only in train, minutes later).
     cfg = resolve_config(config, overrides=overrides)
+    expand_partition_template(partitions, None)  # no scheduled time here: a {date} template is refused now
     if not data_source and cfg.data.train:  # the config's own input (its data.eval is kept by ingest)
         from recpipe.stages.ingest import configured_sources
 
@@ -132,6 +140,8 @@ def run_local(
         "config_overrides": {"train.keep_last_checkpoints": 1, **(overrides or {})},
         # Every step on this machine: train runs torchrun here, never a PyTorchJob.
         "launcher": "local",
+        "partitions": partitions,
+        "init_from": init_from,
     }
     # Only the thresholds that are set reach the pipeline: its parameters are strings, empty keeps the
     # config's (a float's str() reads back as the same float).

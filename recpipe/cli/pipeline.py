@@ -1,4 +1,5 @@
-"""``recpipe run`` (the whole pipeline on this machine with kfp.local) and ``recpipe pipeline compile|submit``."""
+"""``recpipe run`` (the whole pipeline on this machine with kfp.local) and ``recpipe pipeline
+compile|submit|schedule``."""
 
 from __future__ import annotations
 
@@ -81,8 +82,23 @@ def cmd_submit(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedule(a: argparse.Namespace) -> int:
+    from pipelines.submit import schedule
+    from recpipe.config import parse_overrides
+
+    r = schedule(
+        a.host, a.cron, partitions=a.partition, init_from=a.init_from, arguments=parse_overrides(a.param),
+        experiment=a.experiment, namespace=a.namespace, catchup=a.catchup, **({"name": a.name} if a.name else {}),
+    )  # fmt: skip
+    print(f"scheduled recurring run {r['recurring_run_id']}: cron {r['cron']!r} (KFP's 6 fields, UTC)")
+    given = {"partitions": a.partition, "init_from": a.init_from}
+    print("each run: " + ", ".join(f"{k} {v or '(the config)'}" for k, v in given.items()))
+    print(r["url"])
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``run`` and ``pipeline compile|submit`` to ``recpipe``'s parser."""
+    """Add ``run`` and ``pipeline compile|submit|schedule`` to ``recpipe``'s parser."""
     r = sub.add_parser("run", help="run the whole pipeline here (kfp.local, embedded MLflow, generated data)")
     r.add_argument(
         "--runs",
@@ -167,3 +183,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--param", action="append", metavar="NAME=VALUE", help="pipeline parameter, e.g. workers=4"
     )
     s.set_defaults(func=cmd_submit)
+    from recpipe.pipeline.params import DAILY_PARTITIONS, INIT_FROM_CHAMPION_IF_ANY
+
+    d = p.add_parser(
+        "schedule",
+        help="create a recurring run (cron) whose runs train on their scheduled day's partitions",
+        epilog="example: recpipe pipeline schedule --host http://localhost:8080 --cron '0 3 * * *' "
+        "--partition 'dt={date-1}' --param data_source=s3://logs/clicks",
+    )
+    d.add_argument(
+        "--cron",
+        required=True,
+        help="when: 5-field crontab ('0 3 * * *': 03:00 daily) or KFP's 6 fields (second first); UTC",
+    )
+    d.add_argument(
+        "--partition",
+        default=DAILY_PARTITIONS,
+        help="partitions of each run; {date} = its scheduled day (UTC, YYYYMMDD), {date-N} = N days before "
+        "(default: %(default)s, the day that ended; a rolling week: 'dt={date-7}..{date-1}')",
+    )
+    d.add_argument(
+        "--init-from",
+        default=INIT_FROM_CHAMPION_IF_ANY,
+        help="warm start of each run (default: %(default)s: the champion's version, from scratch while "
+        "there is none; '' keeps the config's train.init_from)",
+    )
+    d.add_argument("--host", required=True, help="KFP API endpoint, e.g. http://localhost:8080")
+    d.add_argument("--experiment", default="recpipe", help="KFP experiment (default: %(default)s)")
+    d.add_argument("--name", default=None, help="recurring run name (default: recpipe-daily)")
+    d.add_argument("--namespace", default=None, help="Kubeflow profile namespace (multi-user installs)")
+    d.add_argument("--catchup", action="store_true", help="after a pause, one run per missed time")
+    d.add_argument(
+        "--param", action="append", metavar="NAME=VALUE", help="pipeline parameter, e.g. workers=4"
+    )
+    d.set_defaults(func=cmd_schedule)

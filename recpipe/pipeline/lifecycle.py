@@ -16,8 +16,13 @@ from recpipe.pipeline.params import (
     check_data_fits,
     check_data_source,
     check_placement,
+    expand_partition_template,
+    is_partition_template,
+    parse_schedule_time,
     resolve_config,
+    resolve_init_from,
     resolve_tracking_uri,
+    run_overrides,
     write_config,
 )
 from recpipe.runlog import RunLog, failing
@@ -29,6 +34,13 @@ OUTCOME_REJECTED = "rejected"
 TAG_OUTCOME = "pipeline.outcome"
 TAG_GATE_DECISION = "gate.decision"
 TAG_GATE_REASONS = "gate.reasons"
+# What a scheduled run was given and what it made of it (data.partitions and train.init_from, the resolved
+# values, are the run's params).
+TAG_SCHEDULE_TIME = "pipeline.schedule_time"
+TAG_PARTITIONS_TEMPLATE = "pipeline.partitions_template"
+TAG_INIT_FROM = "pipeline.init_from"
+TAG_INIT_FROM_RESOLVED = "pipeline.init_from_resolved"
+FROM_SCRATCH = "scratch"
 
 
 @dataclass
@@ -50,6 +62,8 @@ class StartResult:
     config_digest: str
     backends: str
     train_pod: TrainPod
+    partitions: str | None = None
+    init_from: str | None = None
 
 
 def train_pod(
@@ -79,6 +93,9 @@ def start(
     image: str | None = None,
     run_name: str | None = None,
     launcher: str = "local",
+    partitions: str = "",
+    init_from: str = "",
+    schedule_time: str = "",
 ) -> StartResult:
     """Check the pipeline parameters, write the resolved config to ``config_out`` and create the MLflow run.
 
@@ -87,6 +104,12 @@ def start(
             the config's ``eval.gate``.
         launcher (str): ``"local"`` (steps on this machine) or ``"pytorchjob"`` (steps in cluster pods,
             where a local MLflow store is refused).
+        partitions (str): ``data.partitions`` ("" keeps the config's); ``{date}`` / ``{date-N}`` are filled
+            from ``schedule_time`` (:func:`~recpipe.pipeline.params.expand_partition_template`).
+        init_from (str): ``train.init_from`` ("" keeps the config's); ``champion-if-any`` is the champion's
+            version or from scratch (:func:`~recpipe.pipeline.params.resolve_init_from`).
+        schedule_time (str): the run's scheduled time (KFP's schedule-time placeholder; "" or unresolved:
+            none).
 
     Raises:
         ParameterError: a parameter is invalid; the message names it.
@@ -95,7 +118,11 @@ def start(
 
     if launcher not in LAUNCHERS:
         raise ParameterError("launcher", f"must be one of {list(LAUNCHERS)}, got {launcher!r}")
+    overrides = run_overrides(overrides, partitions, init_from)
     cfg = resolve_config(config_path, backends or None, min_auc, max_auc_drop, max_logloss_rise, overrides)
+    template = cfg.data.partitions
+    if template:
+        cfg.data.partitions = expand_partition_template(template, schedule_time)
     if int(workers) < 1:
         raise ParameterError("workers", f"must be >= 1, got {workers}")
     if int(gpus_per_worker) < 0:
@@ -104,10 +131,13 @@ def start(
     check_data_source(data_source)
     check_data_fits(cfg, data_source)
     uri = resolve_tracking_uri(mlflow_uri, cfg.tracking.uri, in_cluster=launcher != "local")
-    write_config(cfg, config_out)
     name = model_name.strip() or cfg.registered_model_name
+    given_init = cfg.train.init_from
+    cfg.train.init_from = resolve_init_from(given_init, uri, name)
+    write_config(cfg, config_out)
     tags = tracking.lineage_tags(cfg.digest(), image=image, kfp_run_id=kfp_run_id)
     tags.update({"config_path": config_path, "data_source": data_source, "registered_model": name})
+    tags.update(_schedule_tags(template, schedule_time, given_init, cfg.train.init_from))
     run_id = tracking.start_or_resume_run(
         uri, cfg.tracking.experiment, run_name=run_name or cfg.name, tags=tags
     )
@@ -127,7 +157,26 @@ def start(
         log.log_artifact(config_out, "config")
     pod = train_pod(int(workers), int(gpus_per_worker), selector, tols)
     backends_used = ",".join(cfg.export.backends)
-    return StartResult(run_id, uri, cfg.tracking.experiment, name, cfg.digest(), backends_used, pod)
+    return StartResult(
+        run_id, uri, cfg.tracking.experiment, name, cfg.digest(), backends_used, pod,
+        cfg.data.partitions, cfg.train.init_from,
+    )  # fmt: skip
+
+
+def _schedule_tags(
+    template: str | None, schedule_time: str, given_init: str | None, init_from: str | None
+) -> dict[str, str]:
+    """The run's record of how its partitions and warm start were chosen (only what was set)."""
+    tags: dict[str, str] = {}
+    when = parse_schedule_time(schedule_time)
+    if when is not None:
+        tags[TAG_SCHEDULE_TIME] = when.isoformat().replace("+00:00", "Z")
+    if is_partition_template(template):
+        tags[TAG_PARTITIONS_TEMPLATE] = str(template)
+    if given_init:
+        tags[TAG_INIT_FROM] = given_init
+        tags[TAG_INIT_FROM_RESOLVED] = init_from or FROM_SCRATCH
+    return tags
 
 
 def reject(log: RunLog, reasons: list[str] | str) -> str:

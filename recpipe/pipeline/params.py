@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +143,162 @@ def resolve_config(
         except ValueError as err:
             raise ParameterError("backends", str(err)) from None
     return cfg
+
+
+PARTITION_DATE_FORMAT = "%Y%m%d"
+DAILY_PARTITIONS = "dt={date-1}"
+"""A scheduled run's partitions: the day that ended before its scheduled time (UTC), the one complete day."""
+# ``{date}``: the scheduled time's UTC day; ``{date-N}``: N days before it (``{date-1}``: the day that ended).
+_DATE_TOKEN = re.compile(r"\{date(?:-(\d+))?\}")
+_ANY_TOKEN = re.compile(r"\{[^{}]*\}")
+# A KFP placeholder that no runner filled in (KFP 2.15's backend passed ``{{$.pipeline_job_schedule_time_utc}}``
+# through as is, kubeflow/pipelines#12616).
+_UNRESOLVED = "{{$."
+
+
+def is_partition_template(partitions: str | None) -> bool:
+    """Whether ``partitions`` holds a ``{date}`` / ``{date-N}`` placeholder (a scheduled run's selector)."""
+    return partitions is not None and _DATE_TOKEN.search(partitions) is not None
+
+
+def parse_schedule_time(value: str | None) -> datetime | None:
+    """The run's scheduled time in UTC (KFP's ``PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER``, RFC 3339), or
+    None when the run has none (empty: ``recpipe run``; or the placeholder left unresolved by the backend).
+
+    Args:
+        value (str | None): e.g. ``"2026-01-08T03:00:00Z"``.
+
+    Raises:
+        ParameterError: not an ISO time with a UTC offset.
+    """
+    if value is None or not value.strip() or value.strip().startswith(_UNRESOLVED):
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ParameterError(
+            "schedule_time", f"{value!r} is not an ISO 8601 time, e.g. 2026-01-08T03:00:00Z"
+        ) from None
+    if when.tzinfo is None:  # a time without offset could be any zone's: its day is a guess
+        raise ParameterError("schedule_time", f"{value!r} has no UTC offset, e.g. 2026-01-08T03:00:00Z")
+    return when.astimezone(UTC)
+
+
+def expand_partition_template(template: str, schedule_time_iso: str | None) -> str:
+    """``template`` with ``{date}`` (the scheduled time's UTC day, YYYYMMDD) and ``{date-N}`` (N days
+    earlier) filled in; a selector without placeholders comes back unchanged.
+
+    A daily run scheduled shortly after midnight trains on the day that just ended: ``dt={date-1}``;
+    a rolling window: ``dt={date-7}..{date-1}``.
+
+    Args:
+        template (str): a partition selector (``data.partitions``), e.g. ``"dt={date-1}"``.
+        schedule_time_iso (str | None): the run's scheduled time (:func:`parse_schedule_time`).
+
+    Raises:
+        ParameterError: an unknown placeholder, or a template but no scheduled time (a manual run).
+
+    Example::
+
+        >>> expand_partition_template("dt={date-7}..{date-1}", "2026-01-08T03:00:00Z")
+        'dt=20260101..20260107'
+    """
+    unknown = [t for t in _ANY_TOKEN.findall(template) if not _DATE_TOKEN.fullmatch(t)]
+    if unknown:
+        raise ParameterError(
+            "partitions", f"unknown placeholder(s) {unknown} in {template!r}; use {{date}} or {{date-N}}"
+        )
+    if not is_partition_template(template):
+        return template
+    when = parse_schedule_time(schedule_time_iso)
+    if when is None:
+        raise ParameterError(
+            "partitions",
+            f"{template!r} is a template filled from the run's scheduled time, and this run has none (not a "
+            "recurring run: `recpipe pipeline schedule`); give the partitions themselves, e.g. dt=20260107",
+        )
+    day = when.date()
+    return _DATE_TOKEN.sub(
+        lambda m: (day - timedelta(days=int(m.group(1) or 0))).strftime(PARTITION_DATE_FORMAT), template
+    )
+
+
+def run_overrides(
+    overrides: Mapping[str, Any] | None, partitions: str | None = "", init_from: str | None = ""
+) -> dict[str, Any]:
+    """``overrides`` with the pipeline parameters ``partitions`` and ``init_from`` added as
+    ``data.partitions`` and ``train.init_from`` (empty: not set, the config's stays).
+
+    Raises:
+        ParameterError: a parameter and a ``config_overrides`` entry for the same setting disagree.
+    """
+    out = dict(overrides or {})
+    for name, key, value in (
+        ("partitions", "data.partitions", partitions),
+        ("init_from", "train.init_from", init_from),
+    ):
+        if value is None or not str(value).strip():
+            continue
+        value = str(value).strip()
+        if out.get(key) not in (None, value):
+            raise ParameterError(
+                name, f"{value!r} disagrees with config_overrides {key}={out[key]!r}; give one"
+            )
+        out[key] = value
+    return out
+
+
+INIT_FROM_CHAMPION_IF_ANY = "champion-if-any"
+"""``train.init_from`` of a daily run: the registered model's champion, or from scratch while there is none."""
+
+
+def resolve_init_from(value: str | None, tracking_uri: str, model_name: str) -> str | None:
+    """What ``train.init_from`` starts the run from, checked against the registry before any data moves.
+
+    ``champion-if-any`` becomes the champion's version of ``model_name``, pinned (``models:/NAME/7``: the
+    version that was champion when the run started), or None (from scratch) while the model has no champion:
+    the first run of a daily loop. A ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION`` given literally must
+    exist. A checkpoint folder is passed on as is (the train pod may see folders this step does not).
+
+    Args:
+        value (str | None): ``train.init_from``; None or "" trains from scratch.
+        tracking_uri (str): the MLflow store of the registry.
+        model_name (str): the run's registered model (the one ``champion-if-any`` reads).
+
+    Raises:
+        ParameterError: a ``models:/`` URI naming no registered version.
+    """
+    from recpipe import tracking
+
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if value == INIT_FROM_CHAMPION_IF_ANY:
+        champion = tracking.get_version_by_alias(tracking_uri, model_name, tracking.ALIAS_CHAMPION)
+        return None if champion is None else f"models:/{model_name}/{champion['version']}"
+    if not value.startswith("models:/"):
+        return value
+    name, at, ref = value.removeprefix("models:/").partition("@")  # ref: the alias, or the version below
+    if not at:
+        name, _, ref = name.rpartition("/")
+    if not name or not ref:
+        raise ParameterError("init_from", f"{value!r} is neither models:/NAME@ALIAS nor models:/NAME/VERSION")
+    found = (
+        tracking.get_version_by_alias(tracking_uri, name, ref) is not None
+        if at
+        else any(str(v["version"]) == ref for v in tracking.list_models(tracking_uri, name))
+    )
+    if not found:
+        hint = (
+            f"; the first run of a daily loop has no champion yet: init_from={INIT_FROM_CHAMPION_IF_ANY}"
+            if at and ref == tracking.ALIAS_CHAMPION
+            else ""
+        )
+        from recpipe.redact import redact
+
+        store = redact(tracking_uri)
+        raise ParameterError("init_from", f"{value!r}: no such registered version in {store}{hint}")
+    return value
 
 
 def write_config(cfg: RecpipeConfig, path: str | Path) -> Path:

@@ -72,6 +72,18 @@ def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_u
             "operator must be one of",
         ),
         ({"config_overrides": {"train.epochs": 0}}, "config", "train.epochs"),
+        # A backend that leaves the schedule-time placeholder unresolved: no scheduled day to fill in.
+        (
+            {"partitions": "dt={date-1}", "schedule_time": "{{$.pipeline_job_schedule_time_utc}}"},
+            "partitions",
+            "this run has none",
+        ),
+        ({"init_from": "models:/tiny-din@champion"}, "init_from", "init_from=champion-if-any"),
+        (
+            {"init_from": "champion-if-any", "config_overrides": {"train.init_from": "/ckpt"}},
+            "init_from",
+            "disagrees with config_overrides",
+        ),
     ],
 )
 def test_start_names_the_bad_parameter(
@@ -107,6 +119,41 @@ def test_yaml_gate_survives_unset_parameters_and_set_ones_override(tmp_path, tin
     assert tracking.run_summary(run_id, uri=sqlite_uri)["params"]["eval.gate.min_auc"] == "0.42"
     _, cfg = _start(tmp_path / "b", str(config), sqlite_uri, **{**unset, "min_auc": "0.61"})
     assert load_config(cfg.path).eval.gate.model_dump() == {**doc["eval"]["gate"], "min_auc": 0.61}
+
+
+def test_start_fills_the_scheduled_day_and_records_the_warm_start_rule(tmp_path, tiny_config, sqlite_uri):
+    """A recurring run's start: ``dt={date-1}`` from the scheduled time, ``champion-if-any`` from scratch on
+    the first day (no champion), the champion's version pinned once there is one."""
+    daily = {
+        "partitions": "dt={date-1}",
+        "init_from": "champion-if-any",
+        "schedule_time": "2026-01-08T03:00:00Z",
+    }
+    (run_id, uri, *_), cfg = _start(tmp_path / "day1", tiny_config, sqlite_uri, **daily)
+    resolved = load_config(cfg.path)
+    assert (resolved.data.partitions, resolved.train.init_from) == ("dt=20260107", None)
+    run = tracking.run_summary(run_id, uri=uri)
+    assert run["params"]["data.partitions"] == "dt=20260107" and run["params"]["train.init_from"] == "None"
+    assert {k: v for k, v in run["tags"].items() if k.startswith("pipeline.")} == {
+        "pipeline.schedule_time": "2026-01-08T03:00:00Z",
+        "pipeline.partitions_template": "dt={date-1}",
+        "pipeline.init_from": "champion-if-any",
+        "pipeline.init_from_resolved": "scratch",
+    }
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "MLmodel").write_text("flavors: {}\n")
+    tracking.log_model_dir(run_id, folder, "model", uri=uri)
+    tracking.register_version(uri, "tiny-din", run_id, "model")
+    tracking.set_alias(uri, "tiny-din", tracking.ALIAS_CHAMPION, 1)
+    (run_id, *_), cfg = _start(
+        tmp_path / "day2", tiny_config, sqlite_uri, **{**daily, "schedule_time": "2026-01-09T03:00:00Z"}
+    )
+    resolved = load_config(cfg.path)
+    assert (resolved.data.partitions, resolved.train.init_from) == ("dt=20260108", "models:/tiny-din/1")
+    assert (
+        tracking.run_summary(run_id, uri=uri)["tags"]["pipeline.init_from_resolved"] == "models:/tiny-din/1"
+    )
 
 
 def test_multi_node_train_pod_only_launches(tmp_path, tiny_config, sqlite_uri):

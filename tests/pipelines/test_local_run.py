@@ -139,6 +139,19 @@ def test_run_reads_the_configs_own_train_input_without_data(tmp_path, capsys, mo
     assert not (tmp_path / "runs").exists()
 
 
+def test_run_refuses_a_date_template_before_starting(tmp_path, monkeypatch):
+    """A local run has no scheduled time (its pipeline sends none): a {date} template has no day to fill."""
+    from pipelines.local_run import run_local
+    from recpipe.config import ParameterError
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ParameterError, match=r"parameter partitions: 'dt=\{date-1\}' is a template"):
+        run_local(
+            runs_dir=tmp_path / "runs", config=str(TINY_CONFIG), data_source=SOURCE, partitions="dt={date-1}"
+        )
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
 def test_run_says_when_no_generated_data_fits_the_config():
     from recpipe.config import ParameterError
     from recpipe.config.features import LookupFeatureConfig

@@ -120,6 +120,30 @@ def test_gpu_request_and_placement(compiled):
     assert start["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
 
 
+def test_start_receives_the_scheduled_time_and_the_daily_parameters(compiled, tmp_path):
+    """KFP fills the schedule-time placeholder only where a task input is exactly that constant."""
+    ir, _ = compiled
+    start = _tasks(ir)["start"]["inputs"]["parameters"]
+    assert start["schedule_time"] == {"runtimeValue": {"constant": "{{$.pipeline_job_schedule_time_utc}}"}}
+    assert start["partitions"]["componentInputParameter"] == "partitions"
+    assert start["init_from"]["componentInputParameter"] == "init_from"
+    # kfp.local (2.17) cannot parse that placeholder: recpipe run's variant sends none (no scheduled time).
+    from kfp import compiler
+
+    from pipelines.training_pipeline import local_training_pipeline
+
+    compiler.Compiler().compile(local_training_pipeline, str(tmp_path / "local.yaml"))
+    local_ir = next(yaml.safe_load_all((tmp_path / "local.yaml").read_text()))
+    assert _tasks(local_ir)["start"]["inputs"]["parameters"]["schedule_time"] == {
+        "runtimeValue": {"constant": ""}
+    }
+    assert "pipeline_job_schedule_time_utc" not in (tmp_path / "local.yaml").read_text()
+    inputs = ir["components"]["comp-start"]["inputDefinitions"]["parameters"]
+    assert {
+        k: inputs[k]["parameterType"] for k in ("partitions", "init_from", "schedule_time")
+    } == dict.fromkeys(("partitions", "init_from", "schedule_time"), "STRING")
+
+
 def test_secrets_pull_policy_and_images(compiled):
     ir, executors = compiled
     images = {k: v["container"]["image"] for k, v in ir["deploymentSpec"]["executors"].items()}
@@ -155,7 +179,7 @@ def test_parameters_and_defaults(compiled):
         "accelerator_type": "STRING", "node_selector": "STRUCT", "tolerations": "LIST", "min_auc": "STRING",
         "max_auc_drop": "STRING", "max_logloss_rise": "STRING", "backends": "STRING", "mlflow_uri": "STRING",
         "model_name": "STRING", "auto_promote": "BOOLEAN", "workspace_pvc": "STRING", "config_overrides": "STRUCT",
-        "launcher": "STRING",
+        "launcher": "STRING", "partitions": "STRING", "init_from": "STRING",
     }  # fmt: skip
     # Gate thresholds default to "use the config's eval.gate"; cluster runs launch PyTorchJobs.
     assert [params[k]["defaultValue"] for k in ("min_auc", "max_auc_drop", "max_logloss_rise")] == [
@@ -164,6 +188,8 @@ def test_parameters_and_defaults(compiled):
         "",
     ]
     assert params["launcher"]["defaultValue"] == "pytorchjob"
+    # Empty: the config's data.partitions and train.init_from.
+    assert params["partitions"]["defaultValue"] == params["init_from"]["defaultValue"] == ""
     assert {k: v["parameterType"] for k, v in params.items()} == expected
     assert params["auto_promote"]["defaultValue"] is True and params["workers"]["defaultValue"] == 1
     check_arguments({"workers": 4, "tolerations": []})
