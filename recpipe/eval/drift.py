@@ -225,7 +225,9 @@ def sample_batches(source: Source, max_rows: int, columns: list[str]) -> Iterato
     blocks = min(SAMPLE_BLOCKS, max_rows)
     for i in range(blocks):
         want = max_rows // blocks + (1 if i < max_rows % blocks else 0)
-        for sb in source.iter_batches(Shard(i, blocks), batch_rows=want, columns=columns):
+        # Batches of the default size, not of ``want`` rows: reading up to a block's first row in tiny batches
+        # costs far more than slicing a large one.
+        for sb in source.iter_batches(Shard(i, blocks), columns=columns):
             take = min(want, sb.num_rows)
             yield SourceBatch(sb.batch.slice(0, take), sb.file, sb.first_row)
             want -= take
