@@ -120,14 +120,18 @@ def test_drift_limits_name_known_features_and_are_set_once():
     gate = parse_config(d).eval.gate
     assert (gate.max_psi, gate.max_psi_per_feature) == (0.25, {"price": 0.1, "click_50_seq": 0.2})
     d["eval"]["gate"]["max_psi_per_feature"] = {"prize": 0.1}
-    with pytest.raises(ConfigError, match=r"max_psi_per_feature names unknown features \['prize'\]; known: .*'price'"):
+    with pytest.raises(
+        ConfigError, match=r"max_psi_per_feature names unknown features \['prize'\]; known: .*'price'"
+    ):
         parse_config(d)
     d["eval"]["gate"]["max_psi_per_feature"] = {"price": -0.1}
     with pytest.raises(ConfigError, match=r"eval\.gate\.max_psi_per_feature\.price"):
         parse_config(d)
     d = _raw()
     d["eval"]["task_gates"] = {"clk": {"max_psi": 0.2}}
-    with pytest.raises(ConfigError, match=r"eval\.task_gates \['clk'\] set max_psi.*set them once, in eval\.gate"):
+    with pytest.raises(
+        ConfigError, match=r"eval\.task_gates \['clk'\] set max_psi.*set them once, in eval\.gate"
+    ):
         parse_config(d)
 
 

@@ -233,7 +233,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--checkpoint", required=True, help="training output folder (its latest checkpoint) or a ckpt-<step>"
     )
     e.add_argument("--data", required=True, help="eval Parquet dataset")
-    e.add_argument("--train-data", default=None, help="training split: the eval data's drift is measured against it")
+    e.add_argument(
+        "--train-data", default=None, help="training split: the eval data's drift is measured against it"
+    )
     e.add_argument("--out", required=True, help="report JSON (candidate, champion, gate)")
     e.add_argument("--config", default=None, help="config for the gate (default: the checkpoint's)")
     e.add_argument("--champion-model", default=None, help="registered model whose @champion to re-evaluate")

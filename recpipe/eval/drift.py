@@ -111,7 +111,9 @@ class DriftReport:
         sequence's sub-features ``name__sub``); None when none of them has one."""
         prefix = f"{name}__"
         values = [
-            d.psi for key, d in self.features.items() if d.psi is not None and (key == name or key.startswith(prefix))
+            d.psi
+            for key, d in self.features.items()
+            if d.psi is not None and (key == name or key.startswith(prefix))
         ]
         return max(values) if values else None
 

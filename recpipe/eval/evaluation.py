@@ -93,7 +93,9 @@ def gate_candidate(
     if candidate.tasks:
         gates = {label: (task_gates or {}).get(label, gate) for label in candidate.tasks}
         champion_tasks = None if champion is None else champion.task_results()
-        decision = decide_tasks(candidate.tasks, champion_tasks, gates, **source, drift=drift, drift_gate=gate)
+        decision = decide_tasks(
+            candidate.tasks, champion_tasks, gates, **source, drift=drift, drift_gate=gate
+        )
     else:
         champion_result = None if champion is None else champion.result()
         decision = decide(candidate, champion_result, gate, **source, drift=drift)

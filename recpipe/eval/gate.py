@@ -85,7 +85,9 @@ def drift_checks(drift: DriftReport | None, gate: GateConfig) -> list[tuple[str,
         value = drift.psi_of(name)
         assert value is not None  # check_feature_limits refused the others
         ok = value <= limit + _TOLERANCE
-        out.append((f"max_psi.{name}", ok, f"{name} psi {value:.6f} {'<=' if ok else 'is not <='} {limit:.6f}"))
+        out.append(
+            (f"max_psi.{name}", ok, f"{name} psi {value:.6f} {'<=' if ok else 'is not <='} {limit:.6f}")
+        )
     return out
 
 

@@ -52,8 +52,10 @@ class EvaluateResult:
     roc_tpr: list[float] = field(default_factory=list)
     roc_thresholds: list[float] = field(default_factory=list)
     data_rows: dict[str, int] = field(default_factory=dict)  # rows read / used / skipped / truncated
-    psi_max: float | None = None  # the eval split's largest PSI against the training split (None: not computed)
-    drift_top: list[tuple[str, float]] = field(default_factory=list)  # the most drifting features, PSI
+    # The eval split's largest PSI against the training split (None: not computed) and the most drifting
+    # features with their PSI, largest first.
+    psi_max: float | None = None
+    drift_top: list[tuple[str, float]] = field(default_factory=list)
 
     def kfp_metrics(self) -> dict[str, float]:
         """The finite scalar metrics (KFP ``Metrics`` JSON has no NaN)."""

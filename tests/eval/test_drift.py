@@ -166,7 +166,9 @@ def test_a_split_without_drift_has_psi_zero_and_a_shifted_one_large(spec, tmp_pa
     assert all(d.psi == pytest.approx(0.0, abs=1e-12) for d in same.features.values() if d.psi is not None)
     assert all(d.new_id_rate == 0.0 for d in same.features.values() if d.new_id_rate is not None)
     assert same.psi_max == pytest.approx(0.0, abs=1e-12)
-    shifted = rows.set_column(rows.schema.get_field_index("age"), "age", pa.array(rows["age"].to_numpy() + 5000))
+    shifted = rows.set_column(
+        rows.schema.get_field_index("age"), "age", pa.array(rows["age"].to_numpy() + 5000)
+    )
     moved = compute_drift(spec, _source(tmp_path, "train2", rows), _source(tmp_path, "shifted", shifted))
     assert moved.features["age"].psi > 8.0  # all of it above the top decile
     assert moved.features["price"].psi == pytest.approx(0.0, abs=1e-12)
@@ -195,7 +197,9 @@ def test_round_trip_and_limits_on_features_without_psi(spec, tmp_path):
         DriftReport.from_dict({"features": {}})
     assert r.psi_of("price") == r.features["price"].psi and r.psi_of("item") is None
     check_feature_limits(r, {"price": 0.1, "age": 0.2})
-    with pytest.raises(ValueError, match=r"max_psi_per_feature names \['item'\], which have no PSI.*\['price', 'age'\]"):
+    with pytest.raises(
+        ValueError, match=r"max_psi_per_feature names \['item'\], which have no PSI.*\['price', 'age'\]"
+    ):
         check_feature_limits(r, {"item": 0.1})
 
 
@@ -204,7 +208,9 @@ def test_a_vector_feature_psi_is_its_largest_column(tmp_path):
     features.append({"kind": "raw", "name": "age", "value_dim": 2, "separator": ";"})
     spec = build_feature_spec(parse_config(drift_config(features)))
     rows = train_rows()
-    train = rows.set_column(rows.schema.get_field_index("age"), "age", pa.array([f"{k};{k}" for k in range(1000)]))
+    train = rows.set_column(
+        rows.schema.get_field_index("age"), "age", pa.array([f"{k};{k}" for k in range(1000)])
+    )
     shifted = rows.set_column(rows.schema.get_field_index("age"), "age", pa.array([f"{k};{k + 5000}" for k in range(1000)]))  # fmt: skip
     r = compute_drift(spec, _source(tmp_path, "train", train), _source(tmp_path, "eval", shifted))
     assert r.features["age__0"].psi == pytest.approx(0.0, abs=1e-12) and r.features["age__1"].psi > 8.0
