@@ -59,7 +59,10 @@ class EvaluateResult:
 
     def kfp_metrics(self) -> dict[str, float]:
         """The finite scalar metrics (KFP ``Metrics`` JSON has no NaN)."""
-        values = {"auc": self.auc, "gauc": self.gauc, "logloss": self.logloss, "oracle_auc": self.oracle_auc}
+        values = {
+            "auc": self.auc, "gauc": self.gauc, "logloss": self.logloss, "oracle_auc": self.oracle_auc,
+            "psi_max": self.psi_max,
+        }  # fmt: skip
         return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
 
     def describe(self) -> str:
