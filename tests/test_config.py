@@ -112,3 +112,36 @@ def test_missing_file_and_overrides(tmp_path):
     cfg = load_config("configs/din_taobao_small.yaml", overrides={"data.batch_size": 7})
     assert cfg.data.batch_size == 7
     assert cfg.digest() != load_config("configs/din_taobao_small.yaml").digest()
+
+
+def test_drift_limits_name_known_features_and_are_set_once():
+    d = _raw()
+    d["eval"]["gate"].update({"max_psi": 0.25, "max_psi_per_feature": {"price": 0.1, "click_50_seq": 0.2}})
+    gate = parse_config(d).eval.gate
+    assert (gate.max_psi, gate.max_psi_per_feature) == (0.25, {"price": 0.1, "click_50_seq": 0.2})
+    d["eval"]["gate"]["max_psi_per_feature"] = {"prize": 0.1}
+    with pytest.raises(
+        ConfigError, match=r"max_psi_per_feature names unknown features \['prize'\]; known: .*'price'"
+    ):
+        parse_config(d)
+    d["eval"]["gate"]["max_psi_per_feature"] = {"price": -0.1}
+    with pytest.raises(ConfigError, match=r"eval\.gate\.max_psi_per_feature\.price"):
+        parse_config(d)
+    d = _raw()
+    d["eval"]["task_gates"] = {"clk": {"max_psi": 0.2}}
+    with pytest.raises(
+        ConfigError, match=r"eval\.task_gates \['clk'\] set max_psi.*set them once, in eval\.gate"
+    ):
+        parse_config(d)
+
+
+def test_gate_overrides_take_max_psi_as_a_number_at_least_zero():
+    from recpipe.config import ParameterError, gate_overrides
+
+    assert gate_overrides(max_psi="0.3", min_auc="") == {"max_psi": 0.3}
+    assert gate_overrides(max_psi=2.5) == {"max_psi": 2.5}  # PSI is not bounded by 1
+    for bad in ("-0.1", "lots", "nan"):
+        with pytest.raises(ParameterError, match="max_psi"):
+            gate_overrides(max_psi=bad)
+    with pytest.raises(ParameterError, match=r"min_auc.*in \[0, 1\]"):
+        gate_overrides(min_auc="1.5")

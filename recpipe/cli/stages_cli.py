@@ -18,6 +18,7 @@ GATE_THRESHOLDS = {
     "min_auc": "lowest AUC (default: eval.gate of the config)",
     "max_auc_drop": "largest AUC drop vs the champion (default: the config's)",
     "max_logloss_rise": "largest logloss rise vs the champion (default: the config's)",
+    "max_psi": "largest PSI of any feature vs the training split, needs --train-data (default: the config's)",
 }
 
 
@@ -88,6 +89,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         min_auc=a.min_auc,
         max_auc_drop=a.max_auc_drop,
         max_logloss_rise=a.max_logloss_rise,
+        train_data=a.train_data,
+        max_psi=a.max_psi,
     )
     print(r.describe())
     if not r.gate_passed:
@@ -290,10 +293,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--checkpoint", required=True, help="training output folder (its latest checkpoint) or a ckpt-<step>"
     )
     e.add_argument("--data", required=True, help="eval Parquet dataset")
+    e.add_argument(
+        "--train-data", default=None, help="training split: the eval data's drift is measured against it"
+    )
     e.add_argument("--out", required=True, help="report JSON (candidate, champion, gate)")
     e.add_argument("--config", default=None, help="config for the gate (default: the checkpoint's)")
     e.add_argument("--champion-model", default=None, help="registered model whose @champion to re-evaluate")
-    for threshold, what in GATE_THRESHOLDS.items():  # one flag per GateConfig field; unset: the config's
+    for threshold, what in GATE_THRESHOLDS.items():  # one flag per GateConfig number; unset: the config's
         e.add_argument(f"--{threshold.replace('_', '-')}", type=float, default=None, help=f"gate: {what}")
     _tracking_arg(e)
     e.set_defaults(func=cmd_evaluate)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -295,12 +296,21 @@ class GateConfig(Strict):
     min_auc: float = Field(0.5, ge=0.0, le=1.0)
     max_auc_drop: float = Field(0.005, ge=0.0, le=1.0)
     max_logloss_rise: float = Field(0.01, ge=0.0)
+    # Drift (recpipe.eval.drift): the largest PSI of any numeric feature of the eval split against the
+    # training window, and per feature (its name in features:); None / {}: no drift check.
+    max_psi: float | None = Field(None, ge=0.0)
+    max_psi_per_feature: dict[str, Annotated[float, Field(ge=0.0)]] = Field(default_factory=dict)
+
+    def checks_drift(self) -> bool:
+        """Whether the gate holds promotion on drift (``max_psi`` or a per-feature limit is set)."""
+        return self.max_psi is not None or bool(self.max_psi_per_feature)
 
 
 def gate_overrides(
     min_auc: float | str | None = None,
     max_auc_drop: float | str | None = None,
     max_logloss_rise: float | str | None = None,
+    max_psi: float | str | None = None,
 ) -> dict[str, float]:
     """The gate thresholds that are set, as numbers by :class:`GateConfig` field (``{"min_auc": 0.7}``).
 
@@ -310,25 +320,27 @@ def gate_overrides(
     Example::
 
         >>> GateConfig(min_auc=0.6).model_copy(update=gate_overrides(min_auc="0.7", max_auc_drop=""))
-        GateConfig(min_auc=0.7, max_auc_drop=0.005, max_logloss_rise=0.01)
+        GateConfig(min_auc=0.7, max_auc_drop=0.005, max_logloss_rise=0.01, max_psi=None, max_psi_per_feature={})
 
     Raises:
-        ParameterError: a value that is not a number in [0, 1].
+        ParameterError: a value that is not a number in [0, 1] (``max_psi``: a number >= 0).
     """
     out: dict[str, float] = {}
-    for name, value in (
-        ("min_auc", min_auc),
-        ("max_auc_drop", max_auc_drop),
-        ("max_logloss_rise", max_logloss_rise),
+    for name, value, top in (
+        ("min_auc", min_auc, 1.0),
+        ("max_auc_drop", max_auc_drop, 1.0),
+        ("max_logloss_rise", max_logloss_rise, 1.0),
+        ("max_psi", max_psi, math.inf),
     ):
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
+        within = "in [0, 1]" if top == 1.0 else ">= 0"
         try:
             v = float(value)
         except (TypeError, ValueError):
-            raise ParameterError(name, f"must be a number in [0, 1], got {value!r}") from None
-        if not 0.0 <= v <= 1.0:
-            raise ParameterError(name, f"must be in [0, 1], got {v}")
+            raise ParameterError(name, f"must be a number {within}, got {value!r}") from None
+        if not 0.0 <= v <= top:
+            raise ParameterError(name, f"must be {within}, got {v}")
         out[name] = v
     return out
 
@@ -339,6 +351,16 @@ class EvalConfig(Strict):
     task_gates: dict[str, GateConfig] = Field(default_factory=dict)
     threshold: float = Field(0.5, ge=0.0, le=1.0)
     gauc_group: str | None = None
+
+    @model_validator(mode="after")
+    def _drift_once(self) -> EvalConfig:  # drift is of the data, not of a task: one limit for every task
+        drifting = [label for label, g in self.task_gates.items() if g.checks_drift()]
+        if drifting:
+            raise ValueError(
+                f"eval.task_gates {drifting} set max_psi / max_psi_per_feature: drift is the data's, not a "
+                "task's; set them once, in eval.gate"
+            )
+        return self
 
 
 class ExportConfig(Strict):
@@ -384,6 +406,11 @@ class RecpipeConfig(Strict):
                 raise ValueError(
                     f"feature group {g.name!r} names unknown features {missing}; known: {sorted(known)}"
                 )
+        unknown = [n for n in self.eval.gate.max_psi_per_feature if n not in known]
+        if unknown:
+            raise ValueError(
+                f"eval.gate.max_psi_per_feature names unknown features {unknown}; known: {sorted(known)}"
+            )
         self.model.check_groups(self.feature_groups)
         check_labels = getattr(self.model, "check_labels", None)
         if check_labels is not None:

@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from recpipe.config import GateConfig
 from recpipe.eval.champion import ChampionEval
+from recpipe.eval.drift import DriftReport
 from recpipe.eval.gate import GateDecision, TaskGateDecision, decide, decide_tasks
 from recpipe.eval.report import EvalReport, json_safe
 
@@ -38,6 +39,7 @@ class ReportDoc(TypedDict, total=False):
     candidate: dict[str, Any]
     champion: ChampionDoc | None
     gate: dict[str, Any]
+    drift: dict[str, Any] | None  # DriftReport fields; None: not computed (no training split given)
     checkpoint: str
     data: str
     data_digest: str
@@ -45,11 +47,13 @@ class ReportDoc(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class Evaluation:
-    """A candidate, the champion it was gated against (None without one) and the decision."""
+    """A candidate, the champion it was gated against (None without one), the decision and the eval split's
+    drift (None: not computed)."""
 
     candidate: EvalReport
     champion: ChampionEval | None
     decision: GateDecision | TaskGateDecision
+    drift: DriftReport | None = None
 
     def document(self, checkpoint: str, data: str) -> ReportDoc:
         champion: ChampionDoc | None = None
@@ -60,6 +64,7 @@ class Evaluation:
             "candidate": self.candidate.to_dict(),
             "champion": champion,
             "gate": self.decision.to_dict(),
+            "drift": None if self.drift is None else self.drift.to_dict(),
             "checkpoint": str(checkpoint),
             "data": str(data),
         }
@@ -78,18 +83,23 @@ def gate_candidate(
     champion: ChampionEval | None,
     gate: GateConfig,
     task_gates: Mapping[str, GateConfig] | None = None,
+    drift: DriftReport | None = None,
 ) -> Evaluation:
     """Gate ``candidate`` against ``gate`` and the champion; a multi-task model task by task, each against
-    the champion's same task, with ``task_gates[label]`` (``gate`` for a label not listed)."""
+    the champion's same task, with ``task_gates[label]`` (``gate`` for a label not listed); ``gate``'s drift
+    limits against ``drift`` once for the whole model."""
     source = {"champion_source": champion.source} if champion else {}
     decision: GateDecision | TaskGateDecision
     if candidate.tasks:
         gates = {label: (task_gates or {}).get(label, gate) for label in candidate.tasks}
         champion_tasks = None if champion is None else champion.task_results()
-        decision = decide_tasks(candidate.tasks, champion_tasks, gates, **source)
+        decision = decide_tasks(
+            candidate.tasks, champion_tasks, gates, **source, drift=drift, drift_gate=gate
+        )
     else:
-        decision = decide(candidate, None if champion is None else champion.result(), gate, **source)
-    return Evaluation(candidate, champion, decision)
+        champion_result = None if champion is None else champion.result()
+        decision = decide(candidate, champion_result, gate, **source, drift=drift)
+    return Evaluation(candidate, champion, decision, drift)
 
 
 def read_report(path: str | Path) -> ReportDoc:

@@ -1,4 +1,5 @@
-"""The promotion gate: a pure function of two evaluation results and the gate thresholds."""
+"""The promotion gate: a pure function of two evaluation results, the eval split's drift and the gate
+thresholds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from recpipe.config import GateConfig
+from recpipe.eval.drift import DriftReport, check_feature_limits
 from recpipe.eval.report import EvalReport
 
 # Float noise must not flip a comparison that is exactly at its bound (0.7 - 0.005 != 0.695).
@@ -35,9 +37,58 @@ class GateDecision:
     champion_auc: float | None = None
     champion_logloss: float | None = None
     failed: list[str] = field(default_factory=list)
+    # The drift limits checked (GateConfig's) and the eval split's largest PSI (None: not computed).
+    max_psi: float | None = None
+    max_psi_per_feature: dict[str, float] = field(default_factory=dict)
+    psi_max: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _line(name: str, ok: bool, text: str) -> str:
+    """One reason: ``PASS name: text`` or ``FAIL name: text``."""
+    return f"{'PASS' if ok else 'FAIL'} {name}: {text}"
+
+
+def drift_checks(drift: DriftReport | None, gate: GateConfig) -> list[tuple[str, bool, str]]:
+    """The drift checks of ``gate`` as ``(name, passed, text)``: ``max_psi`` over every feature (naming those
+    above it with their PSI) and ``max_psi.<feature>`` for each per-feature limit; none when the gate sets no
+    drift limit. Without drift statistics a set limit fails: drift that was not measured is not known to be
+    small.
+
+    Raises:
+        ValueError: a per-feature limit on a feature that has no PSI (:func:`recpipe.eval.drift.check_feature_limits`).
+    """
+    if not gate.checks_drift():
+        return []
+    if drift is None:
+        text = "no drift statistics (evaluate was given no training split to compare the eval split with)"
+        names = ["max_psi"] if gate.max_psi is not None else []
+        return [(n, False, text) for n in names + [f"max_psi.{f}" for f in gate.max_psi_per_feature]]
+    check_feature_limits(drift, gate.max_psi_per_feature)
+    out: list[tuple[str, bool, str]] = []
+    if gate.max_psi is not None:
+        limit = gate.max_psi
+        over = [(k, v) for k, v in drift.top(len(drift.features)) if v > limit + _TOLERANCE]
+        top = drift.psi_max
+        ok = not over
+        if top is None:
+            text = f"no numeric feature, no PSI; max_psi {limit:.6f}"
+        elif ok:
+            text = f"largest psi {top:.6f} ({drift.top(1)[0][0]}) <= max_psi {limit:.6f}"
+        else:
+            named = ", ".join(f"{k} {v:.6f}" for k, v in over)
+            text = f"psi above max_psi {limit:.6f}: {named}"
+        out.append(("max_psi", ok, text))
+    for name, limit in gate.max_psi_per_feature.items():
+        value = drift.psi_of(name)
+        assert value is not None  # check_feature_limits refused the others
+        ok = value <= limit + _TOLERANCE
+        out.append(
+            (f"max_psi.{name}", ok, f"{name} psi {value:.6f} {'<=' if ok else 'is not <='} {limit:.6f}")
+        )
+    return out
 
 
 def _numbers(result: EvalReport | Mapping[str, Any], role: str) -> tuple[float, float]:
@@ -61,17 +112,20 @@ def decide(
     champion: EvalReport | Mapping[str, Any] | None,
     gate: GateConfig,
     champion_source: str = "re-evaluated on the same eval data",
+    drift: DriftReport | None = None,
 ) -> GateDecision:
-    """Gate a candidate against the absolute AUC floor and, when there is one, the champion.
+    """Gate a candidate against the absolute AUC floor, when there is one the champion, and the drift limits.
 
     Passes iff ``auc >= min_auc`` and, with a champion, ``auc >= champion_auc - max_auc_drop`` and
-    ``logloss <= champion_logloss + max_logloss_rise``. NaN never passes a check.
+    ``logloss <= champion_logloss + max_logloss_rise``, and every set drift limit holds (:func:`drift_checks`).
+    NaN never passes a check.
 
     Args:
         candidate (EvalReport | Mapping): the new model's result (``auc``, ``logloss``).
         champion (EvalReport | Mapping | None): the current champion's result, or None.
         gate (GateConfig): thresholds.
         champion_source (str): how the champion numbers were produced (recorded, not used).
+        drift (DriftReport | None): the eval split's drift against the training window, when computed.
 
     Example::
 
@@ -85,7 +139,7 @@ def decide(
     failed: list[str] = []
 
     def check(name: str, ok: bool, text: str) -> None:
-        reasons.append(f"{'PASS' if ok else 'FAIL'} {name}: {text}")
+        reasons.append(_line(name, ok, text))
         if not ok:
             failed.append(name)
 
@@ -114,6 +168,8 @@ def decide(
             f"logloss {loss:.6f} {'<=' if ok else 'is not <='} champion logloss {champ_loss:.6f} + "
             f"max_logloss_rise {gate.max_logloss_rise:.6f} = {ceiling:.6f} (champion {champion_source})",
         )
+    for name, ok, text in drift_checks(drift, gate):
+        check(name, ok, text)
 
     return GateDecision(
         passed=not failed,
@@ -127,6 +183,9 @@ def decide(
         max_auc_drop=gate.max_auc_drop,
         max_logloss_rise=gate.max_logloss_rise,
         failed=failed,
+        max_psi=gate.max_psi,
+        max_psi_per_feature=dict(gate.max_psi_per_feature),
+        psi_max=None if drift is None else drift.psi_max,
     )
 
 
@@ -146,6 +205,10 @@ class TaskGateDecision:
     tasks: dict[str, GateDecision]
     failed: list[str]
     champion_source: str = "none"
+    # The drift limits checked once for the whole model (``drift_gate``'s) and the largest PSI.
+    max_psi: float | None = None
+    max_psi_per_feature: dict[str, float] = field(default_factory=dict)
+    psi_max: float | None = None
 
     @property
     def champion_auc(self) -> float | None:
@@ -161,16 +224,21 @@ def decide_tasks(
     champion: Mapping[str, EvalReport | Mapping[str, Any]] | None,
     gates: Mapping[str, GateConfig],
     champion_source: str = "re-evaluated on the same eval data",
+    drift: DriftReport | None = None,
+    drift_gate: GateConfig | None = None,
 ) -> TaskGateDecision:
     """Gate a multi-task candidate task by task (:func:`decide` for each, with that task's thresholds
     and the champion's numbers on that task): a model better on click but worse on buy is refused, and
-    the reason names the buy task.
+    the reason names the buy task. Drift is the data's, not a task's: ``drift_gate``'s drift limits are
+    checked once (unprefixed reasons), the tasks' own are not.
 
     Args:
         candidate (Mapping[str, ...]): task → the candidate's result (``auc``, ``logloss``).
         champion (Mapping[str, ...] | None): task → the champion's result on the same eval data, or None.
         gates (Mapping[str, GateConfig]): task → thresholds; one for every candidate task.
         champion_source (str): how the champion numbers were produced.
+        drift (DriftReport | None): the eval split's drift, when computed.
+        drift_gate (GateConfig | None): whose ``max_psi`` / ``max_psi_per_feature`` apply (None: no drift check).
 
     Raises:
         ValueError: a task without thresholds, or a champion that lacks one of the candidate's tasks
@@ -194,14 +262,27 @@ def decide_tasks(
                 f"the champion has no result for task(s) {lacking} (its tasks: {sorted(champion)}): a model "
                 "of other tasks cannot be compared with it"
             )
+    no_drift = {"max_psi": None, "max_psi_per_feature": {}}
     decisions = {
-        task: decide(result, None if champion is None else champion[task], gates[task], champion_source)
+        task: decide(
+            result,
+            None if champion is None else champion[task],
+            gates[task].model_copy(update=no_drift),
+            champion_source,
+        )
         for task, result in candidate.items()
     }
+    checks = drift_checks(drift, drift_gate) if drift_gate is not None else []
+    reasons = [f"[{task}] {r}" for task, d in decisions.items() for r in d.reasons]
+    reasons += [_line(name, ok, text) for name, ok, text in checks]
     return TaskGateDecision(
-        passed=all(d.passed for d in decisions.values()),
-        reasons=[f"[{task}] {r}" for task, d in decisions.items() for r in d.reasons],
+        passed=all(d.passed for d in decisions.values()) and all(ok for _, ok, _ in checks),
+        reasons=reasons,
         tasks=decisions,
-        failed=[f"{task}.{name}" for task, d in decisions.items() for name in d.failed],
+        failed=[f"{task}.{name}" for task, d in decisions.items() for name in d.failed]
+        + [name for name, ok, _ in checks if not ok],
         champion_source=next(iter(decisions.values())).champion_source,
+        max_psi=None if drift_gate is None else drift_gate.max_psi,
+        max_psi_per_feature={} if drift_gate is None else dict(drift_gate.max_psi_per_feature),
+        psi_max=None if drift is None else drift.psi_max,
     )

@@ -10,6 +10,8 @@ from typing import Any
 from recpipe.redact import redact
 
 ROW_COUNTS = ("rows_read", "rows_used", "rows_skipped", "truncated_histories")
+# The most drifting features the summary names (of the evaluate step's drift.* metrics).
+DRIFT_SHOWN = 3
 
 
 @dataclass
@@ -32,6 +34,11 @@ class RunSummary:
     gate_passed: bool | None = None
     gate_reasons: list[str] = field(default_factory=list)
     champion_source: str | None = None
+    # The eval split's drift against the training split (the evaluate step's drift.* metrics): the largest
+    # PSI, and the features with the largest PSI and new-id rate, largest first.
+    psi_max: float | None = None
+    drift_psi: list[tuple[str, float]] = field(default_factory=list)
+    drift_new_ids: list[tuple[str, float]] = field(default_factory=list)
     backends: dict[str, str] = field(default_factory=dict)
     registered_version: int | None = None
     versions: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +75,12 @@ class RunSummary:
             )
             # The champion's provenance is on the line above; each reason repeats it.
             lines += [f"                {r.split(' (champion ')[0]}" for r in self.gate_reasons]
+        if self.psi_max is not None or self.drift_new_ids:
+            psi = ", ".join(f"{k} {v:.4f}" for k, v in self.drift_psi)
+            line = f"  drift         psi max {f(self.psi_max)}" + (f" ({psi})" if psi else "")
+            if self.drift_new_ids:
+                line += "; new ids " + ", ".join(f"{k} {v:.1%}" for k, v in self.drift_new_ids)
+            lines.append(line)
         if self.backends:
             lines.append("  exported      " + ", ".join(f"{b} ({p})" for b, p in self.backends.items()))
         if self.registered_version is not None:
@@ -163,6 +176,9 @@ def summarize(
         s.gate_passed = tags["gate.passed"] == "true"
         s.gate_reasons = [r for r in tags.get("gate.reasons", "").split("\n") if r]
         s.champion_source = tags.get("gate.champion_source")
+    s.psi_max = metrics.get("drift.psi_max")
+    s.drift_psi = _largest(metrics, "drift.psi.")
+    s.drift_new_ids = [kv for kv in _largest(metrics, "drift.new_id_rate.") if kv[1] > 0]
     for key, value in sorted(tags.items()):
         if key.startswith("export.") and key.endswith(".parity"):
             s.backends[key.split(".")[1]] = value
@@ -171,3 +187,9 @@ def summarize(
     if s.model_name:
         s.versions = tracking.list_models(tracking_uri, s.model_name)
     return s
+
+
+def _largest(metrics: dict[str, float], prefix: str) -> list[tuple[str, float]]:
+    """The :data:`DRIFT_SHOWN` metrics named ``<prefix><feature>`` with the largest values, as (feature, value)."""
+    found = [(k.removeprefix(prefix), float(v)) for k, v in metrics.items() if k.startswith(prefix)]
+    return sorted(found, key=lambda kv: (-kv[1], kv[0]))[:DRIFT_SHOWN]

@@ -8,6 +8,11 @@ gate's ``champion_source`` says so. The report JSON holds the candidate, the cha
 This stage only wires: the scoring, the champion fallback, the gate and the report are :mod:`recpipe.eval`'s
 (:mod:`~recpipe.eval.checkpoint`, :mod:`~recpipe.eval.champion`, :mod:`~recpipe.eval.evaluation`); it loads
 the champion through :mod:`recpipe.tracking` and hands eval a plain predictor.
+
+Given the training split (``train_data``), it also computes the eval split's drift against it
+(:mod:`recpipe.eval.drift`: at most :data:`~recpipe.eval.drift.DRIFT_SAMPLE_ROWS` rows of each split, read
+in evenly spaced blocks), gates on ``eval.gate.max_psi`` / ``max_psi_per_feature``, and logs it as
+``drift.*`` metrics and ``eval/drift.json``.
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from recpipe.config import ParameterError, gate_overrides
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 if TYPE_CHECKING:
+    from recpipe.config import RecpipeConfig
     from recpipe.eval.champion import ChampionEval
+    from recpipe.eval.drift import DriftReport
     from recpipe.eval.evaluation import Evaluation
+    from recpipe.features.spec import FeatureSpec
 
 
 @dataclass
@@ -44,10 +52,17 @@ class EvaluateResult:
     roc_tpr: list[float] = field(default_factory=list)
     roc_thresholds: list[float] = field(default_factory=list)
     data_rows: dict[str, int] = field(default_factory=dict)  # rows read / used / skipped / truncated
+    # The eval split's largest PSI against the training split (None: not computed) and the most drifting
+    # features with their PSI, largest first.
+    psi_max: float | None = None
+    drift_top: list[tuple[str, float]] = field(default_factory=list)
 
     def kfp_metrics(self) -> dict[str, float]:
         """The finite scalar metrics (KFP ``Metrics`` JSON has no NaN)."""
-        values = {"auc": self.auc, "gauc": self.gauc, "logloss": self.logloss, "oracle_auc": self.oracle_auc}
+        values = {
+            "auc": self.auc, "gauc": self.gauc, "logloss": self.logloss, "oracle_auc": self.oracle_auc,
+            "psi_max": self.psi_max,
+        }  # fmt: skip
         return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
 
     def describe(self) -> str:
@@ -62,6 +77,9 @@ class EvaluateResult:
                 f"data: read {r.get('rows_read')}, used {r.get('rows_used')}, skipped {r.get('rows_skipped')}, "
                 f"truncated histories {r.get('truncated_histories')}"
             )
+        if self.psi_max is not None:
+            top = ", ".join(f"{k} {v:.4f}" for k, v in self.drift_top)
+            lines.append(f"drift: psi max {self.psi_max:.4f} ({top})")
         lines.append(f"champion: {self.champion_source}")
         lines.append(f"gate: {'PASSED' if self.gate_passed else 'FAILED'}")
         lines += [f"  {r}" for r in self.gate_reasons]
@@ -90,6 +108,8 @@ def run(
     min_auc: float | str | None = None,
     max_auc_drop: float | str | None = None,
     max_logloss_rise: float | str | None = None,
+    train_data: str | None = None,
+    max_psi: float | str | None = None,
     log: RunLog = NULL_LOG,
 ) -> EvaluateResult:
     """Evaluate ``checkpoint`` on ``data_dir``, re-evaluate the champion, gate, and write the report to ``out``.
@@ -104,16 +124,27 @@ def run(
         tracking_uri (str | None): the MLflow registry holding ``champion_model`` (needed with it).
         min_auc, max_auc_drop, max_logloss_rise (float | str | None): gate thresholds overriding the
             config's ``eval.gate`` when set (:func:`recpipe.config.gate_overrides`).
+        train_data (str | None): the training split: the eval split's drift is computed against it (None:
+            no drift statistics; a set drift limit then fails the gate).
+        max_psi (float | str | None): the largest PSI allowed (overrides ``eval.gate.max_psi`` when set).
         log (RunLog): records the metrics, the decision as tags, the report and its plots.
     """
     from recpipe.config import load_config
     from recpipe.eval.checkpoint import evaluate_checkpoint
     from recpipe.eval.evaluation import gate_candidate
+    from recpipe.features.spec import FG_JSON, FeatureSpec
     from recpipe.train.checkpoint import read_config, resolve_checkpoint
 
     with failing(log, "evaluate"):
-        cfg = load_config(config_path) if config_path else read_config(resolve_checkpoint(checkpoint))
-        gate = cfg.eval.gate.model_copy(update=gate_overrides(min_auc, max_auc_drop, max_logloss_rise))
+        ckpt = resolve_checkpoint(checkpoint)
+        cfg = load_config(config_path) if config_path else read_config(ckpt)
+        overrides = gate_overrides(min_auc, max_auc_drop, max_logloss_rise, max_psi)
+        gate = cfg.eval.gate.model_copy(update=overrides)
+        # Before scoring: a mistaken per-feature limit is refused in seconds, not after the evaluation.
+        drift = None
+        if train_data:  # the checkpoint's own FeatureSpec: the ids and buckets the model reads
+            spec = FeatureSpec.load(ckpt / FG_JSON)
+            drift = _drift(spec, cfg, train_data, data_dir, gate.max_psi_per_feature)
         candidate = evaluate_checkpoint(
             checkpoint, data_dir, threshold=cfg.eval.threshold, oracle_column=cfg.data.oracle_column
         )
@@ -123,7 +154,7 @@ def run(
                 raise ParameterError("tracking_uri", "is needed to find the champion")
             group = cfg.eval.gauc_group or cfg.data.group_column
             champion = _champion(champion_model, tracking_uri, data_dir, cfg.data.labels, group)
-        evaluation = gate_candidate(candidate, champion, gate, cfg.eval.task_gates)
+        evaluation = gate_candidate(candidate, champion, gate, cfg.eval.task_gates, drift)
         out_path = evaluation.write(out, checkpoint=str(checkpoint), data=str(data_dir))
         _log(log, evaluation, out_path)
     decision = evaluation.decision
@@ -145,7 +176,23 @@ def run(
         roc_tpr=_finite(candidate.roc.get("tpr", [])),
         roc_thresholds=_finite(candidate.roc.get("thresholds", [])),
         data_rows=dict(candidate.data_rows),
+        psi_max=None if drift is None else drift.psi_max,
+        drift_top=[] if drift is None else drift.top(3),
     )
+
+
+def _drift(
+    spec: FeatureSpec, cfg: RecpipeConfig, train_data: str, data_dir: str, limits: dict[str, float]
+) -> DriftReport:
+    """The drift of ``data_dir`` against ``train_data`` with the checkpoint's FeatureSpec; per-feature limits
+    on features without a PSI refused."""
+    from recpipe.data.sources import open_source
+    from recpipe.eval.drift import check_feature_limits, compute_drift
+
+    csv = cfg.csv_options()
+    report = compute_drift(spec, open_source(train_data, csv=csv), open_source(data_dir, csv=csv))
+    check_feature_limits(report, limits)
+    return report
 
 
 def _champion(
@@ -190,6 +237,9 @@ def _log(log: RunLog, evaluation: Evaluation, report: Path) -> None:
     )
     log.log_artifact(report, "eval")
     plots = report.parent / f".{report.stem}-plots"
+    if evaluation.drift is not None:
+        log.log_metrics(evaluation.drift.metrics())
+        log.log_artifact(evaluation.drift.write(plots / "drift.json"), "eval")
     if candidate.roc.get("fpr"):
         log.log_artifact(roc_curve_png(candidate.roc, plots / "roc.png", auc=candidate.auc), "eval")
     if candidate.calibration_curve.get("mean_prediction"):

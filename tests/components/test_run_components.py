@@ -41,7 +41,9 @@ def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_u
     # One pod trains: it asks for the GPUs and placement itself.
     assert (pod_gpus, pod_selector) == (0, {"gpu": "h200"}) and pod_tolerations[0]["key"] == "nvidia.com/gpu"
     cfg = load_config(cfg_artifact.path)
-    assert cfg.eval.gate.model_dump() == {"min_auc": 0.55, "max_auc_drop": 0.01, "max_logloss_rise": 0.02}
+    assert cfg.eval.gate.model_dump() == {
+        "min_auc": 0.55, "max_auc_drop": 0.01, "max_logloss_rise": 0.02, "max_psi": None, "max_psi_per_feature": {}
+    }  # fmt: skip
     assert cfg.export.backends == ["onnx", "rtp"] and cfg.train.max_steps == 7
     run = tracking.run_summary(run_id, uri=sqlite_uri)
     assert run["status"] == "RUNNING"
@@ -110,7 +112,9 @@ def test_yaml_gate_survives_unset_parameters_and_set_ones_override(tmp_path, tin
     import yaml
 
     doc = yaml.safe_load(open(tiny_config).read())
-    doc["eval"]["gate"] = {"min_auc": 0.42, "max_auc_drop": 0.03, "max_logloss_rise": 0.04}
+    doc["eval"]["gate"] = {
+        "min_auc": 0.42, "max_auc_drop": 0.03, "max_logloss_rise": 0.04, "max_psi": 0.3, "max_psi_per_feature": {}
+    }  # fmt: skip
     config = tmp_path / "gate.yaml"
     config.write_text(yaml.safe_dump(doc))
     unset = {"min_auc": "", "max_auc_drop": "", "max_logloss_rise": ""}

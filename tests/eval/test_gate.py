@@ -1,4 +1,4 @@
-"""The gate's truth table, with and without a champion, and NaN."""
+"""The gate's truth table, with and without a champion, and NaN; the drift limits (max_psi)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 import pytest
 
 from recpipe.config import GateConfig
+from recpipe.eval.drift import DriftReport, FeatureDrift
 from recpipe.eval.gate import decide
 from recpipe.eval.report import EvalReport
 
@@ -67,3 +68,44 @@ def test_accepts_reports_and_rejects_incomplete_input():
         decide({"auc": 0.7}, None, GATE)
     d = decide(rep, None, GATE)
     assert d.to_dict()["candidate_auc"] == 0.7 and not math.isnan(d.candidate_logloss)
+
+
+def _drift(**psi: float) -> DriftReport:
+    """A drift report of numeric features with these PSI values and one id feature (``user_id``)."""
+    features = {k: FeatureDrift("dense", "raw", k, 0.0, 0.0, psi=v) for k, v in psi.items()}
+    features["user_id"] = FeatureDrift("sparse", "id", "user_id", 0.0, 0.0, new_id_rate=0.3)
+    return DriftReport(features, max(psi.values()), 100, 100, 100, 100)
+
+
+PASSING = {"auc": 0.65, "logloss": 0.5}
+
+
+def test_max_psi_holds_promotion_and_names_every_feature_above_it():
+    drift = _drift(price=0.31, age=0.22, ctr=0.05)
+    d = decide(PASSING, None, GATE.model_copy(update={"max_psi": 0.2}), drift=drift)
+    assert not d.passed and d.failed == ["max_psi"]
+    assert "FAIL max_psi: psi above max_psi 0.200000: price 0.310000, age 0.220000" in d.reasons
+    assert "ctr" not in d.reasons[-1]
+    assert (d.max_psi, d.psi_max) == (0.2, 0.31)  # numbers, not strings
+    ok = decide(PASSING, None, GATE.model_copy(update={"max_psi": 0.31}), drift=drift)  # at the bound
+    assert ok.passed and ok.reasons[-1] == "PASS max_psi: largest psi 0.310000 (price) <= max_psi 0.310000"
+
+
+def test_a_per_feature_limit_holds_promotion_naming_that_feature():
+    drift = _drift(price=0.31, age=0.22)
+    gate = GATE.model_copy(update={"max_psi_per_feature": {"age": 0.1, "price": 0.5}})
+    d = decide(PASSING, None, gate, drift=drift)
+    assert not d.passed and d.failed == ["max_psi.age"]
+    assert "FAIL max_psi.age: age psi 0.220000 is not <= 0.100000" in d.reasons
+    assert "PASS max_psi.price: price psi 0.310000 <= 0.500000" in d.reasons
+    assert d.to_dict()["max_psi_per_feature"] == {"age": 0.1, "price": 0.5}
+    with pytest.raises(ValueError, match=r"names \['user_id'\], which have no PSI"):
+        decide(PASSING, None, GATE.model_copy(update={"max_psi_per_feature": {"user_id": 0.1}}), drift=drift)
+
+
+def test_drift_limits_without_drift_statistics_fail_and_no_limits_check_nothing():
+    gate = GATE.model_copy(update={"max_psi": 0.2, "max_psi_per_feature": {"age": 0.1}})
+    d = decide(PASSING, None, gate)
+    assert d.failed == ["max_psi", "max_psi.age"] and "no drift statistics" in d.reasons[-1]
+    plain = decide(PASSING, None, GATE, drift=_drift(price=5.0))  # no drift limit set: drift is reported only
+    assert plain.passed and not any("psi" in r for r in plain.reasons) and plain.psi_max == 5.0

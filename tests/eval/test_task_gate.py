@@ -40,3 +40,19 @@ def test_tasks_without_thresholds_or_missing_from_the_champion_are_errors():
             {"ctr": {"auc": 0.8, "logloss": 0.1}},
             GATES,
         )
+
+
+def test_drift_is_checked_once_for_every_task():
+    from recpipe.eval.drift import DriftReport, FeatureDrift
+
+    drift = DriftReport(
+        {"price": FeatureDrift("dense", "raw", "price", 0.0, 0.0, psi=0.4)}, 0.4, 10, 10, 10, 10
+    )
+    candidate = {"ctr": {"auc": 0.65, "logloss": 0.2}, "cvr": {"auc": 0.75, "logloss": 0.03}}
+    gates = {t: g.model_copy(update={"max_psi": 0.25}) for t, g in GATES.items()}  # ignored: not the tasks'
+    d = decide_tasks(candidate, None, gates, drift=drift, drift_gate=GateConfig(max_psi=0.25))
+    assert not d.passed and d.failed == ["max_psi"] and d.tasks["cvr"].passed
+    assert [r for r in d.reasons if "psi" in r] == [
+        "FAIL max_psi: psi above max_psi 0.250000: price 0.400000"
+    ]
+    assert decide_tasks(candidate, None, gates, drift=drift).passed  # no drift_gate: no drift check
