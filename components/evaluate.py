@@ -13,6 +13,7 @@ def evaluate(
     config: Input[Artifact],
     checkpoint: Input[Model],
     eval_data: Input[Dataset],
+    train_data: Input[Dataset],
     run_id: str,
     tracking_uri: str,
     model_name: str,
@@ -20,14 +21,15 @@ def evaluate(
     classification: Output[ClassificationMetrics],
     report: Output[Artifact],
 ) -> NamedTuple("GateOutputs", [("gate_passed", bool), ("gate_reasons", str)]):
-    """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix) and gate it against the
-    thresholds and the registry's ``champion`` (re-evaluated on the same eval data when possible)."""
+    """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix), measure the eval split's drift
+    from the training split, and gate it against the thresholds (``max_psi`` included) and the registry's
+    ``champion`` (re-evaluated on the same eval data when possible)."""
     from recpipe.stages import evaluate as stage
     from recpipe.tracking import open_run_log
 
     r = stage.run(
         checkpoint.path, eval_data.path, report.path, config_path=config.path, champion_model=model_name,
-        tracking_uri=tracking_uri, log=open_run_log(run_id, tracking_uri),
+        tracking_uri=tracking_uri, train_data=train_data.path, log=open_run_log(run_id, tracking_uri),
     )  # fmt: skip
     for name, value in r.kfp_metrics().items():
         metrics.log_metric(name, value)

@@ -2,8 +2,8 @@
 
 Day ``i`` of the selected days is the evaluation day of run ``i``: its pipeline reads the ``window`` days
 before it for training and day ``i`` itself as the eval split (``data.partitions``; ingest evaluates on the
-newest selected partition), warm-starts from the registry's champion (``train.init_from:
-models:/NAME@champion``; the first run, with no champion yet, from scratch), and gates the candidate against
+newest selected partition), warm-starts from the registry's champion (``init_from: champion-if-any``: that version pinned,
+``models:/NAME/V``; the first run, with no champion yet, from scratch), and gates the candidate against
 that champion re-scored on day ``i``'s rows. A run the gate rejects leaves the champion where it was, so the
 next day warm-starts from the model that last passed. Every run is :func:`pipelines.local_run.run_local`
 (kfp.local, the embedded MLflow store of the runs folder), so the registry records the chain
@@ -18,7 +18,13 @@ from typing import Any
 
 from recpipe.config import ParameterError
 from recpipe.pipeline import RunSummary
-from recpipe.pipeline.params import resolve_config, resolve_tracking_uri, runs_folder, synthetic_source_for
+from recpipe.pipeline.params import (
+    INIT_FROM_CHAMPION_IF_ANY,
+    resolve_config,
+    resolve_tracking_uri,
+    runs_folder,
+    synthetic_source_for,
+)
 
 REPLAY_DATA = "replay-data"  # generated days, under the runs folder: every run reads the same files
 
@@ -90,12 +96,11 @@ def replay_days(
         list[RunSummary]: one per run, in day order.
     """
     from pipelines.local_run import run_local
-    from recpipe import tracking
     from recpipe.data.sources import open_source
     from recpipe.stages.ingest import configured_sources
 
     overrides = dict(overrides or {})
-    for owned in ("data.partitions", "train.init_from"):
+    for owned in ("data.partitions", "train.init_from"):  # the replay's own, per day
         if owned in overrides:
             raise ParameterError("overrides", f"{owned} is set by the replay for each day; leave it out")
     cfg = resolve_config(config, overrides=overrides)
@@ -116,15 +121,15 @@ def replay_days(
     uri = resolve_tracking_uri(tracking_uri, None, default_dir=runs, runs=runs_dir)
     summaries: list[RunSummary] = []
     for sel in day_windows(values, key, window):
-        champion = tracking.get_version_by_alias(uri, name, tracking.ALIAS_CHAMPION)
-        # the first day, with no champion yet, trains from scratch (a pipeline parameter cannot be None)
-        warm = {"train.init_from": f"models:/{name}@champion"} if champion else {}
         summary = run_local(
             runs_dir=runs,
             config=config,
             data_source=source,
             model_name=name,
-            overrides={**overrides, "data.partitions": sel, **warm},
+            overrides=overrides,
+            partitions=sel,
+            # the champion's version when there is one; the first day, with none yet, from scratch
+            init_from=INIT_FROM_CHAMPION_IF_ANY,
             tracking_uri=uri,
             **run_args,
         )

@@ -171,6 +171,7 @@ def _build(schedule_time: str) -> GraphComponent:
                 config=cfg,
                 checkpoint=checkpoint,
                 eval_data=data.outputs["eval_data"],
+                train_data=data.outputs["train_data"],
                 run_id=run_id,
                 tracking_uri=uri,
                 model_name=run.outputs["model_name"],

@@ -35,6 +35,7 @@ def flow(tmp_path_factory, tiny_config, tiny_data, _empty_db):
         "run_id": out[0],
         "config": cfg,
         "eval": Dataset(uri=tiny_data["eval"]),
+        "train": Dataset(uri=tiny_data["train"]),
     }
     ckpt = Model(uri=str(root / "checkpoint"))
     where = train.python_func(
@@ -53,8 +54,9 @@ def _evaluate(flow, tmp_path, config=None):
         Artifact(uri=str(tmp_path / "report.json")),
     )
     passed, reasons = evaluate.python_func(
-        config=config or flow["config"], checkpoint=flow["checkpoint"], eval_data=flow["eval"], run_id=flow["run_id"],
-        tracking_uri=flow["uri"], model_name="tiny-din", metrics=m, classification=cm, report=rep,
+        config=config or flow["config"], checkpoint=flow["checkpoint"], eval_data=flow["eval"],
+        train_data=flow["train"], run_id=flow["run_id"], tracking_uri=flow["uri"], model_name="tiny-din", metrics=m,
+        classification=cm, report=rep,
     )  # fmt: skip
     return passed, reasons, m, cm, rep
 
@@ -73,9 +75,11 @@ def test_evaluate_emits_kfp_metrics_and_gates_without_champion(flow, tmp_path):
     passed, reasons, m, cm, rep = _evaluate(flow, tmp_path)
     doc = json.loads(Path(rep.path).read_text())
     auc = doc["candidate"]["auc"]
-    assert set(m.metadata) == {"auc", "gauc", "logloss", "oracle_auc"} and m.metadata["auc"] == pytest.approx(
-        auc
-    )
+    assert set(m.metadata) == {"auc", "gauc", "logloss", "oracle_auc", "psi_max"}
+    assert m.metadata["auc"] == pytest.approx(auc)
+    # the eval split's drift from the training split: both halves of the same tiny data, so small
+    assert m.metadata["psi_max"] == pytest.approx(doc["drift"]["psi_max"])
+    assert 0.0 <= m.metadata["psi_max"] < 0.5
     assert 0.5 < auc < m.metadata["oracle_auc"] < 1.0
     roc = cm.metadata["confidenceMetrics"]
     assert len(roc) > 10 and all(0.0 <= p["confidenceThreshold"] <= 1.0 for p in roc)
@@ -90,6 +94,7 @@ def test_evaluate_emits_kfp_metrics_and_gates_without_champion(flow, tmp_path):
     assert reasons.splitlines()[0].startswith("PASS min_auc") and "no_champion" in reasons
     run = tracking.run_summary(flow["run_id"], uri=flow["uri"])
     assert run["metrics"]["eval.auc"] == pytest.approx(auc) and run["tags"]["gate.passed"] == "true"
+    assert run["metrics"]["drift.psi_max"] == pytest.approx(m.metadata["psi_max"])
 
 
 def test_evaluate_fails_the_gate_as_a_normal_outcome(flow, tmp_path):
