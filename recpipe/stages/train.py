@@ -199,11 +199,10 @@ def _train_local(
     resume: bool = True,
 ) -> None:
     check_data(config_path, train_dir, eval_dir, fg_json, overrides, nproc)
-    threads = max(1, (os.cpu_count() or 1) // nproc)
-    try:
+    try:  # each rank's threads: train.threads_per_rank, else OMP_NUM_THREADS, else the cores split
         launch_local(
             config_path, train_dir, eval_dir, out_dir, nproc, overrides,
-            resume=resume, spec_path=fg_json, threads_per_rank=threads, check=True,
+            resume=resume, spec_path=fg_json, check=True,
         )  # fmt: skip
     except LaunchError as err:
         # The run's failure reason names the stage's error type, whichever launcher failed.
