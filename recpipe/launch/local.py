@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recpipe.config import load_config
+from recpipe.config import RecpipeConfig, load_config
 from recpipe.launch.command import worker_command
 from recpipe.launch.errors import LaunchError
 from recpipe.train.ports import free_port
@@ -118,6 +118,20 @@ def rank_threads(threads_per_rank: int | None, environ: Mapping[str, str], nproc
     return max(1, (os.cpu_count() or 1) // nproc)
 
 
+def check_ranks_device(cfg: RecpipeConfig) -> None:
+    """Refuse, before any rank starts, a config the ranks' device cannot train (the sparse optimizer: Adam
+    has no CPU kernel), so it is a config error (``ValueError``, exit code 2), not a failed rank (1).
+
+    Args:
+        cfg (RecpipeConfig): the run's config.
+    """
+    import torch
+
+    from recpipe.train.optim import check_sparse_optimizer
+
+    check_sparse_optimizer(cfg.train.sparse_optimizer, "cuda" if torch.cuda.is_available() else "cpu")
+
+
 def launch_local(
     config_path: str | Path,
     train_uri: str,
@@ -160,6 +174,7 @@ def launch_local(
     nproc = 1 if nproc_per_node is None else nproc_per_node
     if nproc < 1:
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc}")
+    check_ranks_device(cfg)
     threads = rank_threads(cfg.train.threads_per_rank, os.environ, nproc) if threads_per_rank is None else threads_per_rank
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     worker = worker_command(config_path, train_uri, out_dir, eval_uri, spec_path, overrides, resume)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from recpipe.config import parse_overrides
 from recpipe.launch.command import WORKER_MODULE, worker_command
@@ -158,3 +159,33 @@ def test_launch_local_starts_the_ranks_with_those_threads(
         config, "tr", None, tmp_path / "out", 2, overrides, threads_per_rank=argument, echo=lambda _: None
     )
     assert code == 0 and started[0]["OMP_NUM_THREADS"] == want
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="FBGEMM's fused Adam trains the tables on GPU")
+def test_sparse_adam_on_cpu_is_refused_before_any_rank_starts(tmp_path, monkeypatch):
+    import recpipe.launch.local as local
+
+    config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
+    started: list[list[str]] = []
+    monkeypatch.setattr(local, "_run", lambda cmd, env, write, timeout: (started.append(cmd), (0, []))[1])
+    adam = {"train.sparse_optimizer.type": "adam"}
+    with pytest.raises(ValueError, match="on CPU the tables train with adagrad, rowwise_adagrad, sgd"):
+        launch_local(config, "tr", None, tmp_path / "out", 2, adam, echo=lambda _: None)
+    assert started == []
+    launch_local(config, "tr", None, tmp_path / "out", 2, {"train.sparse_optimizer.type": "sgd"})
+    assert len(started) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="FBGEMM's fused Adam trains the tables on GPU")
+def test_recpipe_train_with_sparse_adam_on_cpu_exits_2(tmp_path, capsys):
+    from recpipe.cli.main import main
+    from recpipe.data.synthetic import generate
+
+    config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
+    generate("taobao", 200, tmp_path / "train", seed=0)
+    argv = ["train", "--config", str(config), "--train", str(tmp_path / "train"), "--eval", str(tmp_path / "train")]
+    argv += ["--out", str(tmp_path / "o")]
+    code = main([*argv, "--set", "train.sparse_optimizer.type=adam"])
+    assert code == 2
+    assert "FBGEMM's fused Adam runs on GPU only" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "checkpoints").exists()
