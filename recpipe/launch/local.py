@@ -175,7 +175,11 @@ def launch_local(
     if nproc < 1:
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc}")
     check_ranks_device(cfg)
-    threads = rank_threads(cfg.train.threads_per_rank, os.environ, nproc) if threads_per_rank is None else threads_per_rank
+    threads = (
+        rank_threads(cfg.train.threads_per_rank, os.environ, nproc)
+        if threads_per_rank is None
+        else threads_per_rank
+    )
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     worker = worker_command(config_path, train_uri, out_dir, eval_uri, spec_path, overrides, resume)
     cmd, what = process_command(worker, nproc)

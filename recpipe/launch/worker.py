@@ -26,6 +26,7 @@ from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.train.loop import train as train_loop
 from recpipe.train.result import TrainResult
 
+
 def train(
     cfg: RecpipeConfig,
     spec: FeatureSpec,

@@ -240,7 +240,10 @@ def log_training(log: RunLog, out_dir: str | Path) -> None:
             "steps": result.steps,
             "rows_trained": result.rows_trained,
             "seconds": result.seconds,
-            "rows_per_second": result.rows_per_second,
+            "rows_per_second": result.rows_per_second,  # over training steps: evaluations apart
+            "train_seconds": result.train_seconds,
+            "eval_seconds": result.eval_seconds,
+            "checkpoint_seconds": result.checkpoint_seconds,
             "final_loss": result.final_loss,
         }
         rows = result.rows or {}  # rows read = used + skipped (on_bad_row: skip), truncated histories

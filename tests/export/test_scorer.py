@@ -22,7 +22,9 @@ def test_rows_without_any_model_column_are_refused(dlrm_export):
         scorer.predict_raw(renamed)
     msg = str(err.value)
     assert "none of its columns is an input column" in msg
-    assert "expected some of ['C1', 'C2'" in msg and "(and " in msg  # the first 10 expected columns, then how many more
+    assert (
+        "expected some of ['C1', 'C2'" in msg and "(and " in msg
+    )  # the first 10 expected columns, then how many more
     assert "got ['i1_v2', 'i2_v2'" in msg and "(and 30 more)" in msg
     with pytest.raises(DataError):
         scorer.predict_raw([{"label": 1, "other": 3}])  # a label alone is not a feature

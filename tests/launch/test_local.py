@@ -183,7 +183,15 @@ def test_recpipe_train_with_sparse_adam_on_cpu_exits_2(tmp_path, capsys):
 
     config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
     generate("taobao", 200, tmp_path / "train", seed=0)
-    argv = ["train", "--config", str(config), "--train", str(tmp_path / "train"), "--eval", str(tmp_path / "train")]
+    argv = [
+        "train",
+        "--config",
+        str(config),
+        "--train",
+        str(tmp_path / "train"),
+        "--eval",
+        str(tmp_path / "train"),
+    ]
     argv += ["--out", str(tmp_path / "o")]
     code = main([*argv, "--set", "train.sparse_optimizer.type=adam"])
     assert code == 2

@@ -44,7 +44,13 @@ def served(tmp_path_factory):
     promote.run(MODEL, version, uri, force=True, reason="serving test: the tiny model need not pass its gate")
     with scoring_server(f"models:/{MODEL}@champion", uri, root) as server:
         rows = pq.read_table(root / "data" / "eval").slice(0, 64)
-        yield {"url": server.url, "rows": rows, "export": root / "export", "server": server.process, "uri": uri}
+        yield {
+            "url": server.url,
+            "rows": rows,
+            "export": root / "export",
+            "server": server.process,
+            "uri": uri,
+        }
 
 
 def _features(rows) -> list[dict]:

@@ -77,7 +77,9 @@ def test_the_train_result_has_the_oracle_auc_of_the_eval_split(single_run, taoba
     want = binary_auc(rows.column(0).to_numpy(), rows.column(1).to_numpy())
     assert 0.55 < want < 1.0
     assert result.eval["oracle_auc"] == pytest.approx(want, abs=1e-12)
-    assert json.loads((out / "train_result.json").read_text())["eval"]["oracle_auc"] == result.eval["oracle_auc"]
+    assert (
+        json.loads((out / "train_result.json").read_text())["eval"]["oracle_auc"] == result.eval["oracle_auc"]
+    )
     evals = [r for r in _records(out) if "eval_auc" in r]
     assert all(r["eval_oracle_auc"] == pytest.approx(want, abs=1e-12) for r in evals)
 
