@@ -280,6 +280,8 @@ class TrainConfig(Strict):
     # Warm start: "models:/NAME@champion" (a registered version) or a checkpoint folder; its dense and
     # embedding weights, optimizer state and zch remaps seed this run (which trains on data.partitions).
     init_from: str | None = None
+    # OMP_NUM_THREADS of each local rank; None: the exported OMP_NUM_THREADS, else cpu_count // ranks.
+    threads_per_rank: int | None = Field(None, ge=1)
     allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
     # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
     sharding: dict[str, Literal["table_wise", "row_wise", "column_wise", "data_parallel"]] = Field(

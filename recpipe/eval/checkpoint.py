@@ -14,7 +14,7 @@ from torchrec.distributed import DistributedModelParallel
 
 from recpipe.batch import Batch
 from recpipe.config import CsvOptions
-from recpipe.eval.metrics import gather_across_ranks
+from recpipe.eval.metrics import gather_across_ranks, weighted_auc
 from recpipe.eval.report import EvalReport, build_report
 from recpipe.eval.tasks import task_accumulators, task_metrics, update_tasks
 from recpipe.features.fg import FGStats
@@ -110,10 +110,13 @@ def evaluate_distributed(
     group: Any = None,
     on_bad_row: Literal["error", "skip"] = "error",
     csv: CsvOptions | None = None,
+    oracle_column: str | None = None,
 ) -> dict[str, Any]:
     """Metrics of ``model`` over all of ``uri``, computed by every rank together; the result on every
     rank (predictions are gathered over ``group``, a gloo group, the default one when None): the
-    :class:`~recpipe.eval.metrics.EvalMetrics` fields, and a multi-task model's every task under ``tasks``."""
+    :class:`~recpipe.eval.metrics.EvalMetrics` fields, and a multi-task model's every task under ``tasks``.
+    ``oracle_auc`` is the AUC of ``oracle_column`` against the primary label over every row of ``uri``
+    (a Parquet split, no row skipped), the same as :func:`evaluate_checkpoint` reports; else None."""
     labels, logits, groups = predict_dataset(
         model, spec, uri, global_batch_size, rank, world_size, on_bad_row, csv
     )
@@ -126,7 +129,32 @@ def evaluate_distributed(
     tasks = task_metrics(accs)
     if tasks:
         out["tasks"] = tasks
+    if oracle_column and on_bad_row == "error":
+        out["oracle_auc"] = _oracle_auc(uri, spec.label, oracle_column, int(out["rows"]))
     return out
+
+
+def _oracle_auc(uri: str, label: str, oracle_column: str, rows: int) -> float | None:
+    """AUC of the data's true probabilities against its labels (the model's predictions play no part),
+    when ``uri`` is Parquet with both columns and the ``rows`` the model was scored on."""
+    table = _read_columns(uri, [label, oracle_column])
+    if table is None or table.num_rows != rows:
+        return None
+    return float(weighted_auc(_floats(table.column(label)), _floats(table.column(oracle_column)), None))
+
+
+def _read_columns(uri: str, columns: list[str]) -> Any:
+    """``columns`` of a Parquet source as a pyarrow Table; None when it is not Parquet or lacks one."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(uri, columns=columns)
+    except (KeyError, ValueError, OSError):
+        return None
+
+
+def _floats(column: Any) -> np.ndarray:
+    return np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
 
 
 def evaluate_checkpoint(
@@ -156,8 +184,6 @@ def evaluate_checkpoint(
 
         evaluate_checkpoint("runs/x/train", "runs/x/data/eval").auc   # 0.74
     """
-    import pyarrow.parquet as pq
-
     ckpt = resolve_checkpoint(ckpt_dir)
     model, spec, cfg = load_model_for_inference(ckpt)
     policy = on_bad_row or cfg.data.on_bad_row
@@ -173,12 +199,9 @@ def evaluate_checkpoint(
     )
     oracle = None
     if oracle_column and policy == "error":  # rows in file order, none dropped
-        try:
-            column = pq.read_table(data_uri, columns=[oracle_column]).column(oracle_column)
-            if len(column) == len(labels):
-                oracle = np.asarray(column.fill_null(0.0).to_numpy(), dtype=np.float64)
-        except (KeyError, ValueError, OSError):
-            oracle = None
+        table = _read_columns(data_uri, [oracle_column])
+        if table is not None and table.num_rows == len(labels):
+            oracle = _floats(table.column(oracle_column))
     accs = update_tasks(
         task_accumulators(spec.labels, cfg.data.neg_sample_rate), labels, logits, groups, oracle
     )

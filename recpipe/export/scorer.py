@@ -11,13 +11,38 @@ from typing import Any
 import numpy as np
 import torch
 
+from recpipe.data.types import DataError
 from recpipe.export.manifest import ArtifactError, Manifest
 from recpipe.features.fg import FeatureGenerator
-from recpipe.features.raw import to_arrow
+from recpipe.features.raw import column_kinds, to_arrow
 from recpipe.features.spec import FG_JSON, FeatureSpec
 
 FG_NAME = FG_JSON
 OUTPUTS = ("probability", "logit")
+
+
+def check_known_columns(spec: FeatureSpec, columns: list[str], where: str = "request") -> None:
+    """Refuse rows none of whose columns is a feature column of the model: scored, they would all be
+    missing values, a confident wrong answer for a client that renamed its columns. Some known columns
+    and others absent is the raw-value contract (absent = missing) and passes.
+
+    Args:
+        spec (FeatureSpec): the model's features.
+        columns (list[str]): the rows' column names.
+        where (str): what the rows are, for the message (a request, a file).
+
+    Raises:
+        DataError: no column of ``columns`` is one of the model's (names up to 10 of each).
+    """
+    expected = list(column_kinds(spec, with_labels=False))
+    if set(columns) & set(expected):
+        return
+    more = f" (and {len(expected) - 10} more)" if len(expected) > 10 else ""
+    got = f"{list(columns)[:10]}" + (f" (and {len(columns) - 10} more)" if len(columns) > 10 else "")
+    raise DataError(
+        f"{where}: none of its columns is an input column of the model; expected some of "
+        f"{expected[:10]}{more}, got {got}"
+    )
 
 
 def as_tensor(x: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -114,8 +139,15 @@ class Scorer:
         return {name: columns[:, t] for t, name in enumerate(names)}
 
     def predict_raw(self, rows: Any) -> np.ndarray:
-        """Logits ``(B,)`` float32 for raw feature rows (a DataFrame, an Arrow table or JSON records)."""
-        out = self._fg(to_arrow(rows))
+        """Logits ``(B,)`` float32 for raw feature rows (a DataFrame, an Arrow table or JSON records).
+
+        Raises:
+            DataError: a bad value (naming its row and column), or rows without any of the model's columns.
+        """
+        table = to_arrow(rows)
+        if table.num_rows:  # no rows, no answer to get wrong
+            check_known_columns(self.spec, table.column_names)
+        out = self._fg(table)
         values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
         lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
         return self.predict_batch(out.dense, values, lengths)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recpipe.config import load_config
+from recpipe.config import RecpipeConfig, load_config
 from recpipe.launch.command import worker_command
 from recpipe.launch.errors import LaunchError
 from recpipe.train.ports import free_port
@@ -88,6 +88,50 @@ def process_command(worker: Sequence[str], nproc_per_node: int) -> tuple[list[st
     return torchrun_command(worker, nproc_per_node), f"torchrun ({nproc_per_node} processes)"
 
 
+def rank_threads(threads_per_rank: int | None, environ: Mapping[str, str], nproc: int) -> int:
+    """``OMP_NUM_THREADS`` of each of ``nproc`` local ranks: ``threads_per_rank`` (``train.threads_per_rank``)
+    if set, else the ``OMP_NUM_THREADS`` the user exported, else this machine's cores split among the ranks.
+
+    Args:
+        threads_per_rank (int | None): the setting.
+        environ (Mapping[str, str]): the launching process's environment.
+        nproc (int): ranks on this machine.
+
+    Raises:
+        ValueError: an exported ``OMP_NUM_THREADS`` that is not a positive integer (refused, not replaced).
+
+    Example::
+
+        >>> rank_threads(None, {"OMP_NUM_THREADS": "3"}, 2)
+        3
+    """
+    if threads_per_rank is not None:
+        return int(threads_per_rank)
+    exported = environ.get("OMP_NUM_THREADS", "").strip()
+    if exported:
+        if not exported.isdigit() or int(exported) < 1:
+            raise ValueError(
+                f"OMP_NUM_THREADS={exported!r} in the environment is not a positive integer; "
+                "unset it or set train.threads_per_rank"
+            )
+        return int(exported)
+    return max(1, (os.cpu_count() or 1) // nproc)
+
+
+def check_ranks_device(cfg: RecpipeConfig) -> None:
+    """Refuse, before any rank starts, a config the ranks' device cannot train (the sparse optimizer: Adam
+    has no CPU kernel), so it is a config error (``ValueError``, exit code 2), not a failed rank (1).
+
+    Args:
+        cfg (RecpipeConfig): the run's config.
+    """
+    import torch
+
+    from recpipe.train.optim import check_sparse_optimizer
+
+    check_sparse_optimizer(cfg.train.sparse_optimizer, "cuda" if torch.cuda.is_available() else "cpu")
+
+
 def launch_local(
     config_path: str | Path,
     train_uri: str,
@@ -98,7 +142,7 @@ def launch_local(
     *,
     resume: bool = True,
     spec_path: str | None = None,
-    threads_per_rank: int = 1,
+    threads_per_rank: int | None = None,
     timeout: float | None = None,
     check: bool = False,
     echo: Callable[[str], None] | None = None,
@@ -114,7 +158,8 @@ def launch_local(
         resume (bool): continue from the latest checkpoint in ``out_dir``.
         spec_path (str | None): the fitted FeatureSpec (default: ``out_dir/fg.json``, beside the data, or
             fitted).
-        threads_per_rank (int): ``OMP_NUM_THREADS`` of every rank.
+        threads_per_rank (int | None): ``OMP_NUM_THREADS`` of every rank (default: :func:`rank_threads` of
+            ``train.threads_per_rank`` and this environment).
         timeout (float | None): seconds before the whole job is killed (exit code 124).
         check (bool): raise :class:`~recpipe.launch.errors.LaunchError` instead of returning a non-zero code.
         echo (Callable | None): where output lines go (default: this process's stdout).
@@ -125,14 +170,20 @@ def launch_local(
                             "runs/x/train", nproc_per_node=2, overrides={"train.max_steps": 200})
     """
     overrides = dict(overrides or {})
-    load_config(config_path, overrides)  # fail here, once, on a bad config
+    cfg = load_config(config_path, overrides)  # fail here, once, on a bad config
     nproc = 1 if nproc_per_node is None else nproc_per_node
     if nproc < 1:
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc}")
+    check_ranks_device(cfg)
+    threads = (
+        rank_threads(cfg.train.threads_per_rank, os.environ, nproc)
+        if threads_per_rank is None
+        else threads_per_rank
+    )
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     worker = worker_command(config_path, train_uri, out_dir, eval_uri, spec_path, overrides, resume)
     cmd, what = process_command(worker, nproc)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads_per_rank), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     write = echo or (lambda line: print(line, end="", flush=True))
     code, tail = _run(cmd, env, write, timeout)
     if code != 0:

@@ -271,11 +271,10 @@ def _train_local(
     resume: bool = True,
 ) -> None:
     check_data(config_path, train_dir, eval_dir, fg_json, overrides, nproc)
-    threads = max(1, (os.cpu_count() or 1) // nproc)
-    try:
+    try:  # each rank's threads: train.threads_per_rank, else OMP_NUM_THREADS, else the cores split
         launch_local(
             config_path, train_dir, eval_dir, out_dir, nproc, overrides,
-            resume=resume, spec_path=fg_json, threads_per_rank=threads, check=True,
+            resume=resume, spec_path=fg_json, check=True,
         )  # fmt: skip
     except LaunchError as err:
         # The run's failure reason names the stage's error type, whichever launcher failed.
@@ -313,7 +312,10 @@ def log_training(log: RunLog, out_dir: str | Path) -> None:
             "steps": result.steps,
             "rows_trained": result.rows_trained,
             "seconds": result.seconds,
-            "rows_per_second": result.rows_per_second,
+            "rows_per_second": result.rows_per_second,  # over training steps: evaluations apart
+            "train_seconds": result.train_seconds,
+            "eval_seconds": result.eval_seconds,
+            "checkpoint_seconds": result.checkpoint_seconds,
             "final_loss": result.final_loss,
         }
         rows = result.rows or {}  # rows read = used + skipped (on_bad_row: skip), truncated histories

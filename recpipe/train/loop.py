@@ -48,7 +48,7 @@ from recpipe.train.optim import (
     combined_optimizer,
     dense_optimizer,
 )
-from recpipe.train.result import TrainResult
+from recpipe.train.result import PhaseClock, TrainResult
 from recpipe.train.step import PipelineStep
 from recpipe.train.warm import check_compatible, warm_checkpoint
 
@@ -365,30 +365,37 @@ class _Trainer:
                 if step % tc.log_every_steps == 0 or step == total:
                     self._write_metrics(meter.flush(step, epoch))
                 if evaluate and evaluating and step % tc.eval_every_steps == 0 and step < total:
-                    self._evaluate(evaluate, eval_uri, step)
+                    with meter.clock.apart("eval"):
+                        self._evaluate(evaluate, eval_uri, step)
                 if tc.checkpoint_every_steps and step % tc.checkpoint_every_steps == 0:
                     done = position >= epoch_rows
                     ckpt_meta = self._meta(
                         step, epoch + done, 0 if done else position, epoch_rows, rows_trained
                     )
-                    last_ckpt, last_ckpt_step = self._save(ckpt_meta), step
+                    with meter.clock.apart("checkpoint"):
+                        last_ckpt, last_ckpt_step = self._save(ckpt_meta), step
             steps.close()  # stops the data workers (max_steps can end a pass early)
             data_stats.add(reader.stats)
             if position >= epoch_rows:
                 epoch, position = epoch + 1, 0
                 if epoch < tc.epochs and step < total:
                     reader = self._reader(train_uri, 0, epoch)
-        seconds = meter.close()
+        train_seconds = meter.close()  # the steps' wall time: the evaluations and checkpoints apart
 
-        eval_metrics = self._evaluate(evaluate, eval_uri, step) if evaluate and eval_uri else None
+        eval_metrics = None
+        if evaluate and eval_uri:
+            with meter.clock.apart("eval"):
+                eval_metrics = self._evaluate(evaluate, eval_uri, step)
         if step != last_ckpt_step:
-            last_ckpt = self._save(self._meta(step, epoch, position, epoch_rows, rows_trained))
+            with meter.clock.apart("checkpoint"):
+                last_ckpt = self._save(self._meta(step, epoch, position, epoch_rows, rows_trained))
+        seconds = train_seconds + meter.clock.total
         result = TrainResult(
             steps=step,
             epochs_completed=epoch,
             rows_trained=rows_trained,
             seconds=seconds,
-            rows_per_second=meter.rows / seconds if seconds > 0 else 0.0,
+            rows_per_second=meter.rows / train_seconds if train_seconds > 0 else 0.0,
             steady_rows_per_second=meter.steady_rate,
             rows_per_cpu_second=meter.cpu_rate,
             final_loss=meter.last_loss,
@@ -397,12 +404,16 @@ class _Trainer:
             world_size=env.world_size,
             resumed_from=str(resumed_from) if resumed_from else None,
             rows=rows_report(data_stats, env),
+            train_seconds=train_seconds,
+            eval_seconds=meter.clock.wall["eval"],
+            checkpoint_seconds=meter.clock.wall["checkpoint"],
         )
         if env.is_main:
             result.write(self.out_dir)
         rows = result.rows or {}
         self.log(
-            f"done: {step} steps, {meter.rows} rows in {seconds:.1f}s ({result.rows_per_second:,.0f} rows/s); "
+            f"done: {step} steps, {meter.rows} rows in {train_seconds:.1f}s ({result.rows_per_second:,.0f} rows/s;"
+            f" evaluation {result.eval_seconds:.1f}s, checkpoints {result.checkpoint_seconds:.1f}s apart); "
             f"data: read {rows.get('rows_read')}, used {rows.get('rows_used')}, skipped {rows.get('rows_skipped')}"
             f" (on_bad_row={self.cfg.data.on_bad_row}), truncated histories {rows.get('truncated_histories')}"
         )
@@ -441,6 +452,7 @@ class _Meter:
             total=total, initial=step, disable=not env.is_main, desc="train", unit="step", mininterval=2.0
         )
         self.start = time.perf_counter()
+        self.clock = PhaseClock()  # evaluations and checkpoints: not training time
         self.rows = 0
         self.after_first: tuple[float, float, int] | None = None  # wall, CPU, rows after step 1
         self.steady_rate = self.cpu_rate = 0.0
@@ -477,7 +489,7 @@ class _Meter:
         self.last_loss = float(total.item()) / max(self.loss_steps, 1)
         self.loss_sum.zero_()
         self.loss_steps = 0
-        rate = self.rows / max(time.perf_counter() - self.start, 1e-9)
+        rate = self.rows / max(time.perf_counter() - self.start - self.clock.total, 1e-9)
         auc = float("nan")
         if self.env.is_main and self.window:
             auc = binary_auc(
@@ -495,11 +507,12 @@ class _Meter:
         }
 
     def close(self) -> float:
-        """Wall seconds since the start; sets the steady (after step 1) wall and CPU throughputs."""
+        """Wall seconds of training steps since the start (evaluations and checkpoints apart, all after
+        step 1); sets the steady (after step 1) wall and CPU throughputs."""
         self.bar.close()
         now, cpu = time.perf_counter(), time.process_time()
         if self.after_first is not None and self.rows > self.after_first[2]:
             t0, c0, r0 = self.after_first
-            self.steady_rate = (self.rows - r0) / max(now - t0, 1e-9)
-            self.cpu_rate = (self.rows - r0) / max(cpu - c0, 1e-9)
-        return now - self.start
+            self.steady_rate = (self.rows - r0) / max(now - t0 - self.clock.total, 1e-9)
+            self.cpu_rate = (self.rows - r0) / max(cpu - c0 - self.clock.cpu, 1e-9)
+        return now - self.start - self.clock.total

@@ -22,6 +22,8 @@ _SPARSE: dict[str, type[torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD,
     "adam": torch.optim.Adam,
 }
+# The sparse optimizers FBGEMM's CPU embedding kernels fuse (check_sparse_optimizer).
+CPU_SPARSE = ("adagrad", "rowwise_adagrad", "sgd")
 _DENSE: dict[str, type[torch.optim.Optimizer]] = {
     "adagrad": torch.optim.Adagrad,
     "sgd": torch.optim.SGD,
@@ -41,7 +43,16 @@ def _kwargs(cfg: OptimizerConfig) -> dict[str, Any]:
 
 
 def check_sparse_optimizer(cfg: OptimizerConfig, device_type: str) -> None:
-    """Raise early for a sparse optimizer FBGEMM cannot fuse on ``device_type``."""
+    """Raise early for a sparse optimizer FBGEMM cannot fuse on ``device_type`` (the launcher calls it
+    before starting any rank, so ``recpipe train`` exits 2; each rank calls it again).
+
+    Args:
+        cfg (OptimizerConfig): ``train.sparse_optimizer``.
+        device_type (str): ``"cpu"`` or ``"cuda"``.
+
+    Raises:
+        ValueError: weight decay, non-default betas, or Adam on CPU (naming the optimizers CPU trains with).
+    """
     if cfg.weight_decay:
         # FBGEMM's fused optimizers apply weight decay only with a weight_decay_mode, which the sharders
         # do not set: passing it would be silently ignored (measured: identical tables with 0 and 0.5).
@@ -57,9 +68,12 @@ def check_sparse_optimizer(cfg: OptimizerConfig, device_type: str) -> None:
             f"{list(ADAM_BETAS)}; set betas only on train.dense_optimizer"
         )
     if cfg.type == "adam" and device_type == "cpu":
+        # fbgemm_gpu's CPU table-batched embedding asserts "Optimizer adam is not supported in CPU mode"
+        # (partial_row_wise_adam and lamb too); torchrec's non-fused DENSE kernel would update every row
+        # of a table at every step (dense Adam, not the rows a batch touched).
         raise ValueError(
-            "train.sparse_optimizer adam: FBGEMM's fused Adam runs on GPU only in this build; "
-            "on CPU use adagrad, rowwise_adagrad or sgd"
+            "train.sparse_optimizer adam: FBGEMM's fused Adam runs on GPU only (its CPU embedding kernels "
+            f"have none); on CPU the tables train with {', '.join(CPU_SPARSE)}"
         )
 
 

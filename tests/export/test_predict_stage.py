@@ -103,3 +103,22 @@ def test_predict_cli_streams_in_bounded_memory(dlrm_export, tmp_path):
     print(f"peak RSS {peak_small:.0f} MB for {small.num_rows} rows, {peak_big:.0f} MB for {big.num_rows} rows "
           f"({extra_rows_mb:.0f} MB more rows in Arrow)")  # fmt: skip
     assert peak_big - peak_small < 0.25 * extra_rows_mb, (peak_small, peak_big, extra_rows_mb)
+
+
+def test_predict_refuses_a_source_without_any_column_of_the_model(dlrm_export, tmp_path):
+    """A file whose columns were all renamed would be scored as all-missing rows: refused, naming both sides."""
+    trained, result = dlrm_export
+    rows = trained.held_out.slice(0, 20).drop_columns(["label"])
+    renamed = rows.rename_columns([f"x_{c}" for c in rows.column_names])
+    pq.write_table(renamed, tmp_path / "renamed.parquet")
+    with pytest.raises(ValueError, match="none of its columns is an input column") as err:
+        predict.run(str(Path(result.out_dir)), str(tmp_path / "renamed.parquet"), str(tmp_path / "o.parquet"))
+    assert "['C1', 'C2'" in str(err.value) and "got ['x_I1', 'x_I2'" in str(err.value)
+    assert not (tmp_path / "o.parquet").exists()
+    # One known column and the rest absent is the raw contract: scored, the absent ones missing.
+    pq.write_table(renamed.append_column("C1", rows.column("C1")), tmp_path / "one.parquet")
+    r = predict.run(str(Path(result.out_dir)), str(tmp_path / "one.parquet"), str(tmp_path / "o.parquet"))
+    want = load_backend(Path(result.out_dir) / "rtp").predict(rows.select(["C1"]))
+    got = pq.read_table(tmp_path / "o.parquet").column("probability").to_numpy()
+    assert r.rows_scored == 20
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)

@@ -1,15 +1,24 @@
 """Launcher pieces that need no training: the one worker command, its overrides, the local commands,
 root-cause parsing, and a lone worker process failing with its traceback."""
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from recpipe.config import parse_overrides
 from recpipe.launch.command import WORKER_MODULE, worker_command
 from recpipe.launch.errors import LaunchError, TrainingFailed
-from recpipe.launch.local import launch_local, local_world, process_command, root_cause, torchrun_command
+from recpipe.launch.local import (
+    launch_local,
+    local_world,
+    process_command,
+    rank_threads,
+    root_cause,
+    torchrun_command,
+)
 
 
 def _sets(cmd: list[str]) -> list[str]:
@@ -110,3 +119,81 @@ def test_a_failing_lone_worker_fails_with_its_error(tmp_path):
     assert err.value.returncode == 1 and err.value.root_cause.startswith("Traceback (most recent call last):")
     assert "missing" in err.value.root_cause.splitlines()[-1]
     assert str(err.value).startswith("1 process exit code 1: Traceback")
+
+
+def test_rank_threads_is_the_setting_else_the_users_export_else_the_cores_split(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert rank_threads(3, {"OMP_NUM_THREADS": "5"}, 2) == 3  # the setting wins
+    assert rank_threads(None, {"OMP_NUM_THREADS": "5"}, 2) == 5  # then what the user exported
+    assert rank_threads(None, {"OMP_NUM_THREADS": " 7 "}, 4) == 7
+    assert rank_threads(None, {}, 2) == 8 and rank_threads(None, {"OMP_NUM_THREADS": ""}, 3) == 5
+    assert rank_threads(None, {}, 32) == 1  # more ranks than cores: one thread each
+    for bad in ("0", "four", "-2", "1.5"):
+        with pytest.raises(ValueError, match=f"OMP_NUM_THREADS={bad!r}.*train.threads_per_rank"):
+            rank_threads(None, {"OMP_NUM_THREADS": bad}, 2)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "exported", "argument", "want"),
+    [
+        ({"train.threads_per_rank": 2}, "6", None, "2"),
+        ({}, "6", None, "6"),
+        ({}, None, None, str(max(1, (os.cpu_count() or 1) // 2))),
+        ({"train.threads_per_rank": 2}, "6", 1, "1"),  # a caller's explicit value (benchmarks/scaling.py)
+    ],
+)
+def test_launch_local_starts_the_ranks_with_those_threads(
+    tmp_path, monkeypatch, overrides, exported, argument, want
+):
+    import recpipe.launch.local as local
+
+    config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
+    if exported is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", exported)
+    started: list[dict[str, str]] = []
+    # The command is not run: what is checked is the environment the ranks would be started with.
+    monkeypatch.setattr(local, "_run", lambda cmd, env, write, timeout: (started.append(env), (0, []))[1])
+    code = launch_local(
+        config, "tr", None, tmp_path / "out", 2, overrides, threads_per_rank=argument, echo=lambda _: None
+    )
+    assert code == 0 and started[0]["OMP_NUM_THREADS"] == want
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="FBGEMM's fused Adam trains the tables on GPU")
+def test_sparse_adam_on_cpu_is_refused_before_any_rank_starts(tmp_path, monkeypatch):
+    import recpipe.launch.local as local
+
+    config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
+    started: list[list[str]] = []
+    monkeypatch.setattr(local, "_run", lambda cmd, env, write, timeout: (started.append(cmd), (0, []))[1])
+    adam = {"train.sparse_optimizer.type": "adam"}
+    with pytest.raises(ValueError, match="on CPU the tables train with adagrad, rowwise_adagrad, sgd"):
+        launch_local(config, "tr", None, tmp_path / "out", 2, adam, echo=lambda _: None)
+    assert started == []
+    launch_local(config, "tr", None, tmp_path / "out", 2, {"train.sparse_optimizer.type": "sgd"})
+    assert len(started) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="FBGEMM's fused Adam trains the tables on GPU")
+def test_recpipe_train_with_sparse_adam_on_cpu_exits_2(tmp_path, capsys):
+    from recpipe.cli.main import main
+    from recpipe.data.synthetic import generate
+
+    config = Path(__file__).parents[1] / "pipelines" / "data" / "tiny_din.yaml"
+    generate("taobao", 200, tmp_path / "train", seed=0)
+    argv = [
+        "train",
+        "--config",
+        str(config),
+        "--train",
+        str(tmp_path / "train"),
+        "--eval",
+        str(tmp_path / "train"),
+    ]
+    argv += ["--out", str(tmp_path / "o")]
+    code = main([*argv, "--set", "train.sparse_optimizer.type=adam"])
+    assert code == 2
+    assert "FBGEMM's fused Adam runs on GPU only" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "checkpoints").exists()

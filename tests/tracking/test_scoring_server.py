@@ -44,7 +44,13 @@ def served(tmp_path_factory):
     promote.run(MODEL, version, uri, force=True, reason="serving test: the tiny model need not pass its gate")
     with scoring_server(f"models:/{MODEL}@champion", uri, root) as server:
         rows = pq.read_table(root / "data" / "eval").slice(0, 64)
-        yield {"url": server.url, "rows": rows, "export": root / "export", "server": server.process}
+        yield {
+            "url": server.url,
+            "rows": rows,
+            "export": root / "export",
+            "server": server.process,
+            "uri": uri,
+        }
 
 
 def _features(rows) -> list[dict]:
@@ -96,6 +102,42 @@ def test_a_bad_request_is_a_400_naming_row_and_column_and_the_server_keeps_servi
     assert "row 2, column 'cms_segid'" in body.get("message", "") and "not-an-id" in body["message"]
     status, _ = invoke(served["url"], {"dataframe_records": records[:2]})
     assert status == 200 and served["server"].poll() is None
+
+
+def test_a_request_without_any_column_of_the_model_is_a_400_naming_the_columns(served):
+    """Renamed columns would score as all-missing rows (confident wrong answers): refused, in both layouts."""
+    records = [{f"{k}_renamed": v for k, v in r.items()} for r in _features(served["rows"])[:3]]
+    status, body = invoke(served["url"], {"dataframe_records": records})
+    assert status == 400, body
+    message = body.get("message", "")
+    assert "none of its columns is an input column of the model" in message
+    assert "expected some of ['" in message and "'user_id'" in message and "'user_id_renamed'" in message
+    cols = list(records[0])
+    split = {"columns": cols, "data": [[r[c] for c in cols] for r in records]}
+    status, body = invoke(served["url"], {"dataframe_split": split})
+    assert status == 400 and "none of its columns" in body.get("message", "")
+    # One known column, the others absent: scored as missing values (the raw contract), as before.
+    one = [{"user_id": r["user_id_renamed"]} for r in records]
+    status, body = invoke(served["url"], {"dataframe_records": one})
+    assert status == 200, body
+    want = load_backend(served["export"] / "rtp").predict(one)
+    np.testing.assert_allclose(predictions(body), want, atol=1e-6)
+    assert served["server"].poll() is None
+
+
+def test_the_pyfunc_itself_refuses_a_request_without_any_model_column(served):
+    from mlflow.exceptions import MlflowException
+
+    from recpipe.tracking import load_pyfunc_model
+
+    model = load_pyfunc_model(served["uri"], f"models:/{MODEL}@champion")
+    frame = served["rows"].slice(0, 4).to_pandas().rename(columns=str.upper)  # USER_ID, ...: none known
+    with pytest.raises(MlflowException, match="none of its columns is an input column") as err:
+        model.predict(frame)
+    assert err.value.error_code == "BAD_REQUEST" and "'USER_ID'" in err.value.message
+    kept = frame.rename(columns={"USER_ID": "user_id"})  # one column known again: scored
+    want = load_backend(served["export"] / "rtp").predict(kept[["user_id"]])
+    np.testing.assert_allclose(np.asarray(model.predict(kept), float), want, atol=1e-6)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

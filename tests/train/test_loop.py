@@ -52,6 +52,44 @@ def test_single_process_training_learns_and_writes_everything(single_run):
     assert latest_checkpoint(out) == out / "checkpoints" / "ckpt-202"
 
 
+def test_rows_per_second_counts_training_steps_only(single_run):
+    """Evaluations (steps 100, 200, the end) and checkpoints (every 40 steps) are timed apart."""
+    _, out, result = single_run
+    saved = json.loads((out / "train_result.json").read_text())
+    assert saved["eval_seconds"] > 0 and saved["checkpoint_seconds"] > 0 and saved["train_seconds"] > 0
+    assert result.rows_per_second == pytest.approx(result.rows_trained / result.train_seconds, rel=1e-9)
+    assert result.seconds == pytest.approx(
+        result.train_seconds + result.eval_seconds + result.checkpoint_seconds, rel=1e-9
+    )
+    # Counting the evaluations and checkpoints as training time would give the lower rate.
+    assert result.rows_per_second > result.rows_trained / result.seconds
+    logged = [r["rows_per_s"] for r in _records(out) if "rows_per_s" in r]
+    assert logged[-1] == pytest.approx(result.rows_per_second, rel=0.05)  # the last step's record
+
+
+def test_the_train_result_has_the_oracle_auc_of_the_eval_split(single_run, taobao):
+    import pyarrow.parquet as pq
+
+    from recpipe.auc import binary_auc
+
+    cfg, out, result = single_run
+    rows = pq.read_table(taobao["eval"], columns=[cfg.data.label, cfg.data.oracle_column])
+    want = binary_auc(rows.column(0).to_numpy(), rows.column(1).to_numpy())
+    assert 0.55 < want < 1.0
+    assert result.eval["oracle_auc"] == pytest.approx(want, abs=1e-12)
+    assert (
+        json.loads((out / "train_result.json").read_text())["eval"]["oracle_auc"] == result.eval["oracle_auc"]
+    )
+    evals = [r for r in _records(out) if "eval_auc" in r]
+    assert all(r["eval_oracle_auc"] == pytest.approx(want, abs=1e-12) for r in evals)
+
+
+def test_no_oracle_auc_without_the_column(taobao, tmp_path):
+    cfg = _cfg(taobao["config"], **{"train.max_steps": 2, "data.oracle_column": "no_such_column"})
+    result = train(cfg, build_feature_spec(cfg), taobao["train"], taobao["eval"], tmp_path)
+    assert result.eval["oracle_auc"] is None and result.eval["rows"] == 1001
+
+
 def test_evaluate_checkpoint_matches_the_final_training_eval(single_run, taobao):
     cfg, out, result = single_run
     metrics = evaluate_checkpoint(out, taobao["eval"])
