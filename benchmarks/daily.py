@@ -83,7 +83,7 @@ def fit_day(
     wall = time.perf_counter() - t0
     if result.eval is None:
         raise RuntimeError(f"training into {out} returned no evaluation")
-    return out, {"auc": float(result.eval["auc"]), "train_s": result.seconds, "wall_s": wall}
+    return out, {"auc": float(result.eval["auc"]), "train_s": result.train_seconds, "wall_s": wall}
 
 
 def main() -> None:
