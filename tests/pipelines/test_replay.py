@@ -1,0 +1,85 @@
+"""``recpipe run --days`` (pipelines/replay.py): the daily loop replayed with kfp.local over generated days."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.replay import day_windows, replay_days
+from recpipe import tracking
+from recpipe.config import ParameterError
+
+TINY_CONFIG = Path(__file__).parent / "data" / "tiny_din.yaml"
+
+
+def test_day_windows_train_on_the_days_before_and_gate_on_the_day():
+    days = ["20260101", "20260102", "20260103", "20260104"]
+    assert day_windows(days, "dt", 1) == [
+        "dt=20260101,20260102",
+        "dt=20260102,20260103",
+        "dt=20260103,20260104",
+    ]
+    # a window of 2: the first run has one day before it, the next two each have two
+    assert day_windows(days, "dt", 2) == [
+        "dt=20260101,20260102",
+        "dt=20260101,20260102,20260103",
+        "dt=20260102,20260103,20260104",
+    ]
+    with pytest.raises(ParameterError, match="a replay needs two or more"):
+        day_windows(days[:1], "dt", 1)
+    with pytest.raises(ParameterError, match="window: must be >= 1"):
+        day_windows(days, "dt", 0)
+
+
+def test_replay_refuses_the_settings_it_owns_and_a_selector_without_data(tmp_path):
+    with pytest.raises(ParameterError, match="train.init_from is set by the replay"):
+        replay_days("3", config=str(TINY_CONFIG), runs_dir=tmp_path, overrides={"train.init_from": "x"})
+    with pytest.raises(ParameterError, match="without a data source give a number of generated days"):
+        replay_days("last:3", config=str(TINY_CONFIG), runs_dir=tmp_path)
+    assert not (tmp_path / "replay-data").exists()
+
+
+@pytest.mark.slow
+def test_three_generated_days_warm_start_each_day_and_promote_only_past_the_gate(tmp_path, monkeypatch):
+    """Three days: day 2's run trains on day 1 from scratch (no champion yet) and becomes champion; day 3's
+    warm-starts from it, trains on day 2 and is gated on day 3 against it. A replay of the last two days with
+    an unreachable AUC floor then trains, is rejected, and leaves the champion where it was."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    doc = yaml.safe_load(TINY_CONFIG.read_text())
+    # an open gate (tiny data): the champion comparison still applies to day 3
+    doc["eval"]["gate"].update(min_auc=0.0, max_auc_drop=1.0, max_logloss_rise=10.0)
+    config = tmp_path / "tiny_din_daily.yaml"
+    config.write_text(yaml.safe_dump(doc))
+    runs = tmp_path / "runs"
+    seen: list[str] = []
+    common = dict(config=str(config), runs_dir=runs, rows=9000, gpus_per_worker=1, backends="rtp")
+    summaries = replay_days("3", on_run=lambda sel, s: seen.append(sel), **common)
+    assert seen == ["dt=20260101,20260102", "dt=20260102,20260103"]
+    assert [s.status for s in summaries] == ["FINISHED", "FINISHED"], summaries[-1].format()
+    first, second = summaries
+    uri = first.tracking_uri
+    assert first.gate_passed and first.registered_version == 1 and first.champion_source == "none"
+    assert second.gate_passed and second.registered_version == 2
+    assert second.champion_source.startswith("v1 re-evaluated on the same eval data")
+    tags = [tracking.run_summary(s.run_id, uri=uri)["tags"] for s in summaries]
+    assert tags[0]["pipeline.init_from_resolved"] == "scratch" and "init_from" not in tags[0]
+    assert tags[1]["pipeline.init_from_resolved"] == "models:/tiny-din/1"
+    assert tags[1]["init_from_version"] == "1"
+    # each run trained on the day before its eval day and was gated on that day
+    assert [t["data_partitions"] for t in tags] == ["dt=20260101", "dt=20260102"]
+    assert [t["eval_partitions"] for t in tags] == ["dt=20260102", "dt=20260103"]
+    chain = tracking.lineage(uri, "tiny-din")
+    assert [e["version"] for e in chain["entries"]] == [2, 1] and chain["end"] == "root"
+    v2 = tracking.get_version(uri, "tiny-din", 2)
+    assert v2["tags"]["parent_version"] == "1" and v2["tags"]["partitions"] == "dt=20260101,dt=20260102"
+    assert tracking.get_version_by_alias(uri, "tiny-din", tracking.ALIAS_CHAMPION)["version"] == 2
+
+    # The last two days of the generated folder again, an AUC floor no model reaches: rejected, nothing moves.
+    (data,) = (runs / "replay-data").iterdir()
+    (third,) = replay_days(
+        "dt=20260102..20260103", data_source=str(data), overrides={"eval.gate.min_auc": 0.999}, **common
+    )
+    assert third.status == "FINISHED" and third.gate_passed is False and third.registered_version is None
+    third_tags = tracking.run_summary(third.run_id, uri=uri)["tags"]
+    assert third_tags["pipeline.init_from_resolved"] == "models:/tiny-din/2"
+    assert tracking.get_version_by_alias(uri, "tiny-din", tracking.ALIAS_CHAMPION)["version"] == 2
