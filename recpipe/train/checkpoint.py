@@ -304,8 +304,7 @@ def load_weights_and_optimizer(
             "state": {  # a param left with no state is left out: DCP would look for an empty dict
                 param: kept
                 for param, states in optim_sd.get("state", {}).items()
-                if (kept := {n: v for n, v in states.items() if (param, n) not in held_optim})
-                or not states
+                if (kept := {n: v for n, v in states.items() if (param, n) not in held_optim}) or not states
             },
         },
     }

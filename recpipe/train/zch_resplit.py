@@ -13,14 +13,14 @@ optimizer state, like evicted rows. A known key keeps its embedding values, not 
 
 Memory: each rank holds the parent's whole zch tables for the load, ``O(zch_size · (dim + optimizer
 state + 4))`` values per table. A rank whose part of the key space holds more keys than its ``s_r − 1``
-rows keeps those the eviction policy scores highest (access count, then last access) and drops the
-rest (they become unseen ids); :func:`resplit_zch` reports how many.
+rows keeps the most used (access count, then last access: what LFU, LRU and DistanceLFU keep) and
+drops the rest (they become unseen ids); :func:`resplit_zch` reports how many.
 
 Example::
 
-    held = zch_resplit_keys(model_sd, optim_sd)          # what plain DCP must not load
-    dcp.load(without(held), checkpoint_id=ckpt)
-    dropped = resplit_zch(ckpt, model_sd, optim_sd)      # {"user_id": 0, ...}
+    # what recpipe.train.checkpoint.load_weights_and_optimizer does when the world size changed
+    held_model, held_optim = zch_resplit_keys(model_sd, optim_sd)   # plain DCP loads all but these
+    resplit_zch(ckpt, model_sd, optim_sd)                           # {"user_id": 1, "adgroup_id": 0}: ids dropped
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ _REMAP = re.compile(
 )
 _EMPTY = torch.iinfo(torch.int64).max
 _IDS, _ROWS = "_mch_sorted_raw_ids", "_mch_remapped_ids_mapping"
-# Eviction metadata in the order a full rank keeps keys by (the higher the better).
+# Eviction metadata a full rank ranks keys by, in this order (the higher the better).
 _SCORES = ("_mch_counts", "_mch_last_access_iter")
-# Not the parent's: the row ranges of this run's ranks (the unsharded model reads them at export).
-_OWN = "_output_segments_tensor"
 INPUT_SIZE = 2**63 - 1  # TorchRec's MCH input_hash_size: the key space the row-wise input dist splits
 
 
@@ -78,8 +76,9 @@ def zch_tables_of(model_sd: dict[str, Any], optim_sd: dict[str, Any]) -> dict[st
 def zch_resplit_keys(
     model_sd: dict[str, Any], optim_sd: dict[str, Any]
 ) -> tuple[set[str], set[tuple[str, str]]]:
-    """Model keys and optimizer ``(param, state)`` entries that :func:`resplit_zch` loads (plain DCP must
-    not): every zch remapping buffer but the step count, each zch table's weight and its states."""
+    """Model keys and optimizer ``(param, state)`` entries that plain DCP must not load on another world
+    size: every zch remapping buffer but the step count (``_output_segments_tensor`` stays this run's row
+    ranges, which export reads), each zch table's weight and its optimizer states."""
     model_keys: set[str] = set()
     optim_keys: set[tuple[str, str]] = set()
     for table in zch_tables_of(model_sd, optim_sd).values():
@@ -121,8 +120,6 @@ def resplit_zch(
     ckpt: Path,
     model_sd: dict[str, Any],
     optim_sd: dict[str, Any],
-    rank: int | None = None,
-    world_size: int | None = None,
 ) -> dict[str, int]:
     """Load every zch table of ``ckpt`` into this rank's live shards of ``model_sd`` and ``optim_sd``
     (written in place), re-split by key range for this world size. Returns the keys dropped per table
@@ -132,13 +129,11 @@ def resplit_zch(
         ckpt (Path): a verified ``ckpt-<step>`` folder, written by any number of ranks.
         model_sd (dict): the live, sharded model state dict, model keys.
         optim_sd (dict): the live optimizer state dict (loaded into the optimizer afterwards).
-        rank (int | None), world_size (int | None): default the process group's.
 
     Raises:
         ValueError: a zch table's state is not sharded row-wise, one shard per rank.
     """
-    rank = dist.get_rank() if rank is None else rank
-    world_size = dist.get_world_size() if world_size is None else world_size
+    rank, world_size = dist.get_rank(), dist.get_world_size()
     tables = zch_tables_of(model_sd, optim_sd)
     if not tables:
         return {}
