@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from torch import nn
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.integrity import IntegrityError, seal_folder, verify_sealed
-from recpipe.train.zch import check_resume
+from recpipe.train.zch_resplit import resplit_zch, zch_resplit_keys
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
@@ -243,18 +244,21 @@ def _rng_state() -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- load
 def load_training_state(
-    ckpt: Path, model_sd: dict[str, Any], optimizer: Any, dense_optimizer: Any
+    ckpt: Path,
+    model_sd: dict[str, Any],
+    optimizer: Any,
+    dense_optimizer: Any,
+    log: Callable[[str], None] | None = None,
 ) -> CheckpointMeta:
     """Load ``ckpt`` into the live training state on every rank of the default group, any world size.
 
     ``model_sd`` must be the model's state dict with model keys whose tensors are the live ones (DCP
     loads in place, resharding ShardedTensors to this run's plan). The dense optimizer's lazily
     created state is materialized first so there is something to load into. Random states are
-    restored when the world size is unchanged. A model with zch tables resumes only on the world size
-    that wrote the checkpoint (see :func:`recpipe.train.zch.check_resume`). The folder is verified
-    against its manifest first (:func:`verify_checkpoint`).
+    restored when the world size is unchanged. The folder is verified against its manifest first
+    (:func:`verify_checkpoint`).
     """
-    meta = load_weights_and_optimizer(ckpt, model_sd, optimizer, dense_optimizer)
+    meta = load_weights_and_optimizer(ckpt, model_sd, optimizer, dense_optimizer, log)
     rng = ckpt / "rng" / f"rank-{dist.get_rank()}.pt"
     if meta.world_size == dist.get_world_size() and rng.is_file():
         saved = torch.load(rng, weights_only=True)  # tensors only: a pickle here could run code
@@ -265,7 +269,11 @@ def load_training_state(
 
 
 def load_weights_and_optimizer(
-    ckpt: Path, model_sd: dict[str, Any], optimizer: Any, dense_optimizer: Any
+    ckpt: Path,
+    model_sd: dict[str, Any],
+    optimizer: Any,
+    dense_optimizer: Any,
+    log: Callable[[str], None] | None = None,
 ) -> CheckpointMeta:
     """Load the model (dense, embedding and zch remapping tensors) and optimizer states of ``ckpt`` in
     place, resharded to this run's plan, after :func:`verify_checkpoint`; what resume and a warm start share.
@@ -275,25 +283,44 @@ def load_weights_and_optimizer(
         model_sd (dict): the live model state dict, model keys.
         optimizer: the combined optimizer (fused sparse + dense).
         dense_optimizer: the dense optimizer (its lazy state is created first).
+        log (Callable | None): told how zch tables were re-split (another world size only).
 
     Raises:
-        CheckpointError: an unverified folder, zch tables on another world size, or tensors that do not fit.
+        CheckpointError: an unverified folder, or tensors that do not fit.
     """
     verify_checkpoint(ckpt)
     meta = CheckpointMeta.read(ckpt)
-    try:
-        check_resume(model_sd, meta.world_size, dist.get_world_size(), ckpt)
-    except ValueError as err:
-        raise CheckpointError(str(err)) from None
     dense_optimizer.init_state()
     optimizer.zero_grad()
     optim_sd = optimizer.state_dict()
-    state = {"model": model_sd, "optim": optim_sd}
+    # zch remappings are split by key range over the ranks: on another world size they are re-split
+    # (recpipe.train.zch_resplit), not resharded by row offset as DCP would.
+    resplit = meta.world_size != dist.get_world_size()
+    held_model, held_optim = zch_resplit_keys(model_sd, optim_sd) if resplit else (set(), set())
+    state = {
+        "model": {k: v for k, v in model_sd.items() if k not in held_model},
+        "optim": {
+            **optim_sd,
+            "state": {  # a param left with no state is left out: DCP would look for an empty dict
+                param: kept
+                for param, states in optim_sd.get("state", {}).items()
+                if (kept := {n: v for n, v in states.items() if (param, n) not in held_optim}) or not states
+            },
+        },
+    }
     try:
         dcp.load(state, checkpoint_id=str(ckpt))
+        dropped = resplit_zch(ckpt, model_sd, optim_sd) if held_model else {}
     except Exception as err:  # DCP wraps per-rank failures; name the checkpoint
         raise CheckpointError(f"cannot load {ckpt} into this model: {err}") from err
+    for param, name in held_optim:  # loaded in place by resplit_zch
+        state["optim"]["state"].setdefault(param, {})[name] = optim_sd["state"][param][name]
     optimizer.load_state_dict(state["optim"])
+    if held_model and log is not None:
+        log(
+            f"zch tables re-split by key range from {meta.world_size} onto {dist.get_world_size()} rank(s); "
+            f"known ids dropped (no free row on their new rank, now unseen ids): {dropped}"
+        )
     return meta
 
 

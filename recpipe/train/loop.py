@@ -273,7 +273,7 @@ class _Trainer:
         # or step count; the checkpoint is verified and its config checked against this one first.
         ckpt = warm_checkpoint(init_from)
         check_compatible(ckpt, self.cfg, self.spec)
-        meta = load_weights_and_optimizer(ckpt, self._model_state(), self.optimizer, self.dense_opt)
+        meta = load_weights_and_optimizer(ckpt, self._model_state(), self.optimizer, self.dense_opt, self.log)
         self.log(
             f"warm start from {ckpt} (its step {meta.step}, written by {meta.world_size} rank(s), now "
             f"{self.env.world_size}): weights, optimizer state and zch remaps; training starts at step 0"
@@ -288,7 +288,7 @@ class _Trainer:
             if self.cfg.train.init_from:  # only a fresh run: an interrupted warm-started run resumes its own
                 self._warm_start(self.cfg.train.init_from)
             return None, None
-        meta = load_training_state(ckpt, self._model_state(), self.optimizer, self.dense_opt)
+        meta = load_training_state(ckpt, self._model_state(), self.optimizer, self.dense_opt, self.log)
         self._trim_metrics(meta.step)
         self.log(
             f"resumed from {ckpt}: step {meta.step}, epoch {meta.epoch}, row {meta.position} "

@@ -12,14 +12,13 @@ Adagrad would fail on the first step). :class:`ShardedZchEmbeddingCollection` re
 optimizer state of the evicted rows itself, on any device.
 
 The remapping tables are row-wise ShardedTensors in the model's state dict, so DCP checkpoints carry
-them; a checkpoint resumes on the same number of ranks (:func:`check_resume`), because each rank's
-slice holds the keys of its own part of the key space.
+them; each rank's slice holds the keys of its own part of the key space, so a checkpoint loaded onto
+another number of ranks has them re-split by key range (:mod:`recpipe.train.zch_resplit`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm used by the sharded kernels)
@@ -35,7 +34,6 @@ from torchrec.modules.mc_modules import ManagedCollisionModule, MCHManagedCollis
 
 ZCH_SHARDING = "row_wise"
 ZCH_KERNEL = "fused"
-_REMAP_KEY = re.compile(r"_managed_collision_modules\.([^.]+)\.")
 
 
 def zch_collections(model: nn.Module) -> Iterator[tuple[str, BaseManagedCollisionEmbeddingCollection]]:
@@ -82,24 +80,6 @@ def prepare_for_planning(model: nn.Module, world_size: int) -> None:
                 )
             if isinstance(module, MCHManagedCollisionModule):
                 module._buckets = world_size
-
-
-def check_resume(model_keys: Iterable[str], saved_world_size: int, world_size: int, ckpt: Any) -> None:
-    """Refuse to load zch remapping tables written by another number of ranks.
-
-    Each rank's slice of a remapping table holds the keys of its own part of the key space, sorted; on
-    another world size the slices would land on ranks that do not own those keys.
-
-    Raises:
-        ValueError: the model has zch tables and ``saved_world_size != world_size``.
-    """
-    zch = sorted({m.group(1) for k in model_keys if (m := _REMAP_KEY.search(k))})
-    if zch and saved_world_size != world_size:
-        raise ValueError(
-            f"{ckpt} was written by {saved_world_size} rank(s) and has zch tables {zch}, whose id→row "
-            f"remapping is split by key range over the ranks; resume it on {saved_world_size} rank(s) "
-            f"(now {world_size}), or export/evaluate it, which any process can"
-        )
 
 
 class ShardedZchEmbeddingCollection(ShardedManagedCollisionEmbeddingCollection):
