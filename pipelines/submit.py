@@ -206,8 +206,8 @@ def schedule(
     Args:
         host (str): KFP API endpoint, e.g. ``http://localhost:8080``.
         cron (str): when (:func:`kfp_cron`: 5-field crontab or KFP's 6 fields), e.g. ``"0 3 * * *"``.
-        partitions (str): the pipeline's ``partitions``: ``dt={date-1}`` (default: the day that ended
-            before the scheduled time, UTC), ``dt={date-7}..{date-1}`` (a rolling week), ``latest``.
+        partitions (str): the pipeline's ``partitions``: ``dt={date-2}..{date-1}`` (default: train on the
+            day before yesterday, gate on yesterday, UTC), ``dt={date-8}..{date-1}`` (a rolling week), ``last:2``.
         init_from (str): the pipeline's ``init_from`` (default ``champion-if-any``: yesterday's champion,
             from scratch on the first day).
         arguments (dict | None): other pipeline parameters (see ``training_pipeline``).

@@ -200,7 +200,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--partition",
         default=DAILY_PARTITIONS,
         help="partitions of each run; {date} = its scheduled day (UTC, YYYYMMDD), {date-N} = N days before "
-        "(default: %(default)s, the day that ended; a rolling week: 'dt={date-7}..{date-1}')",
+        "(default: %(default)s: train on the day before yesterday, gate on yesterday, the newest selected day; "
+        "a rolling week of training: 'dt={date-8}..{date-1}')",
     )
     d.add_argument(
         "--init-from",

@@ -146,8 +146,11 @@ def resolve_config(
 
 
 PARTITION_DATE_FORMAT = "%Y%m%d"
-DAILY_PARTITIONS = "dt={date-1}"
-"""A scheduled run's partitions: the day that ended before its scheduled time (UTC), the one complete day."""
+DAILY_PARTITIONS = "dt={date-2}..{date-1}"
+"""A scheduled run's partitions: the two days before its scheduled time (UTC). Ingest evaluates on the newest
+selected one, so the run trains on the day before yesterday (warm-started from the champion, which has seen
+every day before it) and is gated, with the champion, on yesterday: a day neither model has trained on. The next
+run trains on that day. The same loop as ``recpipe run --days`` (window 1)."""
 # ``{date}``: the scheduled time's UTC day; ``{date-N}``: N days before it (``{date-1}``: the day that ended).
 _DATE_TOKEN = re.compile(r"\{date(?:-(\d+))?\}")
 _ANY_TOKEN = re.compile(r"\{[^{}]*\}")
@@ -188,8 +191,8 @@ def expand_partition_template(template: str, schedule_time_iso: str | None) -> s
     """``template`` with ``{date}`` (the scheduled time's UTC day, YYYYMMDD) and ``{date-N}`` (N days
     earlier) filled in; a selector without placeholders comes back unchanged.
 
-    A daily run scheduled shortly after midnight trains on the day that just ended: ``dt={date-1}``;
-    a rolling window: ``dt={date-7}..{date-1}``.
+    A daily run scheduled shortly after midnight reads the two days that ended (:data:`DAILY_PARTITIONS`,
+    ``dt={date-2}..{date-1}``: train on the first, gate on the second); a rolling week: ``dt={date-8}..{date-1}``.
 
     Args:
         template (str): a partition selector (``data.partitions``), e.g. ``"dt={date-1}"``.

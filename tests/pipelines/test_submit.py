@@ -111,7 +111,7 @@ def test_schedule_creates_a_recurring_run_filled_from_its_scheduled_time(kfp_api
     assert job["runtime_config"]["parameters"] == {
         "workers": 2,
         "data_source": "s3://logs/clicks",
-        "partitions": "dt={date-1}",
+        "partitions": "dt={date-2}..{date-1}",
         "init_from": "champion-if-any",
     }
     # The package sent is the pipeline whose start step receives KFP's schedule-time placeholder.
@@ -124,7 +124,7 @@ def test_schedule_creates_a_recurring_run_filled_from_its_scheduled_time(kfp_api
     assert {r[2]["authorization"] for r in requests if r[0] == "GET"} == {"Bearer t0ken"}
     out = capsys.readouterr().out.splitlines()
     assert out[-3] == "scheduled recurring run rr-7: cron '0 0 3 * * *' (KFP's 6 fields, UTC)"
-    assert out[-2] == "each run: partitions dt={date-1}, init_from champion-if-any"
+    assert out[-2] == "each run: partitions dt={date-2}..{date-1}, init_from champion-if-any"
     assert out[-1] == f"{host}/#/recurringrun/details/rr-7"
 
 
