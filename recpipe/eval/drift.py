@@ -18,8 +18,9 @@ Every statistic is computed from what FG reads and writes, so training and servi
   (0: the same distribution; by the usual rule of thumb < 0.1 stable, 0.1–0.25 moderate, > 0.25 large);
 - **history length** (sequences): mean and p95 of FG's item counts (after ``max_length``), train vs eval.
 
-zch evictions are not reported: training (:mod:`recpipe.train.zch`) counts none and ``train_result.json``
-records none; a zch feature's new-id rate (keys never seen in training) is the pressure on its table.
+- **zch evictions** (zero-collision tables): rows of the feature's table evicted during the training run that
+  produced the model (``train_result.json``'s ``zch_evictions``, counted by :mod:`recpipe.train.zch` over all
+  ranks): ids that lost their row to newer ones. With the new-id rate it is the pressure on the table.
 
 Each side reads at most ``max_rows`` rows (:data:`DRIFT_SAMPLE_ROWS`): the first rows of each of
 :data:`SAMPLE_BLOCKS` equal contiguous blocks of the split, so the sample is deterministic and spread over the
@@ -55,7 +56,7 @@ SAMPLE_BLOCKS = 64
 # The smallest share a PSI bin takes (an empty bin would make its term infinite).
 PSI_EPSILON = 1e-4
 _DECILES = np.linspace(0.1, 0.9, 9)
-ZCH_NOTE = "zch evictions: not recorded by training (recpipe.train.zch counts none), so not reported"
+ZCH_NOTE = "zch evictions: the training run recorded none (a train_result.json before they were counted)"
 
 
 @dataclass
@@ -71,6 +72,7 @@ class FeatureDrift:
         psi (float | None): PSI of the eval split's bucketized values against the training window's.
         history_mean_train, history_mean_eval, history_p95_train, history_p95_eval (float | None): items
             per row of a history.
+        zch_evictions (int | None): rows of its zero-collision table evicted while the model trained.
     """
 
     entry: str
@@ -84,6 +86,7 @@ class FeatureDrift:
     history_mean_eval: float | None = None
     history_p95_train: float | None = None
     history_p95_eval: float | None = None
+    zch_evictions: int | None = None
 
 
 @dataclass
@@ -124,7 +127,8 @@ class DriftReport:
 
     def metrics(self) -> dict[str, float]:
         """MLflow metrics: ``drift.psi.<f>``, ``drift.null_rate.<f>`` (the eval split's), ``drift.new_id_rate.<f>``,
-        ``drift.history_mean.<f>`` / ``drift.history_p95.<f>`` (the eval split's) and ``drift.psi_max``."""
+        ``drift.history_mean.<f>`` / ``drift.history_p95.<f>`` (the eval split's), ``drift.zch_evictions.<f>`` and
+        ``drift.psi_max``."""
         out: dict[str, float] = {}
         for key, d in self.features.items():
             out[f"drift.null_rate.{key}"] = d.null_rate_eval
@@ -133,6 +137,7 @@ class DriftReport:
                 ("new_id_rate", d.new_id_rate),
                 ("history_mean", d.history_mean_eval),
                 ("history_p95", d.history_p95_eval),
+                ("zch_evictions", d.zch_evictions),
             ):
                 if value is not None:
                     out[f"drift.{metric}.{key}"] = value
@@ -263,7 +268,11 @@ def _history(lengths: np.ndarray) -> tuple[float | None, float | None]:
 
 
 def compute_drift(
-    spec: FeatureSpec, train: Source, evaluated: Source, max_rows: int = DRIFT_SAMPLE_ROWS
+    spec: FeatureSpec,
+    train: Source,
+    evaluated: Source,
+    max_rows: int = DRIFT_SAMPLE_ROWS,
+    zch_evictions: dict[str, int] | None = None,
 ) -> DriftReport:
     """The drift of ``evaluated`` against ``train``, per FeatureSpec entry (see the module's docstring).
 
@@ -272,6 +281,8 @@ def compute_drift(
         train (Source): the training window.
         evaluated (Source): the evaluation split (the newest day).
         max_rows (int): rows read from each split at most (:func:`sample_batches`).
+        zch_evictions (dict | None): rows each zch table evicted while the model trained (its
+            ``TrainResult.zch_evictions``); None: not recorded (a note says so).
 
     Raises:
         SchemaMismatch: a split lacks a column FG reads.
@@ -307,7 +318,11 @@ def compute_drift(
         d.psi = decile_psi(t.out.dense[:, j], e.out.dense[:, j])
         features[dense.name] = d
     scored = [d.psi for d in features.values() if d.psi is not None]
-    notes = [ZCH_NOTE] if any(f.zch for f in spec.sparse) else []
+    zch = [f for f in spec.sparse if f.zch]
+    for f in zch:
+        if zch_evictions is not None:
+            features[f.name].zch_evictions = int(zch_evictions.get(f.table, 0))
+    notes = [ZCH_NOTE] if zch and zch_evictions is None else []
     for name, side in (("train", t), ("eval", e)):
         if side.rows < side.total:
             notes.append(

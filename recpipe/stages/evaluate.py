@@ -144,7 +144,7 @@ def run(
         drift = None
         if train_data:  # the checkpoint's own FeatureSpec: the ids and buckets the model reads
             spec = FeatureSpec.load(ckpt / FG_JSON)
-            drift = _drift(spec, cfg, train_data, data_dir, gate.max_psi_per_feature)
+            drift = _drift(spec, cfg, train_data, data_dir, gate.max_psi_per_feature, _evictions(ckpt))
         candidate = evaluate_checkpoint(
             checkpoint, data_dir, threshold=cfg.eval.threshold, oracle_column=cfg.data.oracle_column
         )
@@ -181,8 +181,22 @@ def run(
     )
 
 
+def _evictions(ckpt: Path) -> dict[str, int] | None:
+    """The zch evictions of the training run that wrote ``ckpt`` (``<out>/checkpoints/ckpt-N``): its
+    ``train_result.json``'s, None when that file is not beside the checkpoints or records none."""
+    from recpipe.train.result import TrainResult
+
+    result = TrainResult.read(ckpt.parent.parent)
+    return None if result is None else result.zch_evictions
+
+
 def _drift(
-    spec: FeatureSpec, cfg: RecpipeConfig, train_data: str, data_dir: str, limits: dict[str, float]
+    spec: FeatureSpec,
+    cfg: RecpipeConfig,
+    train_data: str,
+    data_dir: str,
+    limits: dict[str, float],
+    zch_evictions: dict[str, int] | None,
 ) -> DriftReport:
     """The drift of ``data_dir`` against ``train_data`` with the checkpoint's FeatureSpec; per-feature limits
     on features without a PSI refused."""
@@ -190,7 +204,9 @@ def _drift(
     from recpipe.eval.drift import check_feature_limits, compute_drift
 
     csv = cfg.csv_options()
-    report = compute_drift(spec, open_source(train_data, csv=csv), open_source(data_dir, csv=csv))
+    report = compute_drift(
+        spec, open_source(train_data, csv=csv), open_source(data_dir, csv=csv), zch_evictions=zch_evictions
+    )
     check_feature_limits(report, limits)
     return report
 

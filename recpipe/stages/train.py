@@ -320,6 +320,8 @@ def log_training(log: RunLog, out_dir: str | Path) -> None:
         }
         rows = result.rows or {}  # rows read = used + skipped (on_bad_row: skip), truncated histories
         final.update({k: v for k, v in rows.items() if isinstance(v, int)})
+        # the pressure on each zero-collision table: ids that lost their row to a new one this run
+        final.update({f"zch_evictions.{t}": n for t, n in (result.zch_evictions or {}).items()})
         log.log_metrics({f"train.{k}": v for k, v in final.items()})
         log.log_artifact(out / RESULT_FILE, "train")
     if history:

@@ -51,6 +51,7 @@ from recpipe.train.optim import (
 from recpipe.train.result import PhaseClock, TrainResult
 from recpipe.train.step import PipelineStep
 from recpipe.train.warm import check_compatible, warm_checkpoint
+from recpipe.train.zch import EvictionCounter
 
 METRICS_FILE = "metrics.jsonl"
 AUC_WINDOW_ROWS = 100_000
@@ -337,6 +338,7 @@ class _Trainer:
         )
 
         meter = _Meter(env, total, step)
+        evictions = EvictionCounter(self.dmp)  # the remapping as loaded (resume, warm start) or empty
         data_stats = FGStats()  # this rank's rows read / used / skipped over every pass of this run
         last_ckpt, last_ckpt_step = resumed_from, (meta.step if meta else -1)
         evaluate = self.evaluate if eval_uri else None
@@ -404,6 +406,7 @@ class _Trainer:
             world_size=env.world_size,
             resumed_from=str(resumed_from) if resumed_from else None,
             rows=rows_report(data_stats, env),
+            zch_evictions=zch_evictions(evictions, env),
             train_seconds=train_seconds,
             eval_seconds=meter.clock.wall["eval"],
             checkpoint_seconds=meter.clock.wall["checkpoint"],
@@ -441,6 +444,19 @@ def rows_report(stats: FGStats, env: DistEnv) -> dict[str, Any]:
         "truncated_histories": total.truncated_histories,
         "skipped_by_column": dict(sorted(total.skipped_by_column.items())),
     }
+
+
+def zch_evictions(counter: EvictionCounter, env: DistEnv) -> dict[str, int] | None:
+    """The evictions ``counter`` saw, per zch table, summed over the ranks (a collective on the CPU group when
+    there is more than one); None without zch tables."""
+    counts = counter.counts()
+    if not counts:
+        return None
+    if env.world_size > 1:
+        parts: list[dict[str, int]] = [{} for _ in range(env.world_size)]
+        dist.all_gather_object(parts, counts, group=env.cpu_group)
+        counts = {t: sum(p.get(t, 0) for p in parts) for t in sorted(set().union(*parts))}
+    return dict(sorted(counts.items()))
 
 
 class _Meter:

@@ -40,6 +40,8 @@ class TrainResult:
         train_seconds (float): wall seconds of the training steps (evaluations and checkpoints apart).
         eval_seconds (float), checkpoint_seconds (float): wall seconds of this run's evaluations and of its
             checkpoint writes (the final ones included).
+        zch_evictions (dict | None): rows of each zero-collision table evicted during this run, over all
+            ranks (ids that gave their row to a new one); None without zch tables.
     """
 
     steps: int
@@ -58,6 +60,7 @@ class TrainResult:
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
+    zch_evictions: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -86,11 +86,20 @@ class ShardedZchEmbeddingCollection(ShardedManagedCollisionEmbeddingCollection):
     """TorchRec's sharded managed-collision EmbeddingCollection whose evicted rows start over: weights
     re-drawn with the table's ``init_fn`` and every optimizer state of the row set to zero."""
 
+    @property
+    def assigned(self) -> dict[str, int]:
+        """Rows of this rank's shard given to a new id so far in this process, per table: an empty row filled
+        or an evicted id's row reused (TorchRec reports both as evictions)."""
+        if "_assigned" not in self.__dict__:
+            self.__dict__["_assigned"] = {}
+        return self.__dict__["_assigned"]
+
     @torch.no_grad()
     def _evict(self, evictions_per_table: dict[str, torch.Tensor | None]) -> None:
         for table, rows in evictions_per_table.items():
             if rows is None or rows.numel() == 0:
                 continue
+            self.assigned[table] = self.assigned.get(table, 0) + int(rows.numel())
             tbe, table_index = self._table_to_tbe_and_index[table]
             index = int(table_index.item())
             rows = rows.long().to(self._device)
@@ -101,6 +110,44 @@ class ShardedZchEmbeddingCollection(ShardedManagedCollisionEmbeddingCollection):
             states = tbe.split_optimizer_states()  # [] for SGD
             for state in states[index] if states else []:
                 state[rows] = 0
+
+
+_NO_ID = torch.iinfo(torch.int64).max  # the key of a remapping slot no id holds yet
+
+
+def _rows(model: nn.Module) -> tuple[dict[str, int], dict[str, int]]:
+    """Per zch table of a sharded ``model``, on this rank: rows given to a new id so far, rows holding an id."""
+    assigned: dict[str, int] = {}
+    filled: dict[str, int] = {}
+    for m in model.modules():
+        if isinstance(m, ShardedZchEmbeddingCollection):
+            for table, remap in m._managed_collision_collection._managed_collision_modules.items():
+                assigned[table] = assigned.get(table, 0) + m.assigned.get(table, 0)
+                filled[table] = filled.get(table, 0) + int((remap._mch_sorted_raw_ids != _NO_ID).sum())
+    return assigned, filled
+
+
+class EvictionCounter:
+    """Evictions on this rank from now on, per zch table of a sharded model: ids that gave their row to a new
+    one. TorchRec reports a row given to a new id either way, so filling an empty row is told apart by the
+    rows holding an id (which only grow: a slot never becomes empty again), read now and at :meth:`counts`.
+
+    Example::
+
+        counter = EvictionCounter(dmp)   # after a resume or warm start has loaded the remapping
+        ...                              # training steps
+        counter.counts()                 # {"adgroup_id": 1250, "user_id": 0}
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.assigned, self.filled = _rows(model)
+
+    def counts(self) -> dict[str, int]:
+        assigned, filled = _rows(self.model)
+        return {
+            t: (assigned[t] - self.assigned.get(t, 0)) - (filled[t] - self.filled.get(t, 0)) for t in assigned
+        }
 
 
 class ZchEmbeddingCollectionSharder(ManagedCollisionEmbeddingCollectionSharder):

@@ -221,3 +221,16 @@ def test_a_split_lacking_a_column_is_refused_naming_it(spec, tmp_path):
     evaluated = _source(tmp_path, "eval", eval_rows().drop_columns(["shop"]))
     with pytest.raises(SchemaMismatch, match="shop"):
         compute_drift(spec, _source(tmp_path, "train", train_rows()), evaluated)
+
+
+def test_a_zch_feature_reports_its_tables_evictions_from_training(tmp_path):
+    features = [dict(f, zch=True, zch_size=64) if f["name"] == "shop" else f for f in FEATURES]
+    spec = build_feature_spec(parse_config(drift_config(features)))
+    train, evaluated = _source(tmp_path, "train", train_rows()), _source(tmp_path, "eval", eval_rows())
+    r = compute_drift(spec, train, evaluated, zch_evictions={"shop": 37})
+    assert r.features["shop"].zch_evictions == 37 and r.features["item"].zch_evictions is None
+    assert r.metrics()["drift.zch_evictions.shop"] == 37 and "drift.zch_evictions.item" not in r.metrics()
+    assert r.notes == []
+    # a training run that recorded none (a result written before they were counted) is said so, not 0
+    r = compute_drift(spec, train, evaluated)
+    assert r.features["shop"].zch_evictions is None and any("zch evictions" in n for n in r.notes)

@@ -30,7 +30,7 @@ from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.dist import init_distributed, plan_sharding, shard_model, sharding_constraints, shutdown
 from recpipe.train.memory import ZCH_BYTES_PER_ROW, embedding_memory_report
 from recpipe.train.optim import apply_sparse_optimizer
-from recpipe.train.zch import prepare_for_planning
+from recpipe.train.zch import EvictionCounter, prepare_for_planning
 
 ZCH_ROWS = 64
 OVERRIDES = {"data.batch_size": 64, "train.log_every_steps": 1, "train.checkpoint_every_steps": 20}
@@ -157,6 +157,7 @@ def test_an_evicted_row_starts_over_with_fresh_weights_and_optimizer_state(optim
         sharded = dmp.module.mc
         remap = sharded._managed_collision_collection._managed_collision_modules["item"]
         tbe, index = sharded._table_to_tbe_and_index["item"]
+        evictions = EvictionCounter(dmp)
         weight = tbe.split_embedding_weights()[int(index)]
         state = tbe.split_optimizer_states()[int(index)][0]
 
@@ -164,12 +165,14 @@ def test_an_evicted_row_starts_over_with_fresh_weights_and_optimizer_state(optim
             dmp(kjt(keys)).backward()
         rows = dict(zip(remap._mch_sorted_raw_ids.tolist(), remap._mch_remapped_ids_mapping.tolist()))
         row_a = rows[a]
+        assert evictions.counts() == {"item": 0}  # three ids filled three empty rows
         assert weight[row_a].abs().max() > 0.4  # trained far from its U(-0.01, 0.01) start
         assert state[row_a].abs().sum() > 0
 
         dmp(kjt([d])).backward()  # d (1/1) evicts a (1/4)
         rows = dict(zip(remap._mch_sorted_raw_ids.tolist(), remap._mch_remapped_ids_mapping.tolist()))
         assert a not in rows and rows[d] == row_a
+        assert evictions.counts() == {"item": 1}  # a gave its row to d
         # Re-drawn from U(-0.01, 0.01), then one step of d's gradient (10 per weight) on a zeroed
         # accumulator: -lr·10/sqrt(10²) = -0.5. Kept, a's weights would be at about -1.0, its
         # accumulator at 200.
@@ -197,6 +200,9 @@ def one_rank_runs(zch_config, taobao, tmp_path_factory):
 def test_one_rank_trains_and_evicts(one_rank_runs, taobao):
     straight, result, _, _ = one_rank_runs
     assert result.steps == 40 and result.world_size == 1
+    # 63 rows for the ids of 40 × 64 rows: both tables evicted; every count is of this run's 40 steps
+    assert set(result.zch_evictions) == {"user_id", "adgroup_id"}
+    assert all(n > 0 for n in result.zch_evictions.values()), result.zch_evictions
     assert result.eval is not None and result.eval["rows"] == 1001
     losses = _losses(straight)
     assert np.mean([losses[s] for s in range(31, 41)]) < 0.6 * np.mean([losses[s] for s in range(1, 11)])
@@ -214,6 +220,7 @@ def test_one_rank_trains_and_evicts(one_rank_runs, taobao):
 def test_resume_restores_the_remapping_bit_for_bit(one_rank_runs):
     straight, result, resumed, second = one_rank_runs
     assert second.resumed_from is not None and second.resumed_from.endswith("ckpt-20")
+    assert 0 < second.zch_evictions["adgroup_id"] < result.zch_evictions["adgroup_id"]  # steps 21-40 only
     assert _losses(resumed) == _losses(straight)
     assert second.eval == result.eval
     a = load_model_for_inference(straight)[0].state_dict()
