@@ -119,20 +119,12 @@ def replay_days(
     values = list(dict.fromkeys(p.value(key) for p in parted.partitions))  # days, oldest first
     name = model_name.strip() or cfg.registered_model_name
     uri = resolve_tracking_uri(tracking_uri, None, default_dir=runs, runs=runs_dir)
+    # the same for every day: the champion's version when there is one (the first day, none yet: scratch)
+    every_day = dict(runs_dir=runs, config=config, data_source=source, model_name=name, tracking_uri=uri)
+    every_day.update(overrides=overrides, init_from=INIT_FROM_CHAMPION_IF_ANY, **run_args)
     summaries: list[RunSummary] = []
     for sel in day_windows(values, key, window):
-        summary = run_local(
-            runs_dir=runs,
-            config=config,
-            data_source=source,
-            model_name=name,
-            overrides=overrides,
-            partitions=sel,
-            # the champion's version when there is one; the first day, with none yet, from scratch
-            init_from=INIT_FROM_CHAMPION_IF_ANY,
-            tracking_uri=uri,
-            **run_args,
-        )
+        summary = run_local(partitions=sel, **every_day)
         summaries.append(summary)
         if on_run is not None:
             on_run(sel, summary)
