@@ -24,29 +24,11 @@ from recpipe.eval.checkpoint import evaluate_distributed
 from recpipe.features.fit import check_spec_matches, fit_feature_spec
 from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.train.loop import train as train_loop
-from recpipe.train.result import TrainResult
 
-
-def train(
-    cfg: RecpipeConfig,
-    spec: FeatureSpec,
-    train_uri: str,
-    eval_uri: str | None,
-    out_dir: Path,
-    resume: bool = True,
-) -> TrainResult:
-    """The trainer with its periodic and final evaluation on ``eval_uri`` (the oracle AUC of
-    ``data.oracle_column`` included): what every worker runs, and what a caller that trains in its own
-    process (tests, benchmarks) calls.
-
-    Args:
-        cfg (RecpipeConfig), spec (FeatureSpec): the run's config and fitted features.
-        train_uri (str), eval_uri (str | None): the data.
-        out_dir (Path): metrics.jsonl, checkpoints/, train_result.json.
-        resume (bool): continue from the latest checkpoint in ``out_dir``.
-    """
-    evaluate = functools.partial(evaluate_distributed, oracle_column=cfg.data.oracle_column)
-    return train_loop(cfg, spec, train_uri, eval_uri, out_dir, resume, evaluate=evaluate)
+# The trainer with its periodic and final evaluation on ``eval_uri`` (the oracle AUC of ``data.oracle_column``
+# included): what every worker runs, and what a caller that trains in its own process (tests, benchmarks) calls,
+# as ``train(cfg, spec, train_uri, eval_uri, out_dir, resume=True)``.
+train = functools.partial(train_loop, evaluate=evaluate_distributed)
 
 
 def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_uri: str) -> FeatureSpec:

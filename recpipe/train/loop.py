@@ -78,6 +78,7 @@ class Evaluate(Protocol):
         group: Any,
         on_bad_row: Literal["error", "skip"],
         csv: CsvOptions | None,
+        oracle_column: str | None,
     ) -> dict[str, Any]: ...
 
 
@@ -207,6 +208,7 @@ class _Trainer:
             group=self.env.cpu_group,
             on_bad_row=cfg.data.on_bad_row,
             csv=cfg.csv_options(),
+            oracle_column=cfg.data.oracle_column,
         )
         self.dmp.train()
         record = {"step": step, **{f"eval_{k}": v for k, v in metrics.items()}}

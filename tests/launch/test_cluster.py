@@ -14,6 +14,8 @@ from recpipe.launch.errors import TrainingFailed
 from recpipe.launch.secrets import SECRETS
 from recpipe.stages import train
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 class FakeKube:
     """CustomObjectsApi + CoreV1Api as the launcher uses them; the "operator" writes the checkpoint
@@ -65,7 +67,8 @@ def inputs(tmp_path, monkeypatch):
     for name in ("train", "eval"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "part-00000.parquet").write_bytes(b"PAR1")
-    (tmp_path / "config.yaml").write_text("name: x\n")
+    # a real config: the stage reads train.init_from (a warm start) before it launches anything
+    (tmp_path / "config.yaml").write_text((ROOT / "configs" / "din_taobao_small.yaml").read_text())
     (tmp_path / "fg.json").write_text("{}")
     monkeypatch.setattr(cluster, "WORKSPACE_MOUNT", str(tmp_path / "workspace"))
     monkeypatch.setattr(cluster, "POLL_SECONDS", 0.0)
