@@ -293,7 +293,7 @@ def test_weighted_fg_json_records_the_weights_key_and_shared_tables_must_agree(t
     assert [t.name for t in spec.tables()] == ["t"] and spec.tables()[0].weights == {"t": "t__weights"}
     assert FeatureSpec.load(spec.save(tmp_path / "fg.json")) == spec
     with pytest.raises(
-        ConfigError, match=r"table 't' is looked up by weighted ids \['t'\] and features without"
+        FeatureSpecError, match=r"table 't' is looked up by weighted ids \['t'\] and features without"
     ):
         spec_of(
             [
