@@ -14,6 +14,7 @@ import pytest
 from stage_flow import export_with_parity, train_and_evaluate, write_splits
 
 from recpipe.eval.metrics import sigmoid
+from recpipe.stages import evaluate, train
 from recpipe.export.loaders import load_backend
 from recpipe.tracking.pyfunc import RawRowsModel
 
@@ -113,3 +114,23 @@ def test_weighted_ids_train_export_every_backend_and_serve(data: dict[str, str],
     model = RawRowsModel()
     model._scorer = rtp  # what load_context sets from the registered artifact
     np.testing.assert_allclose(np.asarray(model.predict(None, raw.to_pandas())), want, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_weighted_tables_shard_over_two_gloo_ranks(data: dict[str, str], tmp_path: Path) -> None:
+    """DistributedModelParallel shards the weighted EmbeddingBagCollection (two CPU ranks, gloo) and the
+    checkpoint evaluates in one process as the one-rank run's does."""
+    for name, nproc in (("one", 1), ("two", 2)):
+        ran = train.run(
+            config_path=data["config"],
+            train_dir=data["train"],
+            eval_dir=data["eval"],
+            out_dir=str(tmp_path / name),
+            nproc_per_node=nproc,
+        )
+        assert ran.world_size == nproc
+    scores = [
+        evaluate.run(checkpoint=str(tmp_path / n), data_dir=data["eval"], out=str(tmp_path / f"{n}.json")).auc
+        for n in ("one", "two")
+    ]
+    assert scores[1] > 0.65 and scores[1] == pytest.approx(scores[0], abs=0.02)
