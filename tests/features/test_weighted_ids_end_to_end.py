@@ -14,8 +14,8 @@ import pytest
 from stage_flow import export_with_parity, train_and_evaluate, write_splits
 
 from recpipe.eval.metrics import sigmoid
-from recpipe.stages import evaluate, train
 from recpipe.export.loaders import load_backend
+from recpipe.stages import evaluate, train
 from recpipe.tracking.pyfunc import RawRowsModel
 
 TRAIN_ROWS, EVAL_ROWS, BATCH = 2000, 400, 200
