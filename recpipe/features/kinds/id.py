@@ -317,7 +317,6 @@ def fit_values(f: SparseFeature, batch: pa.RecordBatch) -> pa.Array:
 
 # ------------------------------------------------------------------------------------- weighted ids
 # A piece "k:w": the id is everything before the last ':' (non-empty), the weight the text after it.
-_PAIR = r"^(?P<k>.+):(?P<w>[^:]*)$"
 PAIR_EXPECTED = "ids with weights 'k:w' (a finite number after the last ':')"
 
 
@@ -355,13 +354,22 @@ def weighted_pairs(
         )
     flat, rows, counts = split_values(arr, separator)
     flat = to_string_array(flat)
-    pair = pc.extract_regex(flat, pattern=_PAIR)
-    weights, bad = to_float(pair.field("w"), np.nan, column)  # no match: null → NaN → bad
-    keys = pc.fill_null(pair.field("k"), "0")
-    if bad is not None:
-        weights = np.where(np.isin(np.arange(len(weights)), bad.rows), 0.0, weights)
-        bad = BadRows(rows[bad.rows], column, PAIR_EXPECTED, flat, bad.rows)
-    return keys, weights, rows, counts, bad
+    # Each piece split once at its last ':' (Arrow's split from the right: several times faster than a regex).
+    parts = pc.split_pattern(flat, ":", max_splits=1, reverse=True)
+    starts = np.frombuffer(parts.buffers()[1], np.int32)[parts.offset : parts.offset + len(parts) + 1]
+    pair = np.diff(starts) == 2
+    keys = parts.values.take(pa.array(starts[:-1]))
+    weights, bad_w = to_float(
+        parts.values.take(pa.array(np.where(pair, starts[:-1] + 1, starts[:-1]))), 0.0, column
+    )
+    bad = ~pair | as_numpy(pc.equal(keys, ""))
+    if bad_w is not None:
+        bad[bad_w.rows] = True
+    if not bad.any():
+        return keys, weights, rows, counts, None
+    at = np.flatnonzero(bad)
+    weights = np.where(bad, 0.0, weights)
+    return keys, weights, rows, counts, BadRows(rows[at], column, PAIR_EXPECTED, flat, at)
 
 
 def weighted_ids(f: SparseFeature, arr: pa.Array, separator: str) -> SparseOut:
