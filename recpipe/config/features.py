@@ -171,19 +171,19 @@ class _MultiIdMixin(Strict):
 
 class IdFeatureConfig(_MultiIdMixin, _IdMappingMixin, FeatureSection):
     kind: Literal["id"]
-    # TorchEasyRec's ``k1:w1<sep>k2:w2`` ids; refused until weights reach the model (see _not_weighted).
+    # TorchEasyRec's weighted ids (feature.md IdFeature ``weighted``): ``k1:w1<sep>k2:w2`` (or a list of
+    # ``k:w`` texts, or a map column id → weight), pooled Σ w·e (mean: Σ w·e / n, FBGEMM's weighted MEAN).
     weighted: bool = False
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.source_column]
 
     @model_validator(mode="after")
-    def _not_weighted(self) -> IdFeatureConfig:
-        if self.weighted:
+    def _weighted(self) -> IdFeatureConfig:
+        if self.weighted and self.zch:
             raise ValueError(
-                "weighted: true (TorchEasyRec's weighted ids 'k1:w1\\x1dk2:w2') is not supported yet: weighted "
-                "pooling needs per-id weights in the batch's KeyedJaggedTensor, a weighted EmbeddingBagCollection "
-                "in the models and weights in every export backend; recpipe has none of them"
+                "weighted: true with zch: recpipe's zero-collision tables are jagged lookups without per-id "
+                "weights; drop one of them"
             )
         return self
 

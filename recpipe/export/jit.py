@@ -24,6 +24,7 @@ from recpipe.export.manifest import Manifest, read_manifest
 from recpipe.export.remap import padded, remap_ids
 from recpipe.export.scorer import Scorer
 from recpipe.export.split import DenseListProgram, SplitModel
+from recpipe.export.tables import weighted_bag
 from recpipe.models.blocks.item_floats import item_floats
 
 MODEL_FILE = "model.pt"
@@ -46,7 +47,8 @@ class KjtModelWrapper(nn.Module):
 class ScriptedLookupModel(nn.Module):
     """Table lookups in TorchScript-able code, then the dense program.
 
-    Pooled keys: ``embedding_bag`` (sum/mean), as an EmbeddingBagCollection. Sequence keys:
+    Pooled keys: ``embedding_bag`` (sum/mean), as an EmbeddingBagCollection; a weighted id's with its weights key's
+    values as per-id weights (:func:`~recpipe.export.tables.weighted_bag`). Sequence keys:
     ``embedding`` over the jagged ids, as an EmbeddingCollection. Keys of zero-collision tables are
     first mapped to rows by the frozen remapping (:func:`~recpipe.export.remap.remap_ids`), as a
     ManagedCollisionEmbeddingCollection does at eval. ``lengths`` is key-major ``(F, B)``.
@@ -66,6 +68,9 @@ class ScriptedLookupModel(nn.Module):
         # keys that are a float per history item (no table): their ids are each item's float64 bits
         floats = {k for p in split.plan for k in p.floats}
         self.key_float: list[bool] = [k in floats for k in keys]
+        # weighted pooled keys: the position of their weights key (float64 bits per id); -1: unweighted
+        weights = {k: w for p in split.plan for k, w in p.weights.items()}
+        self.key_weights: list[int] = [keys.index(weights[k]) if k in weights else -1 for k in keys]
         # zch: per table, the frozen remapping's (keys, rows, miss_key_starts, miss_rows); -1: not zch
         zch = [n for n in names if n in split.remaps]
         self.table_zch: list[int] = [zch.index(n) if n in zch else -1 for n in names]
@@ -109,7 +114,10 @@ class ScriptedLookupModel(nn.Module):
                         self.zch_miss_key_starts[z],
                         self.zch_miss_rows[z],
                     )
-                if kind == 0:
+                if kind == 0 and self.key_weights[k] >= 0:
+                    w = item_floats(ids[self.key_weights[k]]).squeeze(1)
+                    parts.append(weighted_bag(rows, weight, offsets[k], w, self.key_mean[k]))
+                elif kind == 0:
                     mode = "mean" if self.key_mean[k] else "sum"
                     parts.append(F.embedding_bag(rows, weight, offsets[k][:-1], mode=mode))
                 else:

@@ -117,7 +117,8 @@ def build_plan(input_names: list[str], spec: FeatureSpec) -> list[PlanEntry]:
     plan = []
     for name in input_names[1:]:
         if name in keys:
-            plan.append(PlanEntry(name, "pooled", [name]))
+            w = spec.feature(name).weights_key
+            plan.append(PlanEntry(name, "pooled", [name], weights={name: w} if w is not None else {}))
             continue
         for suffix, kind in SEQUENCE_SUFFIXES.items():
             group = groups.get(name[: -len(suffix)]) if name.endswith(suffix) else None
@@ -126,7 +127,12 @@ def build_plan(input_names: list[str], spec: FeatureSpec) -> list[PlanEntry]:
                     group.query if suffix == "__query" else group.history[: 1 if kind == "offsets" else None]
                 )
                 floats = [k for k in keys_of if kind == "sequence" and spec.feature(k).item_float]
-                plan.append(PlanEntry(name, kind, list(keys_of), floats))
+                weights = {
+                    k: w
+                    for k in keys_of
+                    if kind == "pooled" and (w := spec.feature(k).weights_key) is not None
+                }
+                plan.append(PlanEntry(name, kind, list(keys_of), floats, weights))
                 break
         else:
             raise SpecMismatchError(

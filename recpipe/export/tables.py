@@ -17,6 +17,11 @@ float64 bits, read back as one ``(T, 1)`` float32 column where the plan lists it
 
     {"name": "seq__values", "kind": "sequence", "keys": ["clicks__item", "clicks__ts"], "floats": ["clicks__ts"]}
 
+A weighted id (TorchEasyRec's ``weighted: true``) pools ``Σ w·e`` (``mean``: ``Σ w·e / n``) with each id's weight
+read from its weights key (float64 bits, like a float per item); the plan names it (``weights``: key → weights key)::
+
+    {"name": "tags", "kind": "pooled", "keys": ["tags"], "weights": {"tags": "tags__weights"}}
+
 Zero-collision (zch) tables take 63-bit id keys, not rows: their frozen remapping (sorted keys → rows,
 and the row of keys never admitted) is in ``zch.safetensors`` (:mod:`recpipe.export.remap`), and the
 lookup maps keys to rows with ``searchsorted`` before ``embedding_bag`` / ``embedding``.
@@ -45,6 +50,8 @@ SPARSE_FORMAT_VERSION = 1
 SPARSE_FORMAT_VERSION_ZCH = 2
 # Version 3: plan entries with float-per-item keys (``PlanEntry.floats``); written only when a plan has them.
 SPARSE_FORMAT_VERSION_FLOATS = 3
+# Version 4: pooled entries of weighted ids (``PlanEntry.weights``); written only when a plan has them.
+SPARSE_FORMAT_VERSION_WEIGHTS = 4
 DEFAULT_MAX_SHARD_BYTES = 512 * 1024 * 1024
 PLAN_KINDS = ("pooled", "sequence", "offsets")
 
@@ -95,6 +102,7 @@ class PlanEntry:
     kind: str
     keys: list[str]
     floats: list[str] = field(default_factory=list)  # keys that are a float per item, not table lookups
+    weights: dict[str, str] = field(default_factory=dict)  # weighted pooled keys → their weights keys
 
 
 def write_tables(
@@ -147,7 +155,9 @@ def write_tables(
         names.append(write_remaps(folder, remaps))
     floats = any(p.floats for p in plan)
     version = (
-        SPARSE_FORMAT_VERSION_FLOATS
+        SPARSE_FORMAT_VERSION_WEIGHTS
+        if any(p.weights for p in plan)
+        else SPARSE_FORMAT_VERSION_FLOATS
         if floats
         else SPARSE_FORMAT_VERSION_ZCH
         if remaps
@@ -157,8 +167,8 @@ def write_tables(
         "version": version,
         "keys": list(keys),
         "tables": [asdict(m) for m in metas],
-        # a plan without float keys reads (and digests) as before them
-        "plan": [{k: v for k, v in asdict(p).items() if k != "floats" or v} for p in plan],
+        # a plan without float or weighted keys reads (and digests) as before them
+        "plan": [{k: v for k, v in asdict(p).items() if k not in ("floats", "weights") or v} for p in plan],
     }
     (folder / SPARSE_META).write_text(json.dumps(doc, indent=1))
     return [*names, SPARSE_META]
@@ -212,15 +222,22 @@ class SparseLookup:
             ]
             if unknown:
                 raise ValueError(f"plan input {p.name!r} uses keys {unknown} without a table")
+            stray = {
+                k: w
+                for k, w in p.weights.items()
+                if p.kind != "pooled" or k not in p.keys or w not in self.keys
+            }
+            if stray:
+                raise ValueError(f"plan input {p.name!r}: weights {stray} are not pooled keys' weights keys")
 
     @classmethod
     def load(cls, folder: str | Path) -> SparseLookup:
         """Read ``sparse.json`` and the shards it lists (verify the folder's manifest first)."""
         folder = Path(folder)
         doc = json.loads((folder / SPARSE_META).read_text())
-        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_FLOATS:
+        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_WEIGHTS:
             raise ValueError(
-                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_FLOATS}"
+                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_WEIGHTS}"
             )
         plan = [PlanEntry(**p) for p in doc["plan"]]
         metas = [TableMeta(**{**t, "parts": [TablePart(**x) for x in t["parts"]]}) for t in doc["tables"]]
@@ -276,7 +293,12 @@ class SparseLookup:
                 weight = self.weights[table]
                 if table in self._remaps:
                     ids = remap_ids(ids, *self._remaps[table])
-                if p.kind == "pooled":
+                if p.kind == "pooled" and key in p.weights:
+                    w = item_floats(per_key[p.weights[key]][0]).squeeze(1)
+                    parts.append(
+                        weighted_bag(ids, weight, offsets, w, self._pooling.get(key, "sum") == "mean")
+                    )
+                elif p.kind == "pooled":
                     parts.append(
                         torch.nn.functional.embedding_bag(
                             ids, weight, offsets[:-1], mode=self._pooling.get(key, "sum")
@@ -286,6 +308,17 @@ class SparseLookup:
                     parts.append(torch.nn.functional.embedding(ids, weight))
             out[p.name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
         return out
+
+
+def weighted_bag(
+    ids: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor, mean: bool
+) -> torch.Tensor:
+    """A weighted id's pooled ``(B, D)``: ``Σ w·e`` per row, ``/ n`` (its id count) for ``mean`` (FBGEMM's weighted
+    MEAN, as the model's weighted EmbeddingBagCollection); ``offsets`` ``(B + 1,)``."""
+    out = torch.nn.functional.embedding_bag(ids, weight, offsets[:-1], mode="sum", per_sample_weights=weights)
+    if mean:
+        out = out / (offsets[1:] - offsets[:-1]).clamp_min(1).to(out.dtype).unsqueeze(1)
+    return out
 
 
 def _check_zch(metas: list[TableMeta], remaps: dict[str, ZchRemap]) -> None:

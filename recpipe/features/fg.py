@@ -145,7 +145,7 @@ class FeatureGenerator:
         self._repeats: dict[str, str] = {}
         first: dict[str, str] = {}
         for f in spec.sparse:
-            if f.sequence is None:
+            if f.sequence is None and f.weights_of is None:
                 how = repr(
                     (f.kind, f.column, f.inputs, f.params, f.mapping, f.boundaries, f.raw_default, f.zch)
                 )
@@ -240,9 +240,12 @@ class FeatureGenerator:
         lengths: dict[str, np.ndarray] = {}
         truncated = 0
         for f in self.spec.sparse:
-            if f.sequence is not None or f.name in self._repeats:
+            if f.sequence is not None or f.name in self._repeats or f.weights_of is not None:
                 continue
-            values[f.name], lengths[f.name], bad = self._kind[f.name].sparse(f, batch)
+            out = self._kind[f.name].sparse(f, batch)
+            values[f.name], lengths[f.name], bad = out[:3]
+            if len(out) == 4 and f.weights_key is not None:  # a weighted id: its weights key, id by id
+                values[f.weights_key], lengths[f.weights_key] = out[3], lengths[f.name]
             if bad is not None:
                 bads.append(bad)
         for key, same in self._repeats.items():

@@ -130,6 +130,27 @@ class SparseFeature:
         back with ``values.view(torch.float64)`` beside the items' embeddings, ``embedding_dim`` (1) wide."""
         return bool(self.params.get("item_float"))
 
+    @property
+    def weights_key(self) -> str | None:
+        """The KJT key holding this pooled key's per-id weights (a weighted id, ``params["weights"]``), or None.
+
+        TorchEasyRec's ``weighted: true`` ids ``k1:w1\x1dk2:w2``: the weights travel as their own KJT key
+        (:attr:`weights_of`), one float64 bit pattern per id as an item float's, so every backend's
+        ``(dense, values, lengths)`` carries them; the lookup pools ``Σ w·e`` (``mean``: ``Σ w·e / n``).
+        """
+        return self.params.get("weights")
+
+    @property
+    def weights_of(self) -> str | None:
+        """For the weights key of a weighted id: the id key whose weights it holds (no table; FG fills it with
+        that key's weights, one per id, as float64 bits)."""
+        return self.params.get("weights_of")
+
+    @property
+    def has_table(self) -> bool:
+        """Whether the key looks up an embedding table (a float per history item and a weights key do not)."""
+        return not self.item_float and self.weights_of is None
+
     def __post_init__(self) -> None:
         if self.data_type not in TABLE_DATA_TYPES:
             raise FeatureSpecError(
@@ -214,6 +235,9 @@ class TableSpec:
     zch_eviction_interval: int | None = None
     zch_eviction_policy: str = "distance_lfu"
     zch_decay_exponent: float = 1.0
+    # A weighted table's keys → the KJT keys of their per-id weights (SparseFeature.weights_key); empty:
+    # unweighted. A table's keys are all weighted or none (TorchRec's EmbeddingBagCollection is one or the other).
+    weights: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -271,6 +295,21 @@ def _zch_size(table: str, feats: list[SparseFeature]) -> int | None:
             f"table {table!r} is shared by zch features with different zch_size {explicit}"
         )
     return explicit[0] if explicit else max(f.mapping.size for f in feats)
+
+
+def _table_weights(table: str, feats: list[SparseFeature], zch_size: int | None) -> dict[str, str]:
+    """A table's weighted keys → their weights keys; every key weighted or none, pooled, no zch."""
+    weighted = {f.name: f.weights_key for f in feats if f.weights_key is not None}
+    if not weighted:
+        return {}
+    plain = [f.name for f in feats if f.weights_key is None]
+    if plain or zch_size is not None:
+        why = f"features without weights {plain}" if plain else "zch"
+        raise FeatureSpecError(
+            f"table {table!r} is looked up by weighted ids {sorted(weighted)} and {why}: a weighted table's "
+            "lookups are all weighted (TorchRec's weighted EmbeddingBagCollection), pooled, without zch"
+        )
+    return weighted  # type: ignore[return-value]
 
 
 @dataclass
@@ -351,7 +390,7 @@ class FeatureSpec:
         """Embedding tables in first-use order, with every KJT key that looks each one up."""
         order: dict[str, list[SparseFeature]] = {}
         for f in self.sparse:
-            if not f.item_float:  # a float per history item has no table
+            if f.has_table:  # a float per history item and a weighted id's weights have none
                 order.setdefault(f.table, []).append(f)
         out = []
         for name, feats in order.items():
@@ -362,6 +401,7 @@ class FeatureSpec:
                     f"table {name!r} is shared by features with different dims {sorted(dims)}"
                 )
             zch_size = _zch_size(name, feats)
+            weights = _table_weights(name, feats, zch_size)
             zch_settings = ("zch_eviction_interval", "zch_eviction_policy", "zch_decay_exponent")
             for setting in ("data_type", "trainable", *zch_settings):
                 values = {getattr(f, setting) for f in feats}
@@ -383,6 +423,7 @@ class FeatureSpec:
                     zch_eviction_interval=feats[0].zch_eviction_interval,
                     zch_eviction_policy=feats[0].zch_eviction_policy,
                     zch_decay_exponent=feats[0].zch_decay_exponent,
+                    weights=weights,
                 )
             )
         return out
@@ -390,7 +431,10 @@ class FeatureSpec:
     def fg_entries(self) -> list[SparseFeature | SequenceFeature | DenseFeature]:
         """Every entry FG computes from an input column, by its kind: the pooled keys (a history's sub-feature
         keys come with their history), the histories, the dense columns."""
-        return [*(f for f in self.sparse if f.sequence is None), *self.sequences, *self.dense]
+        pooled = (
+            f for f in self.sparse if f.sequence is None and f.weights_of is None
+        )  # weights: with their ids
+        return [*pooled, *self.sequences, *self.dense]
 
     def input_columns(self) -> list[str]:
         """Source columns FG reads (label and weight included)."""

@@ -257,7 +257,7 @@ def map_features(
         if kind == "id_feature":
             out: dict[str, Any] = {"kind": "id", "name": cfg.feature_name}
             out.update(_id_fields(cfg, path, found, encoded))
-            out.update(_multi_value(cfg, path, found))
+            out.update(_multi_value(cfg, path, found, encoded, multival_sep))
             column = None if encoded else _column(cfg.expression, cfg.feature_name, path, found)
             if column:
                 out["column"] = column
@@ -439,9 +439,13 @@ def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
 _SEPARATOR = "\x1d"  # TorchEasyRec's multi-value separator (feature.proto's default)
 
 
-def _multi_value(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
-    """An id or combo feature's ``separator``, ``value_dim`` (0 or unset: every value) and
-    ``default_bucketize_value`` (docs/source/feature/feature.md); ``weighted`` ids are refused."""
+def _multi_value(
+    cfg: Any, path: str, found: Findings, encoded: bool = False, multival_sep: str = ENCODED_SEPARATOR
+) -> dict[str, Any]:
+    """An id or combo feature's ``separator``, ``value_dim`` (0 or unset: every value),
+    ``default_bucketize_value`` and ``weighted`` (docs/source/feature/feature.md: ids ``k1:w1\x1dk2:w2``;
+    pre-encoded, ``k:w`` pieces joined by ``fg_encoded_multival_sep``, tzrec/features/feature.py
+    ``_parse_fg_encoded_sparse_feature_impl``); a weighted zch id is refused (recpipe's zch lookups take no weights)."""
     out: dict[str, Any] = {}
     if cfg.separator != _SEPARATOR:
         out["separator"] = cfg.separator
@@ -450,11 +454,14 @@ def _multi_value(cfg: Any, path: str, found: Findings) -> dict[str, Any]:
     if cfg.HasField("default_bucketize_value"):
         out["default_bucketize_value"] = cfg.default_bucketize_value
     if "weighted" in cfg.DESCRIPTOR.fields_by_name and cfg.weighted:
-        found.problem(
-            f"{path}.weighted",
-            "weighted ids ('k1:w1\\x1dk2:w2') are not supported yet: weighted pooling needs per-id weights in "
-            "recpipe's batches, models and export backends",
-        )
+        if cfg.HasField("zch"):
+            found.problem(
+                f"{path}.weighted",
+                "weighted ids with zch: recpipe's zero-collision tables are jagged lookups without per-id weights",
+            )
+        out["weighted"] = True
+        if encoded:
+            out["separator"] = multival_sep
     return out
 
 

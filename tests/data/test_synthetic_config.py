@@ -335,6 +335,32 @@ def test_id_spaces_are_bounded_and_multi_value_columns_split(generated) -> None:
     assert len(user) <= 150  # one value per 20 rows (3000 rows)
 
 
+@pytest.mark.parametrize("lists", [False, True])
+def test_a_weighted_id_column_holds_k_w_pieces_that_fg_reads(lists: bool) -> None:
+    cfg = _cfg("rich_taobao_small.yaml")
+    table, _, _ = make_chunk(build_model(cfg, seed=3, rows=600, lists=lists), 3, 0, 600)
+    prefs = table["user_brand_prefs"]
+    pieces = pc.list_flatten(prefs if lists else pc.split_pattern(prefs, "\x1d")).drop_null().to_pylist()
+    weights = np.array([float(p.rsplit(":", 1)[1]) for p in pieces if p])  # "": a row without ids
+    assert len(weights) > 600 and weights.min() >= 0.1 and weights.max() <= 2.0
+    spec = build_feature_spec(cfg)
+    out = FeatureGenerator(spec, with_labels=False)(table)  # on_bad_row error: every piece parses
+    keys = spec.sparse_keys()
+    got = out.values[keys.index("user_brand_prefs__weights")].view(np.float64)
+    np.testing.assert_allclose(np.sort(got), np.sort(weights.astype(np.float32)), rtol=1e-7)
+
+
+def test_a_weighted_id_column_read_by_another_feature_is_refused() -> None:
+    data = copy.deepcopy(KIND_CONFIGS["multi_value_id"])
+    data["features"] += [
+        {"kind": "id", "name": "w1", "column": "wcol", "hash_bucket_size": 9, "weighted": True},
+        {"kind": "id", "name": "w2", "column": "wcol", "hash_bucket_size": 9},
+    ]
+    data["feature_groups"][0]["features"] += ["w1", "w2"]
+    with pytest.raises(SyntheticConfigError, match="column 'wcol' holds the weighted ids"):
+        build_model(parse_config(data, "x"), seed=0, rows=10)
+
+
 def test_list_columns_are_read_as_the_text_form(tmp_path) -> None:
     cfg = _cfg("multi_value_id")
     model = build_model(cfg, seed=1, rows=1000, lists=True)

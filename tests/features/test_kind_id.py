@@ -1,12 +1,13 @@
 """Kind ``id``, multi-value: TorchEasyRec's id_feature examples (``separator``, ``value_dim``,
-``default_bucketize_value``, ``default_value``), list columns, bad rows, the raw-value contract, fitting and the
-fg.json round trip."""
+``default_bucketize_value``, ``default_value``, ``weighted``), list and map columns, bad rows, the raw-value
+contract, fitting and the fg.json round trip."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -20,7 +21,7 @@ from recpipe.data.sources import open_source
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
 from recpipe.features.fit import fit_feature_spec
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, FeatureSpecError
 
 TAGS = {"kind": "id", "name": "tags", "vocab_list": ["xyz", "abc", "efg"], "default_bucketize_value": 0}
 
@@ -99,10 +100,8 @@ def test_a_bad_id_names_its_row_and_value_and_skip_drops_the_row() -> None:
 
 
 def test_config_refusals() -> None:
-    with pytest.raises(
-        ConfigError, match="weighted: true .* is not supported yet: weighted pooling needs per-id weights"
-    ):
-        config([{"kind": "id", "name": "c", "hash_bucket_size": 10, "weighted": True}])
+    with pytest.raises(ConfigError, match="weighted: true with zch: recpipe's zero-collision tables"):
+        config([{"kind": "id", "name": "c", "hash_bucket_size": 10, "weighted": True, "zch": True}])
     with pytest.raises(
         ConfigError, match="default_bucketize_value is the id of an out-of-vocabulary value: it needs"
     ):
@@ -216,3 +215,89 @@ def test_vectorized_ids_equal_a_per_row_reference(rows, value_dim, default) -> N
     want = _reference([None if t is None else t.split("\x1d") for t in text], spec, "c")
     assert key(fg(spec, {"c": pa.array(text, pa.string())}), spec, "c") == want
     assert key(fg(spec, {"c": pa.array(rows, pa.list_(pa.string()))}), spec, "c") == want
+
+
+# ------------------------------------------------------------------------------------- weighted ids
+def weights(out, spec: FeatureSpec, name: str) -> list[float]:
+    """The weights key's values of ``name`` (float64 bits per id) as floats."""
+    return out.values[spec.sparse_keys().index(f"{name}__weights")].view(np.float64).tolist()
+
+
+# TorchEasyRec's tzrec/features/id_feature_test.py, test_id_feature_with_weighted (num_buckets 100000): text
+# "k:w" pieces joined by \x1d, and a map<string, float32> column, to ids [123, 1391, 12, 123], lengths
+# [1, 1, 0, 2, 0], weights [0.5, 0.3, 0.9, 0.21]; and test_fg_encoded_with_weighted's list<string> of "k:w" and
+# map<int64, float32> columns to ids [1, 2, 3, 4], lengths [1, 2, 1], weights [1.0, 1.5, 2.0, 2.5].
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array(["123:0.5", "1391:0.3", None, "12:0.9\x1d123:0.21", ""]),
+        pa.array(
+            [{"123": 0.5}, {"1391": 0.3}, None, {"12": 0.9, "123": 0.21}, {}],
+            type=pa.map_(pa.string(), pa.float32()),
+        ),
+    ],
+)
+def test_torcheasyrec_weighted_ids(column: pa.Array) -> None:
+    spec = spec_of([{"kind": "id", "name": "cate", "num_buckets": 100000, "weighted": True}])
+    out = fg(spec, {"cate": column})
+    assert key(out, spec, "cate") == ([123, 1391, 12, 123], [1, 1, 0, 2, 0])
+    np.testing.assert_allclose(weights(out, spec, "cate"), [0.5, 0.3, 0.9, 0.21], rtol=1e-6)
+    assert key(out, spec, "cate__weights")[1] == [1, 1, 0, 2, 0]  # one weight per id
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array(["1:1.0", "2:1.5\x1d3:2.0", "4:2.5"]),
+        pa.array([["1:1.0"], ["2:1.5", "3:2.0"], ["4:2.5"]], type=pa.list_(pa.string())),
+        pa.array([{1: 1.0}, {2: 1.5, 3: 2.0}, {4: 2.5}], type=pa.map_(pa.int64(), pa.float32())),
+    ],
+)
+def test_torcheasyrec_weighted_list_and_map_columns(column: pa.Array) -> None:
+    spec = spec_of([{"kind": "id", "name": "cate", "num_buckets": 10, "weighted": True}])
+    out = fg(spec, {"cate": column})
+    assert key(out, spec, "cate") == ([1, 2, 3, 4], [1, 2, 1])
+    assert weights(out, spec, "cate") == [1.0, 1.5, 2.0, 2.5]
+
+
+def test_weighted_default_value_weighs_one_value_dim_keeps_pairs_and_a_key_may_hold_colons() -> None:
+    spec = spec_of(
+        [{"kind": "id", "name": "t", "hash_bucket_size": 50, "weighted": True, "default_value": "x"}]
+    )
+    out = fg(spec, {"t": ["a:b:0.25", None]})  # the weight follows the last ':'
+    plain = spec_of([{"kind": "id", "name": "t", "hash_bucket_size": 50, "default_value": "x"}])
+    assert key(out, spec, "t") == key(fg(plain, {"t": ["a:b", None]}), plain, "t")
+    assert weights(out, spec, "t") == [0.25, 1.0]
+    first = spec_of([{"kind": "id", "name": "t", "num_buckets": 9, "weighted": True, "value_dim": 1}])
+    out = fg(first, {"t": ["5:0.5\x1d6:2", "7:3"]})
+    assert key(out, first, "t") == ([5, 7], [1, 1]) and weights(out, first, "t") == [0.5, 3.0]
+
+
+@pytest.mark.parametrize("bad", ["3", "3:", "3:x", "3:inf", ":2", "3:1e999"])
+def test_a_bad_weight_names_its_row_and_column_and_skip_drops_the_row(bad: str) -> None:
+    spec = spec_of([{"kind": "id", "name": "t", "num_buckets": 9, "weighted": True}])
+    rows = pa.table({"t": ["1:0.5", f"2:1\x1d{bad}"], "label": [0, 1]})
+    with pytest.raises(BadRowError, match=r"part-0, row 8, column 't': expected ids with weights 'k:w'"):
+        FeatureGenerator(spec)(rows, file="part-0", first_row=7)
+    skip = FeatureGenerator(spec, on_bad_row="skip")
+    out = skip(rows)
+    assert key(out, spec, "t") == ([1], [1]) and weights(out, spec, "t") == [0.5]
+    assert skip.stats.skipped_by_column == {"t": 1}
+
+
+def test_weighted_fg_json_records_the_weights_key_and_shared_tables_must_agree(tmp_path: Path) -> None:
+    spec = spec_of([{"kind": "id", "name": "t", "num_buckets": 9, "weighted": True}])
+    entries = {e["name"]: e for e in spec.to_dict()["sparse"]}
+    assert entries["t"]["params"] == {"weights": "t__weights"}
+    assert entries["t__weights"]["params"] == {"weights_of": "t"}
+    assert [t.name for t in spec.tables()] == ["t"] and spec.tables()[0].weights == {"t": "t__weights"}
+    assert FeatureSpec.load(spec.save(tmp_path / "fg.json")) == spec
+    with pytest.raises(
+        FeatureSpecError, match=r"table 't' is looked up by weighted ids \['t'\] and features without"
+    ):
+        spec_of(
+            [
+                {"kind": "id", "name": "t", "num_buckets": 9, "weighted": True},
+                {"kind": "id", "name": "u", "num_buckets": 9, "embedding_name": "t"},
+            ]
+        )

@@ -125,3 +125,34 @@ def test_init_reaches_the_tables(init: EmbeddingInit, check) -> None:
 def test_meta_device_allocates_nothing(din_spec) -> None:
     group = EmbeddingGroup(din_spec.tables(), ["user_id"], SEQ_KEYS, device=torch.device("meta"))
     assert all(p.is_meta for p in group.parameters())
+
+
+def test_weighted_tables_pool_sum_of_weight_times_embedding_and_mean_over_the_id_count() -> None:
+    """TorchEasyRec's weighted ids in a second, weighted EmbeddingBagCollection: ``Σ w·e``, ``mean`` ``Σ w·e / n``
+    (FBGEMM's weighted MEAN); the weights come from each key's weights key (float64 bits per id)."""
+    tables = [
+        TableSpec("w", 10, 4, ["a"], sequence=False, weights={"a": "a__weights"}),
+        TableSpec("m", 10, 4, ["c"], sequence=False, weights={"c": "c__weights"}),
+        TableSpec("t", 10, 4, ["b"], sequence=False),
+    ]
+    group = EmbeddingGroup(tables, ["a", "b", "c"], [], pooling={"a": "sum", "c": "mean"})
+    assert group.tables()["weighted_ebc"] == ["w", "m"] and group.tables()["ebc"] == ["t"]
+    assert group.weighted_ebc.is_weighted() and not group.ebc.is_weighted()
+
+    def bits(*w: float) -> list[int]:
+        return torch.tensor(w, dtype=torch.float64).view(torch.int64).tolist()
+
+    rows = {
+        "a": [[1, 2], []],
+        "a__weights": [bits(0.5, 2.0), []],
+        "b": [[3], [4]],
+        "c": [[5, 6, 7], [8]],
+        "c__weights": [bits(1.0, -1.0, 3.0), bits(0.25)],
+    }
+    out = group(make_kjt(list(rows), rows))
+    wa, wc = group.weighted_ebc.embedding_bags["w"].weight, group.weighted_ebc.embedding_bags["m"].weight
+    torch.testing.assert_close(out.pooled["a"][0], 0.5 * wa[1] + 2.0 * wa[2])
+    assert torch.equal(out.pooled["a"][1], torch.zeros(4))
+    torch.testing.assert_close(out.pooled["c"][0], (wc[5] - wc[6] + 3.0 * wc[7]) / 3)
+    torch.testing.assert_close(out.pooled["c"][1], 0.25 * wc[8])
+    torch.testing.assert_close(out.pooled["b"][1], group.ebc.embedding_bags["t"].weight[4])

@@ -1,10 +1,11 @@
 """The importer maps TorchEasyRec's multi-value constructs: id features' ``separator`` / ``value_dim`` /
 ``default_bucketize_value``, raw vectors (``value_dim: 4``, as its tests/configs/dssm_fg_mock.config writes
 them), and ``combo_feature`` (``expression: ["user:id_1", "item:id_2"]``, as its multi_tower_din_fg_mock.config
-writes it); ``weighted`` ids are refused by line. The snippets below are written for these tests."""
+writes it), and ``weighted`` ids (``k:w`` pairs). The snippets below are written for these tests."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from tzrec_fixtures import HEAD, small_din
@@ -129,13 +130,45 @@ def test_the_imported_features_run_as_torcheasyrec_documents() -> None:
     assert out.dense.tolist() == [[1, 2, 3, 4], [0, 0, 0, 0]]
 
 
-def test_weighted_ids_and_multi_value_sub_features_are_refused_by_line() -> None:
+def test_weighted_ids_import_and_read_k_w_pairs() -> None:
     text = FEATURES.replace('        pooling: "mean"\n', '        pooling: "mean"\n        weighted: true\n')
+    imported = _import(text)
+    tags = imported.config.features[0]
+    assert (tags.kind, tags.weighted, tags.pooling, tags.separator) == ("id", True, "mean", "\x1d")
+    spec = build_feature_spec(imported.config)
+    assert spec.feature("tags").weights_key == "tags__weights"
+    # feature.md's input k1:v1\x1dk2:v2: ids hashed as ever, each with its weight
+    rows = pa.table(
+        {
+            "tag_list": ["a:0.5\x1db:2", None],
+            "cate": ["abc", "zz"],
+            "user_raw_3": ["1\x1d2\x1d3\x1d4", None],
+            "pic_emb": ["0.1|0.2", None],
+            "id_1": ["x", None],
+            "id_2": ["y", None],
+        }
+    )
+    out = FeatureGenerator(spec, with_labels=False)(rows)
+    keys = spec.sparse_keys()
+    bits = out.values[keys.index("tags__weights")]
+    assert np.asarray(bits).view(np.float64).tolist() == [0.5, 2.0]
+    assert out.lengths[keys.index("tags")].tolist() == [2, 0]
+
+
+def test_weighted_zch_ids_are_refused_by_line() -> None:
+    text = FEATURES.replace(
+        "        hash_bucket_size: 1000\n",
+        "        zch { zch_size: 1000 lfu {} }\n        weighted: true\n",
+        1,
+    )
     with pytest.raises(TzrecImportError) as err:
         _import(text)
     [problem] = err.value.problems
-    assert (problem.line, problem.path) == (21, "feature_configs[0].id_feature.weighted")
-    assert "weighted ids ('k1:w1\\x1dk2:w2') are not supported yet" in problem.message
+    assert problem.path == "feature_configs[0].id_feature.weighted"
+    assert "zero-collision tables are jagged lookups without per-id weights" in problem.message
+
+
+def test_multi_value_sub_features_are_refused_by_line() -> None:
     # a history's sub-feature holds one value per item (value_dim 1, TorchEasyRec's default there)
     assert import_tzrec(small_din("value_dim: 1")).config.features[2].sub_features[0].name == "adgroup_id"
     with pytest.raises(

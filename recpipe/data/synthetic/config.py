@@ -19,6 +19,8 @@ How the rows are made:
   a ``separator`` other than TorchEasyRec's default ``"\\x1d"``, or ``pooling: mean`` (unless another reader
   needs one value per row, or splits by another separator and reads integers); ``lists=1`` writes them (and
   vectors, terms) as list columns.
+- **Weighted ids.** A ``weighted: true`` id column holds ``k:w`` pieces (a weight in ``[0.1, 2]``, two decimals;
+  with ``lists=1`` a list of ``k:w`` texts), several per row, and no other feature may read it.
 - **The click model.** ``logit = base + Σ per-id effects`` of the first few id features ``+`` linear terms of
   the first numeric columns and raw vector ``+`` a pair effect of the first combo's columns ``+ 1.2 ·
   0.93^position`` of the candidate's most recent occurrence in each history (the candidate is one of the
@@ -118,6 +120,7 @@ class Column:
     single: bool = False  # a reader needs one value per row
     max_values: int = 0  # value_dim of the reader asking for several
     effect: bool = False  # an id feature's column: part of the click model
+    weighted: bool = False  # a weighted id feature's column: "k:w" pieces
     numeric: bool = False  # a reader takes it as a number: one integer per row
     target: tuple[str, int] | None = None  # (history column, sub-feature index): the candidate of a history
     contains: str | None = None  # a title: holds its query column's terms half of the time
@@ -332,8 +335,8 @@ def _log_offset(normalizer: str | None) -> float | None:
 
 # ----------------------------------------------------------------------------------- kind claims
 def claim_id(f: Any, plan: Plan) -> None:
-    multi = f.value_dim > 1 or f.separator != MULTI_VALUE_SEPARATOR or f.pooling == "mean"
-    plan.ids(
+    multi = f.value_dim > 1 or f.separator != MULTI_VALUE_SEPARATOR or f.pooling == "mean" or f.weighted
+    col = plan.ids(
         f.source_column,
         f.name,
         f"table:{f.embedding_name or f.name}",
@@ -343,6 +346,7 @@ def claim_id(f: Any, plan: Plan) -> None:
         effect=True,
         **_mapping(f),
     )
+    col.weighted |= f.weighted
 
 
 def claim_raw(f: Any, plan: Plan) -> None:
@@ -519,6 +523,11 @@ def plan_columns(cfg: RecpipeConfig) -> Plan:
             )
         claim(f, plan)
     for col in plan.columns.values():
+        if col.weighted and len(col.owners) > 1:
+            raise SyntheticConfigError(
+                f"column {col.name!r} holds the weighted ids ('k:w') of {col.owners[0]!r} and is read by "
+                f"{col.owners[1:]} too: synthetic:config draws a weighted id column for its feature alone"
+            )
         # Several ids per row, unless a reader needs one, or splits by another separator and reads integers
         # (it would see "12,34" as one id, not an integer); a text reader sees one (unknown) id, no bad row.
         if col.multi is not None and (
@@ -822,6 +831,8 @@ def _draw_ids(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
         counts = _counts(rng, n, 1, max(hi, 2), empty=0.05)
     counts[d.null[col.name]] = 0
     d.ids[col.name] = _Ids(space.sampler.sample(rng, int(counts.sum())), counts)
+    if col.weighted:
+        d.maps[f"weights:{col.name}"] = (np.round(rng.uniform(0.1, 2.0, int(counts.sum())), 2),)
 
 
 def _draw_title(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generator) -> None:
@@ -988,7 +999,13 @@ def _format(model: ConfigModel, d: _Draw, col: Column) -> pa.Array:
         if ids.counts is None:
             return _masked(space.values.take(pa.array(ids.idx)), null)
         values = space.values if model.lists else space.text
-        return _joined(values.take(pa.array(ids.idx)), ids.counts, col.multi or "", null, model.lists)
+        values = values.take(pa.array(ids.idx))
+        if col.weighted:  # "k:w" pieces
+            (w,) = d.maps[f"weights:{col.name}"]
+            values = pc.binary_join_element_wise(
+                space.text.take(pa.array(ids.idx)), pa.array(w).cast(pa.string()), ":"
+            )
+        return _joined(values, ids.counts, col.multi or "", null, model.lists)
     if col.role == "number":
         return pa.array(d.numbers[col.name][0], mask=null)
     if col.role == "vector":

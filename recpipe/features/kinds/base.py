@@ -91,7 +91,10 @@ class FitNeeds:
 
 
 # (values (N,) int64, lengths (B,) int32, bad rows or None) of one pooled key over a batch of B rows.
-SparseOut = tuple[np.ndarray, np.ndarray, BadRows | None]
+# A weighted id adds a 4th: its weights key's values, one float64 bit pattern per id.
+SparseOut = (
+    tuple[np.ndarray, np.ndarray, BadRows | None] | tuple[np.ndarray, np.ndarray, BadRows | None, np.ndarray]
+)
 # (values (B,) float64 as Batch.dense takes them, bad rows) of one dense column.
 DenseOut = tuple[np.ndarray, list[BadRows]]
 

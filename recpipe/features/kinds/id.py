@@ -9,11 +9,19 @@ when it is set, else has none. ``value_dim`` keeps the first ``value_dim`` ids o
 ``default_bucketize_value`` makes a vocabulary's ids its 0-based positions, an out-of-vocabulary value taking
 that id (TorchEasyRec's rule), instead of recpipe's positions + 1 with 0 for the unknown.
 
+Weighted ids (``weighted: true``, TorchEasyRec's ``k1:w1\x1dk2:w2``; tzrec/features/id_feature_test.py): each
+piece is an id and its weight split at its last ``:``, a list column holds ``k:w`` texts, a map column ids →
+weights. The weights (float32) go to a KJT key of their own, ``<name>__weights``, one per id as float64 bits
+(:attr:`~recpipe.features.spec.SparseFeature.weights_key`). A piece without ``:`` or whose weight is not a finite
+number is a bad row (TorchEasyRec leaves it undefined); a row that takes ``default_value`` weighs it 1.0
+(TorchEasyRec's ``fill_null([1.0])``).
+
 Example::
 
     # separator "\\x1d", vocab_list [a, b, c], default_bucketize_value 0
     ids(spec.feature("tags"), pa.record_batch({"tags": ["b\\x1dc", "", "z"]}))
     # values [1, 2, 0], lengths [2, 0, 1]
+    # weighted, num_buckets 100: "12:0.9\\x1d7:0.2" → values [12, 7], lengths [2], weights [0.9, 0.2]
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from recpipe.config.features import MULTI_VALUE_SEPARATOR, IdFeatureConfig, SubFeatureConfig
-from recpipe.features.columns import BadRows, as_numpy, integral_ids, is_string, map_ids
+from recpipe.data.types import DataError
+from recpipe.features.columns import BadRows, as_numpy, integral_ids, is_string, map_ids, to_float
 from recpipe.features.hashing import to_string_array
 from recpipe.features.kinds.base import (
     ANY,
@@ -90,6 +99,8 @@ def multi_params(cfg: IdFeatureConfig) -> dict:
         params["value_dim"] = cfg.value_dim
     if cfg.default_bucketize_value is not None:
         params["default_bucketize_value"] = cfg.default_bucketize_value
+    if getattr(cfg, "weighted", False):
+        params["weights"] = cfg.name + WEIGHTS_SUFFIX
     return params
 
 
@@ -130,8 +141,25 @@ def zch_settings(cfg: Any) -> dict[str, Any]:
     }
 
 
+# The KJT key of a weighted id's weights: <name>__weights.
+WEIGHTS_SUFFIX = "__weights"
+
+
 def build(f: IdFeatureConfig, parts: SpecParts) -> None:
-    parts.sparse.append(id_entry(f.name, f.source_column, f, "id", encoded=parts.encoded))
+    entry = id_entry(f.name, f.source_column, f, "id", encoded=parts.encoded)
+    parts.sparse.append(entry)
+    if entry.weights_key is not None:  # no table: FG fills it with the ids' weights
+        parts.sparse.append(
+            SparseFeature(
+                name=entry.weights_key,
+                column=entry.column,
+                mapping=entry.mapping,
+                table=entry.weights_key,
+                embedding_dim=1,
+                kind="id",
+                params={"weights_of": entry.name},
+            )
+        )
 
 
 def needs(f: IdFeatureConfig) -> FitNeeds:
@@ -207,20 +235,29 @@ def first_values(rows: np.ndarray, counts: np.ndarray, value_dim: int) -> np.nda
     return np.flatnonzero(np.arange(len(rows)) - starts[rows] < value_dim)
 
 
-def with_default(
-    flat: pa.Array, rows: np.ndarray, counts: np.ndarray, default: str | None
-) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """Rows without a value get ``default`` as their one value (TorchEasyRec's ``default_value``)."""
+def _default_take(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Where every value goes when rows without one get one default value appended at position ``N``:
+    ``(take into values + [default], new rows, new counts)``, or None when every row has a value."""
     empty = counts == 0
-    if default is None or not empty.any():
-        return flat, rows, counts
-    flat = to_string_array(flat)
+    if not empty.any():
+        return None
     new_counts = np.where(empty, 1, counts)
     new_rows = np.repeat(np.arange(len(counts)), new_counts)
     within = np.arange(len(new_rows)) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
     old_start = np.cumsum(counts) - counts
-    take = np.where(empty[new_rows], len(flat), old_start[new_rows] + within)
-    joined = pa.concat_arrays([flat.cast(pa.string()), pa.array([default], pa.string())])
+    take = np.where(empty[new_rows], int(counts.sum()), old_start[new_rows] + within)
+    return take, new_rows, new_counts
+
+
+def with_default(
+    flat: pa.Array, rows: np.ndarray, counts: np.ndarray, default: str | None
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Rows without a value get ``default`` as their one value (TorchEasyRec's ``default_value``)."""
+    placed = None if default is None else _default_take(counts)
+    if placed is None:
+        return flat, rows, counts
+    take, new_rows, new_counts = placed
+    joined = pa.concat_arrays([to_string_array(flat).cast(pa.string()), pa.array([default], pa.string())])
     return joined.take(pa.array(take)), new_rows, new_counts
 
 
@@ -248,9 +285,11 @@ def map_values(
 
 def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     """The ids of each row: one where the column has one value (``default_value`` fills nulls, else the row has
-    none), several where it holds ``separator``-joined values or a list."""
+    none), several where it holds ``separator``-joined values or a list; a weighted id's weights too."""
     arr = batch.column(f.column)
     separator = f.params.get("separator", MULTI_VALUE_SEPARATOR)
+    if f.weights_key is not None:
+        return weighted_ids(f, arr, separator)
     multi = pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
     multi = multi or (is_string(arr.type) and _has(arr, separator))
     if not multi and "default_bucketize_value" not in f.params:
@@ -268,11 +307,98 @@ def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
 
 def fit_values(f: SparseFeature, batch: pa.RecordBatch) -> pa.Array:
     """The values a fitted vocabulary (``min_freq``) counts: every id of every row, as text."""
-    flat, _, _ = split_values(batch.column(f.column), f.params.get("separator", MULTI_VALUE_SEPARATOR))
+    separator = f.params.get("separator", MULTI_VALUE_SEPARATOR)
+    if f.weights_key is not None:
+        keys, _, _, _, _ = weighted_pairs(batch.column(f.column), separator, f.column)
+        return to_string_array(keys)
+    flat, _, _ = split_values(batch.column(f.column), separator)
     return to_string_array(flat)
 
 
+# ------------------------------------------------------------------------------------- weighted ids
+# A piece "k:w": the id is everything before the last ':' (non-empty), the weight the text after it.
+PAIR_EXPECTED = "ids with weights 'k:w' (a finite number after the last ':')"
+
+
+def weighted_pairs(
+    arr: pa.Array, separator: str, column: str
+) -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray, BadRows | None]:
+    """Every ``(id, weight)`` of a weighted column: ``(ids, weights float64, row of each, count per row, bad)``.
+
+    A text value is split by ``separator`` into ``k:w`` pieces (empty pieces are none), a list column holds
+    ``k:w`` texts, a map column ids → weights. A piece that is not ``k:w`` with a finite weight is a bad row
+    (its id reads ``"0"``, its weight 0, so the arrays stay aligned).
+
+    Example::
+
+        weighted_pairs(pa.array(["12:0.9\x1d7:0.2", None]), "\x1d", "tags")
+        # (["12", "7"], [0.9, 0.2], [0, 0], [2, 0], None)
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_map(arr.type):
+        pairs = pa.StructArray.from_arrays([arr.keys, arr.items], ["key", "value"])
+        lists = pa.ListArray.from_arrays(arr.offsets, pairs, mask=arr.is_null())
+        entries = pc.list_flatten(lists)
+        keys, w = entries.field("key"), entries.field("value")
+        counts = as_numpy(pc.fill_null(pc.list_value_length(lists), 0)).astype(np.int64)
+        rows = np.repeat(np.arange(len(arr)), counts)
+        weights, bad = to_float(w, np.nan, column)
+        if bad is not None:
+            bad = BadRows(rows[bad.rows], column, PAIR_EXPECTED, arr, rows[bad.rows])
+        return keys, weights, rows, counts, bad
+    if not (is_string(arr.type) or pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        raise DataError(
+            f"column {column!r}: a weighted id column holds 'k:w' text, a list of 'k:w' texts or a map of "
+            f"ids to weights, got {arr.type}"
+        )
+    flat, rows, counts = split_values(arr, separator)
+    flat = to_string_array(flat)
+    # Each piece split once at its last ':' (Arrow's split from the right: several times faster than a regex).
+    parts = pc.split_pattern(flat, ":", max_splits=1, reverse=True)
+    starts = np.frombuffer(parts.buffers()[1], np.int32)[parts.offset : parts.offset + len(parts) + 1]
+    pair = np.diff(starts) == 2
+    keys = parts.values.take(pa.array(starts[:-1]))
+    weights, bad_w = to_float(
+        parts.values.take(pa.array(np.where(pair, starts[:-1] + 1, starts[:-1]))), 0.0, column
+    )
+    bad = ~pair | as_numpy(pc.equal(keys, ""))
+    if bad_w is not None:
+        bad[bad_w.rows] = True
+    if not bad.any():
+        return keys, weights, rows, counts, None
+    at = np.flatnonzero(bad)
+    weights = np.where(bad, 0.0, weights)
+    return keys, weights, rows, counts, BadRows(rows[at], column, PAIR_EXPECTED, flat, at)
+
+
+def weighted_ids(f: SparseFeature, arr: pa.Array, separator: str) -> SparseOut:
+    """A weighted id's ids, lengths, bad rows and the weights key's values (each id's float32 weight as
+    float64 bits, :func:`~recpipe.models.blocks.item_floats.item_floats` reads them back)."""
+    keys, weights, rows, counts, bad = weighted_pairs(arr, separator, f.column)
+    placed = None if f.mapping.default_value is None else _default_take(counts)
+    if placed is not None:  # a row without ids takes default_value, weighing 1.0
+        take, rows, counts = placed
+        keys = pa.concat_arrays([to_string_array(keys), pa.array([f.mapping.default_value], pa.string())])
+        keys, weights = keys.take(pa.array(take)), np.append(weights, 1.0)[take]
+    keep = first_values(rows, counts, int(f.params.get("value_dim", 0)))
+    if keep is not None:
+        keys, rows, weights = keys.take(pa.array(keep)), rows[keep], weights[keep]
+        counts = np.minimum(counts, int(f.params["value_dim"]))
+    values, map_bad = map_values(keys, rows, f, f.column)
+    if bad is None or map_bad is None:
+        bad = bad or map_bad
+    else:  # both: one BadRows naming each check, its rows the union
+        bad = BadRows(
+            np.concatenate([bad.rows, map_bad.rows]), f.column, f"{bad.expected}; {map_bad.expected}", arr
+        )
+    bits = weights.astype(np.float32).astype(np.float64).view(np.int64)
+    return values, counts.astype(np.int32), bad, bits
+
+
 def column(f: SparseFeature) -> tuple[ColumnKind, str]:
+    if f.weights_key is not None:
+        return "text", ANY
     return "id", IDS + LIST_OF if f.mapping.kind in ("mod", "identity") else ANY
 
 

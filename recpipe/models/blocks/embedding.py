@@ -26,6 +26,7 @@ from torchrec.modules.mc_modules import (
 from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
 
 from recpipe.features.spec import TableSpec
+from recpipe.models.blocks.item_floats import item_floats
 
 INIT_KINDS = ("uniform", "xavier_uniform", "normal")
 POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
@@ -270,7 +271,11 @@ class EmbeddingGroup(nn.Module):
     jagged sum (they hold 0 or 1 id per row). Zero-collision tables (``TableSpec.zch_size``), pooled or
     sequence, live in one ManagedCollisionEmbeddingCollection (:func:`managed_collision_ec`; pooled keys
     are jagged sums too): TorchRec shards managed collision only row-wise, which its pooled
-    EmbeddingBagCollection cannot do on CPU. Tables no requested key uses are not built.
+    EmbeddingBagCollection cannot do on CPU. Tables no requested key uses are not built. Weighted tables
+    (``TableSpec.weights``: TorchEasyRec's ``weighted`` ids) live in a second, weighted EmbeddingBagCollection
+    (TorchRec's ``is_weighted`` holds for all of a collection's tables or none): each key's ids with its weights key's
+    values (float64 bits, :func:`item_floats`) as the KJT's weights, pooled ``Σ w·e``, ``mean`` ``Σ w·e / n``
+    (FBGEMM's weighted MEAN, which TorchEasyRec's sharded tables run).
 
     Args:
         tables (list[TableSpec]): tables from ``FeatureSpec.tables()``.
@@ -333,6 +338,7 @@ class EmbeddingGroup(nn.Module):
         wanted_pooled, wanted_seq = set(pooled_keys), set(sequence_keys)
 
         bag_configs: list[EmbeddingBagConfig] = []
+        weighted_configs: list[EmbeddingBagConfig] = []
         seq_configs: list[EmbeddingConfig] = []
         zch_configs: list[EmbeddingConfig] = []
         for t in tables:
@@ -359,13 +365,15 @@ class EmbeddingGroup(nn.Module):
                     f"table {t.name!r} is pooled by features {feats} with different modes {sorted(modes)}; "
                     "an EmbeddingBag table has one pooling mode"
                 )
-            bag_configs.append(
+            # A weighted table pools by sum; mean divides by the id count after (torch's embedding_bag takes
+            # per-id weights in sum mode only, and FBGEMM's weighted mean is that sum over the count).
+            (weighted_configs if t.weights else bag_configs).append(
                 EmbeddingBagConfig(
                     name=t.name,
                     num_embeddings=t.num_embeddings,
                     embedding_dim=t.embedding_dim,
                     feature_names=feats,
-                    pooling=POOLINGS[modes.pop()],
+                    pooling=PoolingType.SUM if t.weights else POOLINGS[modes.pop()],
                     init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
                     data_type=DATA_TYPES[t.data_type],
                 )
@@ -378,6 +386,11 @@ class EmbeddingGroup(nn.Module):
                     "one EmbeddingCollection needs one dim"
                 )
         self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
+        self.weighted_ebc = (
+            EmbeddingBagCollection(weighted_configs, is_weighted=True, device=device)
+            if weighted_configs
+            else None
+        )
         self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
         intervals = {t.name: t.zch_eviction_interval for t in tables}
         policies = {t.name: (t.zch_eviction_policy, t.zch_decay_exponent) for t in tables}
@@ -391,9 +404,13 @@ class EmbeddingGroup(nn.Module):
         self._mc_keys = [f for c in zch_configs for f in c.feature_names]
         self._mc_pooled = [k for k in self._mc_keys if k in wanted_pooled]
         self._mc_seq = [k for k in self._mc_keys if k in wanted_seq]
+        weights_of = {k: w for t in tables for k, w in t.weights.items()}
+        self._wbc_keys = [f for c in weighted_configs for f in c.feature_names]
+        self._wbc_weights = [weights_of[k] for k in self._wbc_keys]
+        self._wbc_mean = [i for i, k in enumerate(self._wbc_keys) if self._pooling[k] == "mean"]
         self._permutes: dict[tuple[str, ...], tuple[list[int], ...]] = {}
         # Tables built here that the optimizer must not move (TableSpec.trainable false).
-        built = {c.name for c in [*bag_configs, *seq_configs, *zch_configs]}
+        built = {c.name for c in [*bag_configs, *weighted_configs, *seq_configs, *zch_configs]}
         self.frozen_tables = sorted(t.name for t in tables if not t.trainable and t.name in built)
 
     def embedding_dim(self, key: str) -> int:
@@ -401,22 +418,27 @@ class EmbeddingGroup(nn.Module):
         return self._dims[key]
 
     def tables(self) -> dict[str, list[str]]:
-        """Which collection holds which tables: ``{"ebc": [...], "ec": [...], "mc_ec": [...]}``."""
+        """Which collection holds which tables: ``{"ebc": [...], "weighted_ebc": [...], "ec": [...], "mc_ec": [...]}``."""
         ebc = [c.name for c in self.ebc.embedding_bag_configs()] if self.ebc is not None else []
+        wbc = (
+            [c.name for c in self.weighted_ebc.embedding_bag_configs()]
+            if self.weighted_ebc is not None
+            else []
+        )
         ec = [c.name for c in self.ec.embedding_configs()] if self.ec is not None else []
         mc = (
             [c.name for c in self.mc_ec._embedding_module.embedding_configs()]
             if self.mc_ec is not None
             else []
         )
-        return {"ebc": ebc, "ec": ec, "mc_ec": mc}
+        return {"ebc": ebc, "weighted_ebc": wbc, "ec": ec, "mc_ec": mc}
 
     def _select(self, kjt: KeyedJaggedTensor, keys: list[str], which: int) -> KeyedJaggedTensor:
         """The sub-KJT holding ``keys`` in order; the index lists are computed once per key layout."""
         layout = tuple(kjt.keys())
         if layout not in self._permutes:
             pos = {k: i for i, k in enumerate(layout)}
-            wanted = [self._ebc_keys, self._ec_keys, self._mc_keys]
+            wanted = [self._ebc_keys, self._ec_keys, self._mc_keys, self._wbc_keys, self._wbc_weights]
             missing = [k for keys in wanted for k in keys if k not in pos]
             if missing:
                 raise ValueError(f"the KeyedJaggedTensor lacks keys {missing}; it has {list(layout)}")
@@ -425,6 +447,25 @@ class EmbeddingGroup(nn.Module):
         if indices == list(range(len(layout))):
             return kjt
         return kjt.permute(indices)
+
+    def _weighted(self, kjt: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
+        """The weighted tables' pooled keys: their ids with their weights keys' values as the KJT's weights."""
+        ids = self._select(kjt, self._wbc_keys, 3)
+        weights = self._select(kjt, self._wbc_weights, 4)  # one per id: a key and its weights have one length
+        weighted = KeyedJaggedTensor(
+            keys=self._wbc_keys,
+            values=ids.values(),
+            weights=item_floats(weights.values()).squeeze(1),
+            lengths=ids.lengths(),
+            stride=kjt.stride(),
+        )
+        out = self.weighted_ebc(weighted).to_dict()
+        if self._wbc_mean:
+            counts = ids.lengths().view(len(self._wbc_keys), -1).clamp_min(1)
+            for i in self._wbc_mean:
+                key = self._wbc_keys[i]
+                out[key] = out[key] / counts[i].to(out[key].dtype).unsqueeze(1)
+        return out
 
     def forward(self, kjt: KeyedJaggedTensor) -> EmbeddingLookup:
         """
@@ -440,6 +481,8 @@ class EmbeddingGroup(nn.Module):
         offsets: dict[str, torch.Tensor] = {}
         if self.ebc is not None:
             pooled.update(self.ebc(self._select(kjt, self._ebc_keys, 0)).to_dict())
+        if self.weighted_ebc is not None:
+            pooled.update(self._weighted(kjt))
         if self.ec is not None:
             jagged = self.ec(self._select(kjt, self._ec_keys, 1))
             for key in self._ec_pooled:
