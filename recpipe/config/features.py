@@ -358,6 +358,10 @@ class DenseSubFeatureConfig(Strict):
     name: str
     dense: Literal[True]
     default: float = 0.0
+    # value_dim floats per item (TorchEasyRec's value_dim of a raw sub-feature: "0.1\x1d1.1" by separator):
+    # value_dim KJT keys <sequence>__<name>__<i>, a group listing the sub-feature gets all of them.
+    value_dim: int = Field(1, ge=1)
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
 
 
 def _sub_kind(v: Any) -> str:
@@ -738,22 +742,33 @@ class SequenceIdFeatureConfig(_IdMappingMixin, _StandaloneSequenceMixin, Feature
 
 class SequenceRawFeatureConfig(_TableMixin, _StandaloneSequenceMixin, FeatureSection):
     """TorchEasyRec's ``sequence_raw_feature``: a history of numbers (``"0.1;0.2"``), each bucketized by
-    ``boundaries`` (one id per item; an empty item is ``default``)."""
+    ``boundaries`` (one id per item; an empty item is ``default``), or (``dense: true``, TorchEasyRec's
+    sequence_raw_feature without boundaries) kept as ``value_dim`` floats per item (``"0.1\x1d1.1;0.2\x1d1.2"``
+    by ``separator``), carried as a grouped dense sub-feature's are (:class:`DenseSubFeatureConfig`)."""
 
     kind: Literal["sequence_raw"]
     boundaries: list[float] | None = None
+    dense: bool = False
+    value_dim: int = Field(1, ge=1)
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
     default: float = 0.0
     embedding_dim: int = Field(16, ge=1)
     embedding_name: str | None = None
 
     @model_validator(mode="after")
-    def _bucketized(self) -> SequenceRawFeatureConfig:
-        if not self.boundaries:
+    def _bucketized_or_dense(self) -> SequenceRawFeatureConfig:
+        if self.dense == bool(self.boundaries):
             raise ValueError(
-                f"sequence_raw feature {self.name!r} needs boundaries: its items are bucketized into ids; "
-                "dense per-item values are not supported yet"
+                f"sequence_raw feature {self.name!r} needs exactly one of boundaries (its items bucketized into "
+                "ids) or dense: true (its items kept as floats)"
             )
-        _check_increasing(self.boundaries)
+        if self.boundaries:
+            _check_increasing(self.boundaries)
+            if self.value_dim != 1:
+                raise ValueError(
+                    f"sequence_raw feature {self.name!r}: value_dim {self.value_dim} with boundaries is not "
+                    "supported (one bucket id per item)"
+                )
         return self
 
 

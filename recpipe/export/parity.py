@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from recpipe.eval.agreement import by_task, logit_agreement
 from recpipe.export.manifest import ParityReport
 from recpipe.features.fg import BadRowError, FeatureGenerator, FGOutput
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, sub_value_positions
 
 PARITY_BATCH_SIZES = (1, 7, 512, 512)
 
@@ -64,9 +64,8 @@ def _edge_rows(table: pa.Table, spec: FeatureSpec) -> tuple[pa.Table, list[int]]
     for n in wanted:
         t = base
         for s in spec.sequences:
-            t = _set(
-                t, s.column, _history(table, s.column, s.delimiter, s.sub_delimiter, len(s.sub_features), n)
-            )
+            nsub = sub_value_positions([spec.feature(k) for k in s.sub_features])[-1] + 1
+            t = _set(t, s.column, _history(table, s.column, s.delimiter, s.sub_delimiter, nsub, n))
         rows.append(t)
         if spec.sequences:
             lengths.add(n)

@@ -18,7 +18,7 @@ from recpipe.features.hashing import to_string_array
 from recpipe.features.kinds.base import FitNeeds
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.raw import normalize
-from recpipe.features.spec import FeatureSpec, IdMapping, SparseFeature
+from recpipe.features.spec import FeatureSpec, IdMapping, SparseFeature, sub_value_positions
 
 QUANTILE_SAMPLE_ROWS = 1_000_000
 
@@ -98,7 +98,7 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
                 )
                 items = items.filter(pc.not_equal(items, ""))
                 subs = pc.split_pattern(items, s.sub_delimiter)
-                j = s.sub_features.index(key)
+                j = sub_value_positions([spec.feature(k) for k in s.sub_features])[s.sub_features.index(key)]
                 arr = pc.list_element(subs.filter(pc.greater(pc.list_value_length(subs), j)), j)
             vc = pc.value_counts(arr.drop_null())
             counters[key].update(dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist())))

@@ -206,6 +206,15 @@ class SequenceFeature:
     kind: str = "sequence"
 
 
+def sub_value_positions(feats: list[SparseFeature]) -> list[int]:
+    """The sub-value (its position in an item) each history key reads: one each, except the ``value_dim`` keys
+    of a vector sub-value (``params["index"]`` 1, 2, …), which read the sub-value of their index 0."""
+    out: list[int] = []
+    for f in feats:
+        out.append(out[-1] + (f.params.get("index", 0) == 0) if out else 0)
+    return out
+
+
 def default_kind(entry: SparseFeature | DenseFeature | SequenceFeature) -> str:
     """The kind an entry without a recorded one was made by: ``sequence`` for histories and their keys, ``raw``
     for dense columns and bucketized keys, else ``id``. fg.json leaves a kind out when it is this one, so the

@@ -25,6 +25,7 @@ from recpipe.config.features import (
     RawSubFeatureConfig,
     SequenceFeatureConfig,
     SubFeatureConfig,
+    vector_key,
 )
 from recpipe.data.types import DataError
 from recpipe.features.columns import (
@@ -39,7 +40,13 @@ from recpipe.features.columns import (
 )
 from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, SpecParts
 from recpipe.features.kinds.id import id_entry
-from recpipe.features.spec import IdMapping, SequenceFeature, SparseFeature
+from recpipe.features.spec import (
+    FeatureSpecError,
+    IdMapping,
+    SequenceFeature,
+    SparseFeature,
+    sub_value_positions,
+)
 
 
 def sequence_ids(
@@ -99,7 +106,8 @@ def sequence_ids(
         item_idx = np.repeat(starts, kept) + (np.arange(total) - np.repeat(first_kept, kept))
         kept_items = flat_items.take(pa.array(item_idx))
     subs = pc.split_pattern(kept_items, pattern=s.sub_delimiter)
-    nsub = len(s.sub_features)
+    positions = sub_value_positions(feats)
+    nsub = positions[-1] + 1
     sub_counts = as_numpy(pc.list_value_length(subs))
     malformed = sub_counts != nsub
     numeric = feats[0].boundaries is not None or feats[0].item_float
@@ -128,7 +136,12 @@ def sequence_ids(
     )
     # When every item is well-formed, sub-value j of item i sits at i * nsub + j: strided views.
     regular = len(flat) == total * nsub and not malformed.any()
-    for j, (key, f) in enumerate(zip(s.sub_features, feats)):
+    vector: list[np.ndarray] = []  # the floats of every value of the vector sub-value being read
+    for j, key, f in zip(positions, s.sub_features, feats):
+        if f.params.get("index", 0) > 0:  # value i of a vector sub-value, parsed with value 0
+            values[key] = vector[f.params["index"]]
+            lengths[key] = kept.astype(np.int32)
+            continue
         if regular:
             take = slice(j, None, nsub)
         else:
@@ -137,7 +150,11 @@ def sequence_ids(
         if f.boundaries is not None or f.item_float:  # a numeric sub-value: bucketized, or a float per item
             idx = np.arange(j, len(flat), nsub) if regular else take
             vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
-            values[key], bad = (_item_floats if f.item_float else _bucketized)(vals, empty, f, s.column)
+            if "vector_of" in f.params and "index" in f.params:
+                vector, bad = _vector_floats(vals, empty, f, s.column)
+                values[key] = vector[0]
+            else:
+                values[key], bad = (_item_floats if f.item_float else _bucketized)(vals, empty, f, s.column)
             if bad is not None:
                 wrong = bad.rows[~malformed[bad.rows]]
                 expected = f"{bad.expected} in sub-feature {key!r}"
@@ -197,6 +214,36 @@ def _item_floats(
         vals = pc.if_else(pa.array(empty), pa.scalar(None, vals.type), vals)
     x, bad = to_float(vals, f.raw_default, column)
     return np.ascontiguousarray(x, np.float64).view(np.int64), bad
+
+
+def _vector_floats(
+    vals: pa.Array, empty: np.ndarray, f: SparseFeature, column: str
+) -> tuple[list[np.ndarray], BadRows | None]:
+    """``value_dim`` floats per item (``params``: ``value_dim``, ``separator``) as float64 bits, one array a
+    value; an empty sub-value is ``raw_default`` for each, a sub-value of another count or a value that is not
+    a finite number a bad item (TorchEasyRec documents no other count)."""
+    dim, sep = int(f.params["value_dim"]), str(f.params["separator"])
+    pieces = pc.split_pattern(pc.if_else(pa.array(empty), "", vals) if empty.any() else vals, pattern=sep)
+    counts = as_numpy(pc.list_value_length(pieces)).astype(np.int64)
+    wrong = (counts != dim) & ~empty
+    flat_idx = np.asarray(pieces.offsets)[:-1].astype(np.int64)
+    last = max(len(pieces.values) - 1, 0)
+    out: list[np.ndarray] = []
+    bad_rows = [np.flatnonzero(wrong)]
+    for i in range(dim):
+        ok = ~wrong & ~empty
+        take = np.where(ok, np.minimum(flat_idx + i, last), 0)
+        vi = pieces.values.take(pa.array(take)) if len(pieces.values) else pa.array([""] * len(vals))
+        vi = pc.if_else(pa.array(ok), vi, pa.scalar(None, pa.string()))
+        x, bad = to_float(vi, f.raw_default, column)
+        if bad is not None:
+            bad_rows.append(bad.rows)
+        out.append(np.ascontiguousarray(x, np.float64).view(np.int64))
+    rows = np.unique(np.concatenate(bad_rows))
+    if not rows.size:
+        return out, None
+    expected = f"{dim} numbers separated by {sep!r} (value_dim {dim}), each finite"
+    return out, BadRows(rows, column, expected, vals, rows)
 
 
 def _sequence_fast(
@@ -273,6 +320,48 @@ def _sequence_fast(
     return out, counts.astype(np.int32)
 
 
+def item_float_entries(
+    key: str, column: str, default: float, value_dim: int, separator: str, sequence: str, kind: str
+) -> list[SparseFeature]:
+    """The KJT keys of a float per item (``key``, ``params["item_float"]``), or of ``value_dim`` > 1 floats per
+    item: one key ``<key>__<i>`` each (``params`` ``vector_of``/``index``/``value_dim``/``separator``: value
+    ``i`` of the item's sub-value split by ``separator``), so every backend carries each as one float per item.
+
+    Example::
+
+        item_float_entries("clicks__emb", "clicks", 0.0, 2, "\x1d", "clicks", "sequence")
+        # -> keys clicks__emb__0, clicks__emb__1: "3\x030.1\x1d1.1" gives 0.1 and 1.1
+    """
+    if value_dim == 1:
+        params: list[dict] = [{"item_float": True}]
+    else:
+        vector = {"item_float": True, "vector_of": key, "value_dim": value_dim, "separator": separator}
+        params = [{**vector, "index": i} for i in range(value_dim)]
+    return [
+        SparseFeature(
+            name=key if value_dim == 1 else vector_key(key, i),
+            column=column,
+            mapping=IdMapping("identity", 1),
+            table="",
+            embedding_dim=1,
+            raw_default=default,
+            sequence=sequence,
+            kind=kind,
+            params=p,
+        )
+        for i, p in enumerate(params)
+    ]
+
+
+def sub_entries(
+    key: str, column: str, sub: SubFeatureConfig | RawSubFeatureConfig | DenseSubFeatureConfig, sequence: str
+) -> list[SparseFeature]:
+    """:func:`sub_entry`, or a dense sub-feature's :func:`item_float_entries` (of kind ``sequence``)."""
+    if isinstance(sub, DenseSubFeatureConfig):
+        return item_float_entries(key, column, sub.default, sub.value_dim, sub.separator, sequence, "sequence")
+    return [sub_entry(key, column, sub, "sequence", sequence, encoded=False)]
+
+
 def sub_entry(
     key: str,
     column: str,
@@ -284,18 +373,6 @@ def sub_entry(
     """The KJT key of one history sub-feature: an id mapping, (numeric) its bucket ids by ``boundaries``, or
     (dense) a float per item; pre-encoded input holds the ids (a numeric one's bucket ids, a dense one's
     floats) as they are."""
-    if isinstance(sub, DenseSubFeatureConfig):
-        return SparseFeature(
-            name=key,
-            column=column,
-            mapping=IdMapping("identity", 1),
-            table="",
-            embedding_dim=1,
-            raw_default=sub.default,
-            sequence=sequence,
-            kind=kind,
-            params={"item_float": True},
-        )
     if not isinstance(sub, RawSubFeatureConfig):
         return id_entry(key, column, sub, kind, encoded=encoded, sequence=sequence)
     return SparseFeature(
@@ -318,7 +395,13 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
         # each sub-feature's ids are their own column, named after the sub-feature (<sequence>__<sub>), items
         # by the sequence's delimiter. Each is a history of its own; a sequence group reads them item by item.
         for key, sub in zip(keys, f.sub_features, strict=True):
-            parts.sparse.append(sub_entry(key, key, sub, "sequence", key, encoded=True))
+            if isinstance(sub, DenseSubFeatureConfig) and sub.value_dim > 1:
+                raise FeatureSpecError(
+                    f"sub-feature {key!r}: pre-encoded input (data.fg_encoded) of value_dim > 1 floats per "
+                    "item is not supported yet"
+                )
+            entry = sub_entries(key, key, sub, key) if isinstance(sub, DenseSubFeatureConfig) else None
+            parts.sparse.extend(entry or [sub_entry(key, key, sub, "sequence", key, encoded=True)])
             parts.sequences.append(
                 SequenceFeature(
                     name=key,
@@ -331,8 +414,8 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
                 )
             )
         return
-    for key, sub in zip(keys, f.sub_features, strict=True):
-        parts.sparse.append(sub_entry(key, f.source_column, sub, "sequence", f.name, encoded=False))
+    entries = [e for key, sub in zip(keys, f.sub_features, strict=True) for e in sub_entries(key, f.source_column, sub, f.name)]
+    parts.sparse.extend(entries)
     parts.sequences.append(
         SequenceFeature(
             name=f.name,
@@ -340,7 +423,7 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
             max_length=f.sequence_length,
             delimiter=f.delimiter,
             sub_delimiter=f.sub_delimiter,
-            sub_features=keys,
+            sub_features=[e.name for e in entries],
             kind="sequence",
         )
     )

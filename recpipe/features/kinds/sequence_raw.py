@@ -1,24 +1,56 @@
 """Kind ``sequence_raw`` (TorchEasyRec's ``sequence_raw_feature``): one history column of numbers,
 ``"0.1;0.2"``, → one jagged KJT key named after the feature, each item bucketized by ``boundaries``
 (``searchsorted(boundaries, x, side="right")``, a raw feature's bucket; an empty item is ``default``).
-Pre-encoded input holds the bucket ids. Dense per-item values (no boundaries) are refused by the config.
+Pre-encoded input holds the bucket ids. With ``dense: true`` (TorchEasyRec's sequence_raw_feature without
+boundaries) each item is ``value_dim`` floats, carried as a grouped dense sub-feature's (``item_float`` keys:
+the key named after the feature, or ``<name>__<i>`` for value_dim > 1); a group pairs it with a dense query
+feature by position as any history key.
 
 Example::
 
     # kind: sequence_raw, name: price_seq, boundaries: [0.05, 0.15, 0.25], sequence_length: 50
     # rows "0.1;0.2", "", "0.3"  ->  values [1, 2, 3], lengths [2, 0, 1]
+    # dense: true, value_dim 2: "0.1\x1d1.1;0.2\x1d1.2" -> price_seq__0 [0.1, 0.2], price_seq__1 [1.1, 1.2]
 """
 
 from __future__ import annotations
 
 from recpipe.config.features import SequenceRawFeatureConfig
 from recpipe.features.kinds.base import FeatureKind, SpecParts
-from recpipe.features.kinds.sequence import column, histories
-from recpipe.features.kinds.sequence_id import standalone
-from recpipe.features.spec import IdMapping
+from recpipe.features.kinds.sequence import column, histories, item_float_entries
+from recpipe.features.kinds.sequence_id import ITEM_SEPARATOR, standalone
+from recpipe.features.spec import FeatureSpecError, IdMapping, SequenceFeature
+
+# The sub-value delimiter of a history of float vectors whose values are joined by ITEM_SEPARATOR: an item holds
+# one sub-value (TorchEasyRec's grouped sequences' "\x03"), so a vector is never split as several sub-values.
+FLOAT_ITEM_SUB_DELIMITER = "\x03"
 
 
 def build(f: SequenceRawFeatureConfig, parts: SpecParts) -> None:
+    if f.dense:
+        if parts.encoded and f.value_dim > 1:
+            raise FeatureSpecError(
+                f"feature {f.name!r}: pre-encoded input (data.fg_encoded) of value_dim > 1 floats per item is "
+                "not supported yet"
+            )
+        entries = item_float_entries(
+            f.name, f.source_column, f.default, f.value_dim, f.separator, f.name, "sequence_raw"
+        )
+        parts.sparse.extend(entries)
+        # A vector's values are split inside the item by its separator; the item is one sub-value.
+        sub = FLOAT_ITEM_SUB_DELIMITER if f.separator == ITEM_SEPARATOR else ITEM_SEPARATOR
+        parts.sequences.append(
+            SequenceFeature(
+                name=f.name,
+                column=f.source_column,
+                max_length=f.sequence_length,
+                delimiter=f.delimiter,
+                sub_delimiter=sub if f.value_dim > 1 else ITEM_SEPARATOR,
+                sub_features=[e.name for e in entries],
+                kind="sequence_raw",
+            )
+        )
+        return
     bounds = list(f.boundaries or [])
     parts.add_table(
         f,
