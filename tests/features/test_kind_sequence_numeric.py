@@ -179,7 +179,7 @@ def test_pre_encoded_histories_hold_bucket_ids() -> None:
 
 
 def test_config_refusals() -> None:
-    with pytest.raises(ConfigError, match="sequence_raw feature 'prices' needs boundaries"):
+    with pytest.raises(ConfigError, match="sequence_raw feature 'prices' needs exactly one of boundaries"):
         config(seq_raw(boundaries=None), history=["prices"])
     with pytest.raises(ConfigError, match="strictly increasing"):
         config(clicks(boundaries=[1.0, 1.0]), history=["clicks__item", "clicks__price"])
