@@ -369,9 +369,22 @@ def _dense_sub(cfg: Any, path: str, found: Findings, encoded: bool) -> dict[str,
     ):
         if field in raw:
             found.problem(f"{path}.{field}", why)
-    if cfg.value_dim > 1:
-        found.problem(f"{path}.value_dim", "a float per history item is one value (value_dim 1) in recpipe")
+    _float_value_dim(cfg, out, path, found, encoded)
     return out
+
+
+def _float_value_dim(cfg: Any, out: dict[str, Any], path: str, found: Findings, encoded: bool) -> None:
+    """``value_dim`` floats per history item (TorchEasyRec's ``sequence_dense_features``, ``value_dim`` wide;
+    raw_feature_test.py ``test_sequence_raw_feature_dense``: ``"0.1\x1d1.1"`` by ``separator``); value_dim 0 (no
+    value: TorchEasyRec's RawFeature.output_dim 0) is refused by ``_raw``."""
+    if cfg.value_dim > 1:
+        if encoded:
+            found.problem(
+                f"{path}.value_dim", "pre-encoded (FG_NONE) value_dim > 1 floats per history item are not supported yet"
+            )
+        out["value_dim"] = cfg.value_dim
+        if cfg.separator != _SEPARATOR:
+            out["separator"] = cfg.separator
 
 
 def _bucketized(cfg: Any, path: str, found: Findings, encoded: bool, what: str) -> dict[str, Any]:
@@ -398,6 +411,10 @@ def _standalone_sequence(
         _single_value_sub(cfg, path, found)
         # As a grouped sub-feature's: TorchEasyRec makes an empty default "0" for a sequence (fg_json).
         out.setdefault("default_value", "0")
+    elif not cfg.boundaries:
+        # Without boundaries a float (value_dim floats) per item (raw_feature_test.py
+        # test_simple_sequence_raw_feature_dense): recpipe's dense sequence_raw, no table.
+        out = {"kind": "sequence_raw", **_dense_sub(cfg, path, found, encoded)}
     else:
         out = {"kind": "sequence_raw", **_bucketized(cfg, path, found, encoded, "sequence_raw_feature")}
     column = None if encoded else _column(cfg.expression, name, path, found)

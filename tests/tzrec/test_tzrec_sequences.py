@@ -198,7 +198,7 @@ def test_a_raw_sub_feature_without_boundaries_is_a_float_per_item():
         FeatureGenerator(spec)(bad)
 
 
-def test_a_float_per_item_with_a_normalizer_and_a_sequence_raw_feature_without_boundaries_are_refused():
+def test_a_float_per_item_with_a_normalizer_or_value_dim_0_is_refused():
     with_norm = FEATURES.replace(
         DENSE_TS[0],
         'features { raw_feature { feature_name: "ts" expression: "user:ts" normalizer: "log(x+1)" } }',
@@ -207,11 +207,38 @@ def test_a_float_per_item_with_a_normalizer_and_a_sequence_raw_feature_without_b
     assert _problems(din_config(with_norm)) == [
         f"{line}: a normalizer of a float per history item is not supported in recpipe"
     ]
-    dense_seq = FEATURES.replace("boundaries: [1, 10]\n        embedding_dim: 8\n", "")
-    line = _line(din_config(dense_seq), "sequence_raw_feature {")
-    found = _problems(din_config(dense_seq))
-    assert len(found) == 1 and found[0].startswith(f"{line}: sequence_raw_feature"), found
-    assert "dense value per item" in found[0] and "give boundaries" in found[0]
+    zero = FEATURES.replace(DENSE_TS[0], 'features { raw_feature { feature_name: "ts" expression: "user:ts" value_dim: 0 } }')
+    found = _problems(din_config(zero))
+    line = _line(din_config(zero), 'feature_name: "ts"')
+    assert found == [f"{line}: value_dim 0 is not a raw feature's: its values are value_dim numbers"]
+
+
+def test_value_dim_floats_per_item_and_a_sequence_raw_feature_without_boundaries_import_and_run():
+    """multi_tower_din_fg_mock.config's ``raw_3`` (value_dim 4) in ``click_50_seq`` and its standalone
+    ``buy_50_raw_5_seq`` without boundaries (raw_feature_test.py ``test_sequence_raw_feature_dense``,
+    ``test_simple_sequence_raw_feature_dense``): floats per item, paired in their groups by position."""
+    vec = FEATURES.replace(DENSE_TS[0], 'features { raw_feature { feature_name: "ts" expression: "user:ts" value_dim: 2 } }')
+    dense_seq = vec.replace("boundaries: [1, 10]\n        embedding_dim: 8\n", "")
+    imported = import_tzrec(din_config(dense_seq))
+    features = {f["name"]: f for f in imported.data["features"]}
+    assert features["buy_50_raw_seq"] == {
+        "kind": "sequence_raw", "name": "buy_50_raw_seq", "dense": True, "sequence_length": 50, "delimiter": ";",
+    }  # fmt: skip
+    assert features["click_50_seq"]["sub_features"][2] == {"name": "ts", "dense": True, "value_dim": 2}
+    spec = build_feature_spec(imported.config)
+    assert spec.item_float_keys() == ["click_50_seq__ts__0", "click_50_seq__ts__1", "buy_50_raw_seq"]
+    table = rows().set_column(3, "click_50_seq", pa.array(["3\x030.15\x0330\x1d1|8\x030.25\x032\x1d3", "", None]))
+    out = FeatureGenerator(spec)(table)
+    keys = spec.sparse_keys()
+    get = lambda k: out.values[keys.index(k)].view("float64").tolist()  # noqa: E731
+    assert get("click_50_seq__ts__0") == [30.0, 2.0] and get("click_50_seq__ts__1") == [1.0, 3.0]
+    assert get("buy_50_raw_seq") == [0.5, 20.0, 5.0]
+    model = build_model(spec, imported.config.model)
+    with torch.no_grad():
+        emb = model.sparse_arch(to_batch(out, keys).sparse)
+    assert emb["seq__values"].shape == (2, 8 + 8 + 2)
+    assert emb["seq__values"][:, -2:].tolist() == [[30.0, 1.0], [2.0, 3.0]]
+    assert emb["seq_item__values"].shape == (3, 8 + 1)
 
 
 def test_sequence_length_is_required_and_value_dim_is_unsupported():
