@@ -730,3 +730,44 @@ def test_histories_with_numeric_sub_values_pass_fg(tmp_path, encoded) -> None:
     table = pq.read_table(tmp_path / "rows")
     out = FeatureGenerator(build_feature_spec(cfg), on_bad_row="error")(table)
     assert out.num_rows == 3000
+
+
+def test_a_history_of_float_vectors_is_generated_as_fg_reads_it(tmp_path) -> None:
+    """A dense sub-feature of value_dim 2: each item's sub-value is two numbers by its separator, which FG
+    reads without a bad row (``on_bad_row: error``)."""
+    import pyarrow.parquet as _pq
+
+    from recpipe.config import parse_config as _parse
+    from recpipe.data.synthetic import generate as _generate
+    from recpipe.features.build import build_feature_spec as _build
+    from recpipe.features.fg import FeatureGenerator as _FG
+
+    subs = [{"name": "item", "num_buckets": 20, "embedding_dim": 4}, {"name": "emb", "dense": True, "value_dim": 2}]
+    cfg = _parse(
+        {
+            "name": "vec_hist",
+            "data": {"label": "label", "on_bad_row": "error"},
+            "features": [
+                {"kind": "id", "name": "item", "num_buckets": 20, "embedding_dim": 4},
+                {"kind": "sequence", "name": "clicks", "sequence_length": 5, "sub_features": subs},
+            ],
+            "feature_groups": [
+                {"name": "seq", "type": "sequence", "features": ["item", "clicks__item", "clicks__emb"]}
+            ],
+            "model": {
+                "type": "multi_tower_din",
+                "towers": [],
+                "din_towers": [{"group": "seq", "attn_mlp": {"hidden_units": [4]}}],
+                "final": {"hidden_units": [4]},
+            },
+        }
+    )
+    _generate("config", 300, tmp_path, seed=3, config=cfg)
+    table = _pq.read_table(sorted(tmp_path.glob("part-*.parquet"))[0])
+    item = next(h for h in table.column("clicks").to_pylist() if h).split("|")[0]
+    assert item.count("\x03") == 1 and item.split("\x03")[1].count("\x1d") == 1
+    spec = _build(cfg)
+    out = _FG(spec, on_bad_row="error")(table)
+    keys = spec.sparse_keys()
+    a, b = keys.index("clicks__emb__0"), keys.index("clicks__emb__1")
+    assert out.lengths[a].tolist() == out.lengths[b].tolist() and out.lengths[a].sum() > 0

@@ -654,7 +654,7 @@ def build_model(
                 attrs.append(rng.permutation(s.size)[:n_items].astype(np.int64))
             else:
                 attrs.append(s.sampler.sample(rng, n_items))
-        parts = [s.text.take(pa.array(a)) for s, a in zip(subs, attrs)]
+        parts = [_sub_text(s, a, sub) for s, a, sub in zip(subs, attrs, f.sub_features)]
         text = pc.binary_join_element_wise(*parts, f.sub_delimiter) if len(parts) > 1 else parts[0]
         catalogues[col.name] = Catalogue(
             col.name, attrs, ZipfSampler(n_items, 0.9), text, f.sequence_length, f.delimiter
@@ -795,6 +795,16 @@ def _draw(model: ConfigModel, rng: np.random.Generator, n: int) -> _Draw:  # noq
             d.extra[name] = ZipfSampler(max(10, model.rows // 10), 0.6).sample(rng, n) + 1
     d.logits = _logits(model, d, recency)
     return d
+
+
+def _sub_text(space: Any, attrs: np.ndarray, sub: Any) -> pa.Array:
+    """Each catalogue item's text of one sub-feature: its value, or (value_dim floats per item) value_dim
+    values of its space joined by the sub-feature's separator."""
+    dim = getattr(sub, "value_dim", 1) if getattr(sub, "dense", False) else 1
+    if dim == 1:
+        return space.text.take(pa.array(attrs))
+    values = [space.text.take(pa.array((attrs + i) % space.size)) for i in range(dim)]
+    return pc.binary_join_element_wise(*values, sub.separator)
 
 
 def _primary_target(model: ConfigModel, seq_column: str) -> tuple[int, str] | None:
