@@ -33,7 +33,9 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
         if made and made != [f.name]:
             columns_of[f.name] = made
         _table_settings(f, parts, start)
-    for e in parts.sparse:  # a history's vector of floats per item (<key>__<i>): a group listing it gets them all
+    for (
+        e
+    ) in parts.sparse:  # a history's vector of floats per item (<key>__<i>): a group listing it gets them all
         if "vector_of" in e.params:
             columns_of.setdefault(e.params["vector_of"], []).append(e.name)
     spec = FeatureSpec(

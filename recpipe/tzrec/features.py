@@ -380,7 +380,8 @@ def _float_value_dim(cfg: Any, out: dict[str, Any], path: str, found: Findings, 
     if cfg.value_dim > 1:
         if encoded:
             found.problem(
-                f"{path}.value_dim", "pre-encoded (FG_NONE) value_dim > 1 floats per history item are not supported yet"
+                f"{path}.value_dim",
+                "pre-encoded (FG_NONE) value_dim > 1 floats per history item are not supported yet",
             )
         out["value_dim"] = cfg.value_dim
         if cfg.separator != _SEPARATOR:

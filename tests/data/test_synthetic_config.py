@@ -742,7 +742,10 @@ def test_a_history_of_float_vectors_is_generated_as_fg_reads_it(tmp_path) -> Non
     from recpipe.features.build import build_feature_spec as _build
     from recpipe.features.fg import FeatureGenerator as _FG
 
-    subs = [{"name": "item", "num_buckets": 20, "embedding_dim": 4}, {"name": "emb", "dense": True, "value_dim": 2}]
+    subs = [
+        {"name": "item", "num_buckets": 20, "embedding_dim": 4},
+        {"name": "emb", "dense": True, "value_dim": 2},
+    ]
     cfg = _parse(
         {
             "name": "vec_hist",

@@ -49,7 +49,13 @@ def standalone(value_dim: int) -> FeatureSpec:
         "delimiter": ";",
     }
     user = {"kind": "id", "name": "user_id", "num_buckets": 100, "embedding_dim": 4}
-    ids = {"kind": "sequence_id", "name": "click_ids", "num_buckets": 100, "embedding_dim": 4, "sequence_length": 50}
+    ids = {
+        "kind": "sequence_id",
+        "name": "click_ids",
+        "num_buckets": 100,
+        "embedding_dim": 4,
+        "sequence_length": 50,
+    }
     return _spec([user, ids, seq], ["user_id", "click_ids", "click_50_seq_raw_feat"])
 
 
@@ -93,7 +99,9 @@ def test_grouped_vector_empty_sub_value_is_default_and_a_wrong_count_is_a_bad_ro
     got, _ = values(s, pa.table({"item_id": [1], "click_50_seq": ["1\x03;2\x030.5\x1d2"]}), keys)
     assert got == [[-1.0, -1.0], [0.5, 2.0]]
     for bad, what in (("1\x030.1", "2 numbers separated by"), ("1\x030.1\x1dsoon", "2 numbers separated by")):
-        with pytest.raises(BadRowError, match=rf"row 1, column 'click_50_seq': expected {what}.*'click_50_seq__raw_feat__0'"):
+        with pytest.raises(
+            BadRowError, match=rf"row 1, column 'click_50_seq': expected {what}.*'click_50_seq__raw_feat__0'"
+        ):
             values(s, pa.table({"item_id": [1, 1], "click_50_seq": ["1\x030\x1d0", bad]}), keys)
 
 
@@ -110,7 +118,9 @@ def test_grouped_vector_empty_sub_value_is_default_and_a_wrong_count_is_a_bad_ro
         ),
     ],
 )
-def test_standalone_sequence_raw_without_boundaries(value_dim: int, column: list, want: list, keys: list) -> None:
+def test_standalone_sequence_raw_without_boundaries(
+    value_dim: int, column: list, want: list, keys: list
+) -> None:
     s = standalone(value_dim)
     assert s.item_float_keys() == keys and s.groups[0].history == ["click_ids", *keys]
     table = pa.table({"user_id": [1, 2, 3], "click_ids": ["1;2", "", "3"], "click_50_seq_raw_input": column})

@@ -207,7 +207,9 @@ def test_a_float_per_item_with_a_normalizer_or_value_dim_0_is_refused():
     assert _problems(din_config(with_norm)) == [
         f"{line}: a normalizer of a float per history item is not supported in recpipe"
     ]
-    zero = FEATURES.replace(DENSE_TS[0], 'features { raw_feature { feature_name: "ts" expression: "user:ts" value_dim: 0 } }')
+    zero = FEATURES.replace(
+        DENSE_TS[0], 'features { raw_feature { feature_name: "ts" expression: "user:ts" value_dim: 0 } }'
+    )
     found = _problems(din_config(zero))
     line = _line(din_config(zero), 'feature_name: "ts"')
     assert found == [f"{line}: value_dim 0 is not a raw feature's: its values are value_dim numbers"]
@@ -217,7 +219,9 @@ def test_value_dim_floats_per_item_and_a_sequence_raw_feature_without_boundaries
     """multi_tower_din_fg_mock.config's ``raw_3`` (value_dim 4) in ``click_50_seq`` and its standalone
     ``buy_50_raw_5_seq`` without boundaries (raw_feature_test.py ``test_sequence_raw_feature_dense``,
     ``test_simple_sequence_raw_feature_dense``): floats per item, paired in their groups by position."""
-    vec = FEATURES.replace(DENSE_TS[0], 'features { raw_feature { feature_name: "ts" expression: "user:ts" value_dim: 2 } }')
+    vec = FEATURES.replace(
+        DENSE_TS[0], 'features { raw_feature { feature_name: "ts" expression: "user:ts" value_dim: 2 } }'
+    )
     dense_seq = vec.replace("boundaries: [1, 10]\n        embedding_dim: 8\n", "")
     imported = import_tzrec(din_config(dense_seq))
     features = {f["name"]: f for f in imported.data["features"]}
@@ -227,7 +231,9 @@ def test_value_dim_floats_per_item_and_a_sequence_raw_feature_without_boundaries
     assert features["click_50_seq"]["sub_features"][2] == {"name": "ts", "dense": True, "value_dim": 2}
     spec = build_feature_spec(imported.config)
     assert spec.item_float_keys() == ["click_50_seq__ts__0", "click_50_seq__ts__1", "buy_50_raw_seq"]
-    table = rows().set_column(3, "click_50_seq", pa.array(["3\x030.15\x0330\x1d1|8\x030.25\x032\x1d3", "", None]))
+    table = rows().set_column(
+        3, "click_50_seq", pa.array(["3\x030.15\x0330\x1d1|8\x030.25\x032\x1d3", "", None])
+    )
     out = FeatureGenerator(spec)(table)
     keys = spec.sparse_keys()
     get = lambda k: out.values[keys.index(k)].view("float64").tolist()  # noqa: E731

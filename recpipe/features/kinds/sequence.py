@@ -358,7 +358,9 @@ def sub_entries(
 ) -> list[SparseFeature]:
     """:func:`sub_entry`, or a dense sub-feature's :func:`item_float_entries` (of kind ``sequence``)."""
     if isinstance(sub, DenseSubFeatureConfig):
-        return item_float_entries(key, column, sub.default, sub.value_dim, sub.separator, sequence, "sequence")
+        return item_float_entries(
+            key, column, sub.default, sub.value_dim, sub.separator, sequence, "sequence"
+        )
     return [sub_entry(key, column, sub, "sequence", sequence, encoded=False)]
 
 
@@ -414,7 +416,11 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
                 )
             )
         return
-    entries = [e for key, sub in zip(keys, f.sub_features, strict=True) for e in sub_entries(key, f.source_column, sub, f.name)]
+    entries = [
+        e
+        for key, sub in zip(keys, f.sub_features, strict=True)
+        for e in sub_entries(key, f.source_column, sub, f.name)
+    ]
     parts.sparse.extend(entries)
     parts.sequences.append(
         SequenceFeature(
