@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.staging import AsyncStager
 
 from recpipe.config import RecpipeConfig
@@ -109,7 +110,7 @@ class CheckpointWriter:
         err = None
         try:
             written.result()  # DCP's write on every rank (its own collectives on self.group)
-        except Exception as e:  # noqa: BLE001 - the ranks agree on it in finish_checkpoint, then all raise
+        except (Exception, CheckpointException) as e:  # noqa: BLE001 - DCP's is a BaseException; the ranks agree on it in finish_checkpoint, then all raise
             err = e
         final = finish_checkpoint(tmp, meta, rng, self.cfg, self.spec, self.keep_last, self.group, err)
         if self.log is not None:
@@ -130,7 +131,7 @@ class CheckpointWriter:
             return future.result()
         except CheckpointError:
             raise
-        except Exception as err:  # noqa: BLE001 - anything else the background met
+        except (Exception, CheckpointException) as err:  # noqa: BLE001 - anything else the background met
             raise CheckpointError(f"writing {final} in the background failed: {err}") from err
 
     def close(self) -> Path | None:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 import yaml
 from torch import nn
 
@@ -259,7 +260,7 @@ def finish_checkpoint(
             (tmp / CONFIG).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
             spec.save(tmp / SPEC)
             (tmp / META).write_text(json.dumps({**asdict(meta), "created": time.time()}, indent=1))
-    except Exception as e:  # noqa: BLE001 - told to the other ranks first, raised below
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - told to the other ranks first, raised below
         err = e
     _agree(err, f"writing {tmp}", group)
     if rank == 0:
@@ -272,7 +273,7 @@ def finish_checkpoint(
             _fsync_dir(root)
             for old in list_checkpoints(root)[:-keep_last]:
                 shutil.rmtree(old, ignore_errors=True)
-        except Exception as e:  # noqa: BLE001
+        except (Exception, CheckpointException) as e:  # noqa: BLE001
             err = e
     _agree(err, f"publishing {final}", group)
     return final
