@@ -386,6 +386,7 @@ class _Trainer:
         if evaluate and eval_uri:
             with meter.clock.apart("eval"):
                 eval_metrics = self._evaluate(evaluate, eval_uri, step)
+        before_final = meter.clock.wall["checkpoint"]
         with meter.clock.apart("checkpoint"):
             if step != last_ckpt_step:
                 last_ckpt = self._save(writer, self._meta(step, epoch, position, epoch_rows, rows_trained))
@@ -409,6 +410,7 @@ class _Trainer:
             train_seconds=train_seconds,
             eval_seconds=meter.clock.wall["eval"],
             checkpoint_seconds=meter.clock.wall["checkpoint"],
+            final_checkpoint_seconds=meter.clock.wall["checkpoint"] - before_final,
         )
         if env.is_main:
             result.write(self.out_dir)
