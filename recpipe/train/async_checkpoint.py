@@ -114,7 +114,9 @@ class CheckpointWriter:
             err = e
         final = finish_checkpoint(tmp, meta, rng, self.cfg, self.spec, self.keep_last, self.group, err)
         if self.log is not None:
-            self.log(f"step {meta.step}: checkpoint {final} written in the background ({time.perf_counter() - t0:.1f}s)")
+            self.log(
+                f"step {meta.step}: checkpoint {final} written in the background ({time.perf_counter() - t0:.1f}s)"
+            )
         return final
 
     def wait(self) -> Path | None:
@@ -170,7 +172,8 @@ class HostStager(AsyncStager):
     def _copy(self, value: Any, path: tuple[Any, ...]) -> Any:
         if isinstance(value, ShardedTensor):
             shards = [
-                Shard(self._tensor(s.tensor, (*path, i)), s.metadata) for i, s in enumerate(value.local_shards())
+                Shard(self._tensor(s.tensor, (*path, i)), s.metadata)
+                for i, s in enumerate(value.local_shards())
             ]
             return ShardedTensor._init_from_local_shards_and_global_metadata(
                 shards, value.metadata(), process_group=value._process_group

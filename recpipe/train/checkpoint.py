@@ -31,9 +31,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
 import yaml
 from torch import nn
+from torch.distributed.checkpoint.api import CheckpointException
 
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.features.spec import FG_JSON, FeatureSpec

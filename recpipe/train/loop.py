@@ -30,6 +30,7 @@ from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.models.registry import build_model
 from recpipe.models.train_model import TrainModel
+from recpipe.train.async_checkpoint import CheckpointCadence, CheckpointWriter
 from recpipe.train.checkpoint import (
     CheckpointMeta,
     latest_checkpoint,
@@ -38,7 +39,6 @@ from recpipe.train.checkpoint import (
     model_prefix,
     model_state,
 )
-from recpipe.train.async_checkpoint import CheckpointCadence, CheckpointWriter
 from recpipe.train.data import Shuffle, StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
 from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
