@@ -270,6 +270,10 @@ class TrainConfig(Strict):
     grad_clip_norm: float | None = Field(None, gt=0.0)
     eval_every_steps: int | None = Field(None, ge=1)
     checkpoint_every_steps: int | None = Field(None, ge=1)
+    # Also (or instead) once this many seconds of rank 0's clock have passed since the last checkpoint; the
+    # end of training always writes one. Written in the background (checkpoint_async) unless turned off.
+    checkpoint_every_seconds: float | None = Field(None, gt=0.0)
+    checkpoint_async: bool = True
     keep_last_checkpoints: int = Field(2, ge=1)
     seed: int = 0
     log_every_steps: int = Field(50, ge=1)

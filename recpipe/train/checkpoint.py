@@ -33,6 +33,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import yaml
 from torch import nn
+from torch.distributed.checkpoint.api import CheckpointException
 
 from recpipe.config import RecpipeConfig, parse_config
 from recpipe.features.spec import FG_JSON, FeatureSpec
@@ -176,8 +177,12 @@ def save_checkpoint(
     cfg: RecpipeConfig,
     spec: FeatureSpec,
     keep_last: int,
+    group: dist.ProcessGroup | None = None,
 ) -> Path:
-    """Write ``ckpt-<step>`` from every rank of the default group; returns its final path.
+    """Write ``ckpt-<step>`` from every rank of ``group`` on this thread; returns its final path.
+
+    :class:`recpipe.train.async_checkpoint.CheckpointWriter` does the same with the tensors written in
+    the background.
 
     Args:
         out_dir (Path): training output folder (checkpoints go to ``out_dir/checkpoints``).
@@ -186,36 +191,103 @@ def save_checkpoint(
         optim_sd (dict): the combined optimizer state dict.
         cfg (RecpipeConfig), spec (FeatureSpec): written beside the tensors.
         keep_last (int): complete checkpoints to keep (older ones are deleted by rank 0).
+        group (ProcessGroup | None): the ranks that write it (default: the default group).
     """
-    rank = dist.get_rank()
+    tmp = begin_checkpoint(out_dir, meta.step, group)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp), process_group=group)
+    return finish_checkpoint(tmp, meta, rng_state(), cfg, spec, keep_last, group)
+
+
+def begin_checkpoint(out_dir: Path, step: int, group: dist.ProcessGroup | None = None) -> Path:
+    """Create the empty ``ckpt-<step>.tmp`` (rank 0, after deleting what an interrupted write left) and
+    return it once every rank of ``group`` can write into it.
+
+    Args:
+        out_dir (Path): training output folder.
+        step (int): the checkpoint's step.
+        group (ProcessGroup | None): the writing ranks (default: the default group).
+    """
     root = checkpoint_root(out_dir)
-    final = root / f"ckpt-{meta.step}"
-    tmp = root / f"ckpt-{meta.step}.tmp"
-    if rank == 0:
+    tmp = root / f"ckpt-{step}.tmp"
+    if dist.get_rank(group) == 0:
         root.mkdir(parents=True, exist_ok=True)
         for stale in root.glob("*.tmp"):  # left by an interrupted write
             shutil.rmtree(stale, ignore_errors=True)
         tmp.mkdir()
-    dist.barrier()
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp))
-    (tmp / "rng").mkdir(exist_ok=True)
-    torch.save(_rng_state(), tmp / "rng" / f"rank-{rank}.pt")
+    dist.barrier(group=group)
+    return tmp
+
+
+def finish_checkpoint(
+    tmp: Path,
+    meta: CheckpointMeta,
+    rng: dict[str, Any],
+    cfg: RecpipeConfig,
+    spec: FeatureSpec,
+    keep_last: int,
+    group: dist.ProcessGroup | None = None,
+    write_error: BaseException | None = None,
+) -> Path:
+    """After DCP wrote ``tmp`` on every rank of ``group``: add the random states and the files beside the
+    tensors, seal it, rename it to ``ckpt-<step>``, point ``latest`` at it and prune; returns the final path.
+
+    Every rank calls it. The ranks agree that each one's part is written before rank 0 seals and renames,
+    and that rank 0 did before any returns, so a failure anywhere raises on every rank (no rank is left
+    waiting) and leaves ``latest`` on the previous checkpoint.
+
+    Args:
+        tmp (Path): the folder of :func:`begin_checkpoint`, its DCP files written.
+        meta (CheckpointMeta): written as ``meta.json``.
+        rng (dict): this rank's random state when the tensors were taken (:func:`rng_state`).
+        cfg (RecpipeConfig), spec (FeatureSpec): written beside the tensors.
+        keep_last (int): complete checkpoints to keep.
+        group (ProcessGroup | None): the writing ranks (default: the default group).
+        write_error (BaseException | None): DCP's write failed on this rank (the others are told; all raise).
+
+    Raises:
+        CheckpointError: this rank's or another rank's part could not be written.
+    """
+    rank = dist.get_rank(group)
+    root = tmp.parent
+    final = root / tmp.name.removesuffix(".tmp")
+    err = write_error
+    try:
+        if err is not None:
+            raise err
+        (tmp / "rng").mkdir(exist_ok=True)
+        torch.save(rng, tmp / "rng" / f"rank-{rank}.pt")
+        if rank == 0:
+            (tmp / CONFIG).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+            spec.save(tmp / SPEC)
+            (tmp / META).write_text(json.dumps({**asdict(meta), "created": time.time()}, indent=1))
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - told to the other ranks first, raised below
+        err = e
+    _agree(err, f"writing {tmp}", group)
     if rank == 0:
-        (tmp / CONFIG).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
-        spec.save(tmp / SPEC)
-        (tmp / META).write_text(json.dumps({**asdict(meta), "created": time.time()}, indent=1))
-    dist.barrier()
-    if rank == 0:
-        write_manifest(tmp)  # every rank's files are in place: the manifest covers them all
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _write_pointer(root, final.name)
-        _fsync_dir(root)
-        for old in list_checkpoints(root)[:-keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
-    dist.barrier()
+        try:
+            write_manifest(tmp)  # every rank's files are in place: the manifest covers them all
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _write_pointer(root, final.name)
+            _fsync_dir(root)
+            for old in list_checkpoints(root)[:-keep_last]:
+                shutil.rmtree(old, ignore_errors=True)
+        except (Exception, CheckpointException) as e:  # noqa: BLE001
+            err = e
+    _agree(err, f"publishing {final}", group)
     return final
+
+
+def _agree(err: BaseException | None, what: str, group: dist.ProcessGroup | None) -> None:
+    """Raise :class:`CheckpointError` on every rank of ``group`` if ``err`` is set on any of them."""
+    ok = torch.tensor([0 if err else 1], dtype=torch.int32)
+    if dist.get_world_size(group) > 1:
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=group)
+    if err is not None:
+        raise CheckpointError(f"{what} failed on rank {dist.get_rank(group)}: {err}") from err
+    if not ok.item():
+        raise CheckpointError(f"{what} failed on another rank (its log names the cause)")
 
 
 def _write_pointer(root: Path, name: str) -> None:
@@ -235,7 +307,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
+    """This rank's random state (CPU and, where there is one, CUDA), as a checkpoint stores it."""
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state()

@@ -30,6 +30,7 @@ from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.models.registry import build_model
 from recpipe.models.train_model import TrainModel
+from recpipe.train.async_checkpoint import CheckpointCadence, CheckpointWriter
 from recpipe.train.checkpoint import (
     CheckpointMeta,
     latest_checkpoint,
@@ -37,7 +38,6 @@ from recpipe.train.checkpoint import (
     load_weights_and_optimizer,
     model_prefix,
     model_state,
-    save_checkpoint,
 )
 from recpipe.train.data import Shuffle, StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
@@ -240,18 +240,11 @@ class _Trainer:
             spec_digest=self.spec.digest(),
         )
 
-    def _save(self, meta: CheckpointMeta) -> Path:
+    def _save(self, writer: CheckpointWriter, meta: CheckpointMeta) -> Path:
         t0 = time.perf_counter()
-        path = save_checkpoint(
-            self.out_dir,
-            meta,
-            self._model_state(),
-            self.optimizer.state_dict(),
-            self.cfg,
-            self.spec,
-            self.cfg.train.keep_last_checkpoints,
-        )
-        self.log(f"step {meta.step}: checkpoint {path} ({time.perf_counter() - t0:.1f}s)")
+        path = writer.save(meta, self._model_state(), self.optimizer.state_dict())
+        how = "staged, writing in the background" if writer.background else "written"
+        self.log(f"step {meta.step}: checkpoint {path} {how} ({time.perf_counter() - t0:.1f}s)")
         return path
 
     def _reader(self, train_uri: str, start_row: int, epoch: int) -> StepBatches:
@@ -343,6 +336,10 @@ class _Trainer:
         evictions = EvictionCounter(self.dmp)  # the remapping as loaded (resume, warm start) or empty
         data_stats = FGStats()  # this rank's rows read / used / skipped over every pass of this run
         last_ckpt, last_ckpt_step = resumed_from, (meta.step if meta else -1)
+        writer = CheckpointWriter(
+            self.out_dir, self.cfg, self.spec, tc.keep_last_checkpoints, tc.checkpoint_async, self.log
+        )
+        cadence = CheckpointCadence(tc.checkpoint_every_steps, tc.checkpoint_every_seconds, env.cpu_group)
         evaluate = self.evaluate if eval_uri else None
         evaluating = bool(evaluate and tc.eval_every_steps)
         while epoch < tc.epochs and step < total:
@@ -371,13 +368,14 @@ class _Trainer:
                 if evaluate and evaluating and step % tc.eval_every_steps == 0 and step < total:
                     with meter.clock.apart("eval"):
                         self._evaluate(evaluate, eval_uri, step)
-                if tc.checkpoint_every_steps and step % tc.checkpoint_every_steps == 0:
+                if step < total and cadence.due(step):  # the last step's checkpoint is the final one
                     done = position >= epoch_rows
                     ckpt_meta = self._meta(
                         step, epoch + done, 0 if done else position, epoch_rows, rows_trained
                     )
-                    with meter.clock.apart("checkpoint"):
-                        last_ckpt, last_ckpt_step = self._save(ckpt_meta), step
+                    with meter.clock.apart("checkpoint"):  # waiting for the previous write, and staging
+                        last_ckpt, last_ckpt_step = self._save(writer, ckpt_meta), step
+                    cadence.saved()
             steps.close()  # stops the data workers (max_steps can end a pass early)
             data_stats.add(reader.stats)
             if position >= epoch_rows:
@@ -390,9 +388,11 @@ class _Trainer:
         if evaluate and eval_uri:
             with meter.clock.apart("eval"):
                 eval_metrics = self._evaluate(evaluate, eval_uri, step)
-        if step != last_ckpt_step:
-            with meter.clock.apart("checkpoint"):
-                last_ckpt = self._save(self._meta(step, epoch, position, epoch_rows, rows_trained))
+        before_final = meter.clock.wall["checkpoint"]
+        with meter.clock.apart("checkpoint"):
+            if step != last_ckpt_step:
+                last_ckpt = self._save(writer, self._meta(step, epoch, position, epoch_rows, rows_trained))
+            writer.close()  # the end of training waits for the last write; a failed one fails the run
         seconds = train_seconds + meter.clock.total
         result = TrainResult(
             steps=step,
@@ -412,6 +412,7 @@ class _Trainer:
             train_seconds=train_seconds,
             eval_seconds=meter.clock.wall["eval"],
             checkpoint_seconds=meter.clock.wall["checkpoint"],
+            final_checkpoint_seconds=meter.clock.wall["checkpoint"] - before_final,
         )
         if env.is_main:
             result.write(self.out_dir)

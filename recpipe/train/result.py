@@ -39,7 +39,10 @@ class TrainResult:
             ``skipped_by_column``.
         train_seconds (float): wall seconds of the training steps (evaluations and checkpoints apart).
         eval_seconds (float), checkpoint_seconds (float): wall seconds of this run's evaluations and of its
-            checkpoint writes (the final ones included).
+            checkpoint writes (the final ones included; for a checkpoint written in the background, the copy
+            to host memory and any wait for the previous write).
+        final_checkpoint_seconds (float): of ``checkpoint_seconds``, the end of training's: its write and the
+            wait for the last background write.
         zch_evictions (dict | None): rows of each zero-collision table evicted during this run, over all
             ranks (ids that gave their row to a new one); None without zch tables.
     """
@@ -60,6 +63,7 @@ class TrainResult:
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
+    final_checkpoint_seconds: float = 0.0
     zch_evictions: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:

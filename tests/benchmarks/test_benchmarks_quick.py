@@ -40,6 +40,7 @@ SLOW = {
     "shuffle": "four 1-epoch trainings on rewritten splits (20-35 s)",
     "collisions": "two 1-epoch trainings (12-27 s)",
     "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
+    "train_e2e": "four 1-epoch trainings of the full-size DIN tables, ~400 MB a checkpoint (60-80 s)",
 }
 
 
