@@ -316,29 +316,16 @@ def rng_state() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- load
-def load_training_state(
-    ckpt: Path,
-    model_sd: dict[str, Any],
-    optimizer: Any,
-    dense_optimizer: Any,
-    log: Callable[[str], None] | None = None,
-) -> CheckpointMeta:
-    """Load ``ckpt`` into the live training state on every rank of the default group, any world size.
-
-    ``model_sd`` must be the model's state dict with model keys whose tensors are the live ones (DCP
-    loads in place, resharding ShardedTensors to this run's plan). The dense optimizer's lazily
-    created state is materialized first so there is something to load into. Random states are
-    restored when the world size is unchanged. The folder is verified against its manifest first
-    (:func:`verify_checkpoint`).
-    """
-    meta = load_weights_and_optimizer(ckpt, model_sd, optimizer, dense_optimizer, log)
+def restore_rng_state(ckpt: Path, meta: CheckpointMeta) -> None:
+    """After :func:`load_weights_and_optimizer` (which verified the folder): this rank's random state of
+    ``ckpt``, when it was written by as many ranks as there are now (what exact resume needs; a warm start
+    and another world size keep their own)."""
     rng = ckpt / "rng" / f"rank-{dist.get_rank()}.pt"
     if meta.world_size == dist.get_world_size() and rng.is_file():
         saved = torch.load(rng, weights_only=True)  # tensors only: a pickle here could run code
         torch.set_rng_state(saved["torch"])
         if "cuda" in saved and torch.cuda.is_available():
             torch.cuda.set_rng_state(saved["cuda"])
-    return meta
 
 
 def load_weights_and_optimizer(

@@ -34,10 +34,10 @@ from recpipe.train.async_checkpoint import CheckpointCadence, CheckpointWriter
 from recpipe.train.checkpoint import (
     CheckpointMeta,
     latest_checkpoint,
-    load_training_state,
     load_weights_and_optimizer,
     model_prefix,
     model_state,
+    restore_rng_state,
 )
 from recpipe.train.data import Shuffle, StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
@@ -284,7 +284,9 @@ class _Trainer:
             if self.cfg.train.init_from:  # only a fresh run: an interrupted warm-started run resumes its own
                 self._warm_start(self.cfg.train.init_from)
             return None, None
-        meta = load_training_state(ckpt, self._model_state(), self.optimizer, self.dense_opt, self.log)
+        # resume: the model and optimizers in place (resharded to this run's plan), then the random state
+        meta = load_weights_and_optimizer(ckpt, self._model_state(), self.optimizer, self.dense_opt, self.log)
+        restore_rng_state(ckpt, meta)
         self._trim_metrics(meta.step)
         self.log(
             f"resumed from {ckpt}: step {meta.step}, epoch {meta.epoch}, row {meta.position} "

@@ -20,7 +20,7 @@ from recpipe.train.checkpoint import (
     SPEC,
     CheckpointError,
     load_model_for_inference,
-    load_training_state,
+    load_weights_and_optimizer,
     write_manifest,
 )
 
@@ -80,7 +80,9 @@ def test_rng_state_with_payload_is_refused(dlrm_checkpoint, payload):
     rng = dlrm_checkpoint / "rng" / "rank-0.pt"
     rng.write_bytes(data)
     with pytest.raises(CheckpointError, match=r"sha256 of 'rng/rank-0.pt' is"):
-        load_training_state(dlrm_checkpoint, {}, None, None)  # refused before the live state is touched
+        load_weights_and_optimizer(
+            dlrm_checkpoint, {}, None, None
+        )  # refused before the live state is touched
     # Even a payload listed in a rewritten manifest is not run: the random state is read tensors-only.
     with pytest.raises(pickle.UnpicklingError):
         torch.load(rng, weights_only=True)

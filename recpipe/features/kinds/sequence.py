@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +49,32 @@ from recpipe.features.spec import (
     SparseFeature,
     sub_value_positions,
 )
+
+# The separator of several values in one item (TorchEasyRec's multi-value separator) of a standalone history:
+# one item holds one value here, so an item containing it is a bad row rather than silently one value.
+ITEM_SEPARATOR = "\x1d"
+
+
+def history_entry(
+    f: Any,
+    kind: str,
+    sub_features: list[str] | None = None,
+    sub_delimiter: str = ITEM_SEPARATOR,
+    key: str = "",
+) -> SequenceFeature:
+    """The history entry of sequence config ``f`` (its name, column, ``sequence_length``, ``delimiter``): its
+    sub-feature keys (default: its own name, a standalone history of one value per item), split inside each
+    item by ``sub_delimiter``; ``key``: the history of that one pre-encoded sub-feature column instead."""
+    name = key or f.name
+    return SequenceFeature(
+        name=name,
+        column=key or f.source_column,
+        max_length=f.sequence_length,
+        delimiter=f.delimiter,
+        sub_delimiter=sub_delimiter,
+        sub_features=sub_features or [name],
+        kind=kind,
+    )
 
 
 def sequence_ids(
@@ -404,17 +432,7 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
                 )
             entry = sub_entries(key, key, sub, key) if isinstance(sub, DenseSubFeatureConfig) else None
             parts.sparse.extend(entry or [sub_entry(key, key, sub, "sequence", key, encoded=True)])
-            parts.sequences.append(
-                SequenceFeature(
-                    name=key,
-                    column=key,
-                    max_length=f.sequence_length,
-                    delimiter=f.delimiter,
-                    sub_delimiter=f.sub_delimiter,
-                    sub_features=[key],
-                    kind="sequence",
-                )
-            )
+            parts.sequences.append(history_entry(f, "sequence", sub_delimiter=f.sub_delimiter, key=key))
         return
     entries = [
         e
@@ -422,17 +440,7 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
         for e in sub_entries(key, f.source_column, sub, f.name)
     ]
     parts.sparse.extend(entries)
-    parts.sequences.append(
-        SequenceFeature(
-            name=f.name,
-            column=f.source_column,
-            max_length=f.sequence_length,
-            delimiter=f.delimiter,
-            sub_delimiter=f.sub_delimiter,
-            sub_features=[e.name for e in entries],
-            kind="sequence",
-        )
-    )
+    parts.sequences.append(history_entry(f, "sequence", [e.name for e in entries], f.sub_delimiter))
 
 
 def needs(f: SequenceFeatureConfig) -> FitNeeds:

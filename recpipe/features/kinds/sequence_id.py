@@ -13,32 +13,14 @@ from __future__ import annotations
 from recpipe.config.features import SequenceIdFeatureConfig
 from recpipe.features.kinds.base import FeatureKind, FitNeeds, SpecParts
 from recpipe.features.kinds.id import id_entry
-from recpipe.features.kinds.sequence import column, histories
-from recpipe.features.spec import SequenceFeature
-
-# The separator of several values in one item (TorchEasyRec's multi-value separator): one item holds one id
-# here, so an item containing it is a bad row rather than silently one id.
-ITEM_SEPARATOR = "\x1d"
+from recpipe.features.kinds.sequence import column, histories, history_entry
 
 
 def build(f: SequenceIdFeatureConfig, parts: SpecParts) -> None:
     parts.sparse.append(
         id_entry(f.name, f.source_column, f, "sequence_id", encoded=parts.encoded, sequence=f.name)
     )
-    parts.sequences.append(standalone(f.name, f.source_column, f.sequence_length, f.delimiter, "sequence_id"))
-
-
-def standalone(name: str, column: str, max_length: int, delimiter: str, kind: str) -> SequenceFeature:
-    """The history entry of a standalone sequence: its only sub-feature key is its own name."""
-    return SequenceFeature(
-        name=name,
-        column=column,
-        max_length=max_length,
-        delimiter=delimiter,
-        sub_delimiter=ITEM_SEPARATOR,
-        sub_features=[name],
-        kind=kind,
-    )
+    parts.sequences.append(history_entry(f, "sequence_id"))
 
 
 def needs(f: SequenceIdFeatureConfig) -> FitNeeds:

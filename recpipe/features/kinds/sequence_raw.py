@@ -16,10 +16,9 @@ Example::
 from __future__ import annotations
 
 from recpipe.config.features import SequenceRawFeatureConfig
+from recpipe.features.kinds import sequence as seq
 from recpipe.features.kinds.base import FeatureKind, SpecParts
-from recpipe.features.kinds.sequence import column, histories, item_float_entries
-from recpipe.features.kinds.sequence_id import ITEM_SEPARATOR, standalone
-from recpipe.features.spec import FeatureSpecError, IdMapping, SequenceFeature
+from recpipe.features.spec import FeatureSpecError, IdMapping
 
 # The sub-value delimiter of a history of float vectors whose values are joined by ITEM_SEPARATOR: an item holds
 # one sub-value (TorchEasyRec's grouped sequences' "\x03"), so a vector is never split as several sub-values.
@@ -33,22 +32,15 @@ def build(f: SequenceRawFeatureConfig, parts: SpecParts) -> None:
                 f"feature {f.name!r}: pre-encoded input (data.fg_encoded) of value_dim > 1 floats per item is "
                 "not supported yet"
             )
-        entries = item_float_entries(
+        entries = seq.item_float_entries(
             f.name, f.source_column, f.default, f.value_dim, f.separator, f.name, "sequence_raw"
         )
         parts.sparse.extend(entries)
         # A vector's values are split inside the item by its separator; the item is one sub-value.
-        sub = FLOAT_ITEM_SUB_DELIMITER if f.separator == ITEM_SEPARATOR else ITEM_SEPARATOR
+        sub = FLOAT_ITEM_SUB_DELIMITER if f.separator == seq.ITEM_SEPARATOR else seq.ITEM_SEPARATOR
+        subs = [e.name for e in entries]
         parts.sequences.append(
-            SequenceFeature(
-                name=f.name,
-                column=f.source_column,
-                max_length=f.sequence_length,
-                delimiter=f.delimiter,
-                sub_delimiter=sub if f.value_dim > 1 else ITEM_SEPARATOR,
-                sub_features=[e.name for e in entries],
-                kind="sequence_raw",
-            )
+            seq.history_entry(f, "sequence_raw", subs, sub if f.value_dim > 1 else seq.ITEM_SEPARATOR)
         )
         return
     bounds = list(f.boundaries or [])
@@ -61,9 +53,7 @@ def build(f: SequenceRawFeatureConfig, parts: SpecParts) -> None:
         raw_default=f.default,
         sequence=f.name,
     )
-    parts.sequences.append(
-        standalone(f.name, f.source_column, f.sequence_length, f.delimiter, "sequence_raw")
-    )
+    parts.sequences.append(seq.history_entry(f, "sequence_raw"))
 
 
-KIND = FeatureKind(name="sequence_raw", build=build, column=column, sequence=histories)
+KIND = FeatureKind(name="sequence_raw", build=build, column=seq.column, sequence=seq.histories)
