@@ -98,11 +98,39 @@ def test_construction_errors() -> None:
         EmbeddingGroup(tables, [], ["a"])
     with pytest.raises(ValueError, match="different modes"):
         EmbeddingGroup(tables, ["a", "a2"], [], pooling={"a": "mean"})
-    bad = [*tables, TableSpec("s2", 10, 4, ["c"], sequence=True)]
-    with pytest.raises(ValueError, match="different dims"):
-        EmbeddingGroup(bad, [], ["b", "c"])
+    zch = [TableSpec("z", 10, 8, ["b"], True, zch_size=10), TableSpec("z2", 10, 4, ["c"], True, zch_size=10)]
+    with pytest.raises(ValueError, match="zch tables .* different dims"):
+        EmbeddingGroup(zch, [], ["b", "c"])
     with pytest.raises(ValueError, match="unknown embedding init"):
         EmbeddingInit("orthogonal")
+
+
+def test_sequence_tables_of_several_dims_take_one_collection_per_dim() -> None:
+    # TorchEasyRec lets a sequence's sub-features differ in dim: item = seq__b (8) | seq__c (16) | seq__d (8).
+    torch.manual_seed(0)
+    tables = [
+        TableSpec("b", 10, 8, ["b", "seq__b"], sequence=True),
+        TableSpec("c", 10, 16, ["c", "seq__c"], sequence=True),
+        TableSpec("d", 10, 8, ["seq__d"], sequence=True),
+    ]
+    group = EmbeddingGroup(tables, ["b", "c"], ["seq__b", "seq__c", "seq__d"], pooling={"c": "mean"})
+    assert group.tables()["ec"] == ["b", "d"] and group.tables()["ec_by_dim.d16"] == ["c"]
+    assert group.ec.embedding_configs()[0].embedding_dim == 8
+    assert group.ec_by_dim["d16"].embedding_configs()[0].embedding_dim == 16
+    assert [group.embedding_dim(k) for k in ("seq__b", "seq__c", "seq__d")] == [8, 16, 8]
+    rows = {"b": [[1], [2]], "c": [[3, 4], []], "seq__b": [[5], [6, 7]], "seq__c": [[8], [9, 1]]}
+    kjt = make_kjt(["seq__d", "c", "seq__c", "b", "seq__b"], {**rows, "seq__d": [[2], [3, 4]]})
+    out = group(kjt)
+    wb, wd = group.ec.embeddings["b"].weight, group.ec.embeddings["d"].weight
+    wc = group.ec_by_dim["d16"].embeddings["c"].weight
+    torch.testing.assert_close(out.pooled["b"], wb[[1, 2]])
+    torch.testing.assert_close(out.pooled["c"][0], (wc[3] + wc[4]) / 2)
+    assert torch.equal(out.pooled["c"][1], torch.zeros(16))
+    torch.testing.assert_close(out.values["seq__c"], wc[[8, 9, 1]])
+    torch.testing.assert_close(out.values["seq__d"], wd[[2, 3, 4]])
+    assert out.values["seq__b"].shape == (3, 8) and out.offsets["seq__c"].tolist() == [0, 1, 3]
+    names = {n for n, _ in group.named_parameters()}
+    assert names == {"ec.embeddings.b.weight", "ec.embeddings.d.weight", "ec_by_dim.d16.embeddings.c.weight"}
 
 
 @pytest.mark.parametrize(

@@ -137,11 +137,13 @@ def test_embedding_group_pools_zch_keys_through_the_remapping():
     weight = group.mc_ec._embedding_module.embeddings["adgroup_id"].weight
     mcc = group.mc_ec._managed_collision_collection
     mcc.eval()
-    rows = mcc(kjt.permute([keys.index(k) for k in group._mc_keys]))["adgroup_id"].values()
+    rows = mcc(kjt.permute([keys.index(k) for k in group._keys["mc_ec"]]))["adgroup_id"].values()
     assert len(set(rows.tolist())) == 1 and rows.item() != 49  # A got a row of its own
     assert torch.equal(out.pooled["adgroup_id"][0], weight[rows.item()])
     assert torch.equal(out.pooled["adgroup_id"][1], torch.zeros(16))  # no id: an empty bag
-    hist = mcc(kjt.permute([keys.index(k) for k in group._mc_keys]))["click_50_seq__adgroup_id"].values()
+    hist = mcc(kjt.permute([keys.index(k) for k in group._keys["mc_ec"]]))[
+        "click_50_seq__adgroup_id"
+    ].values()
     assert out.values["click_50_seq__adgroup_id"].shape == (3, 16)
     assert torch.equal(out.values["click_50_seq__adgroup_id"], weight[hist])
     assert out.offsets["click_50_seq__adgroup_id"].tolist() == [0, 2, 3]

@@ -1,6 +1,6 @@
 """Embedding lookups for a FeatureSpec: pooled tables in an EmbeddingBagCollection, tables that serve
-sequences in one EmbeddingCollection (jagged, never padded), zero-collision (zch) tables in a
-ManagedCollisionEmbeddingCollection that maps 63-bit id keys to rows."""
+sequences in one EmbeddingCollection per embedding dim (jagged, never padded), zero-collision (zch) tables
+in a ManagedCollisionEmbeddingCollection that maps 63-bit id keys to rows."""
 
 from __future__ import annotations
 
@@ -265,10 +265,13 @@ class EmbeddingGroup(nn.Module):
     """Looks up every key a model needs: pooled ``(B, D)`` embeddings and jagged sequence embeddings.
 
     Tables with ``sequence=False`` live in an EmbeddingBagCollection (pooled per feature, sum or mean).
-    Tables with ``sequence=True`` live in one EmbeddingCollection that serves both the history
+    Tables with ``sequence=True`` live in an EmbeddingCollection that serves both the history
     sub-features and the target features sharing the table by name (table ``adgroup_id`` serves
     ``adgroup_id`` and ``click_50_seq__adgroup_id``); pooled outputs of such target features are a
-    jagged sum (they hold 0 or 1 id per row). Zero-collision tables (``TableSpec.zch_size``), pooled or
+    jagged sum (they hold 0 or 1 id per row). TorchRec's EmbeddingCollection has one ``embedding_dim``
+    for all its tables, so sequence tables of several dims (TorchEasyRec lets a sequence's sub-features
+    differ) take one collection per dim: ``ec`` holds those of the first sequence table's dim (a model of
+    one dim keeps its parameter names), ``ec_by_dim["d<dim>"]`` those of each further dim. Zero-collision tables (``TableSpec.zch_size``), pooled or
     sequence, live in one ManagedCollisionEmbeddingCollection (:func:`managed_collision_ec`; pooled keys
     are jagged sums too): TorchRec shards managed collision only row-wise, which its pooled
     EmbeddingBagCollection cannot do on CPU. Tables no requested key uses are not built. Weighted tables
@@ -333,6 +336,7 @@ class EmbeddingGroup(nn.Module):
 
         self.pooled_keys = list(pooled_keys)
         self.sequence_keys = list(sequence_keys)
+        self._sequence = set(sequence_keys)
         self._pooling = {k: pooling.get(k, "sum") for k in pooled_keys}
         self._dims = {k: table_of[k].embedding_dim for k in [*pooled_keys, *sequence_keys]}
         wanted_pooled, wanted_seq = set(pooled_keys), set(sequence_keys)
@@ -378,37 +382,45 @@ class EmbeddingGroup(nn.Module):
                     data_type=DATA_TYPES[t.data_type],
                 )
             )
-        for kind, configs in (("sequence", seq_configs), ("zch", zch_configs)):
-            dims = {c.embedding_dim for c in configs}
-            if len(dims) > 1:
-                raise ValueError(
-                    f"{kind} tables {[c.name for c in configs]} have different dims {sorted(dims)}; "
-                    "one EmbeddingCollection needs one dim"
-                )
+        dims = {c.embedding_dim for c in zch_configs}
+        if len(dims) > 1:
+            raise ValueError(
+                f"zch tables {[c.name for c in zch_configs]} have different dims {sorted(dims)}; "
+                "one ManagedCollisionEmbeddingCollection needs one dim"
+            )
+        by_dim: dict[int, list[EmbeddingConfig]] = {}
+        for c in seq_configs:
+            by_dim.setdefault(c.embedding_dim, []).append(c)
+        seq_groups = list(by_dim.values())  # the first sequence table's dim first
         self.ebc = EmbeddingBagCollection(bag_configs, device=device) if bag_configs else None
         self.weighted_ebc = (
             EmbeddingBagCollection(weighted_configs, is_weighted=True, device=device)
             if weighted_configs
             else None
         )
-        self.ec = EmbeddingCollection(seq_configs, device=device) if seq_configs else None
+        self.ec = EmbeddingCollection(seq_groups[0], device=device) if seq_groups else None
+        self.ec_by_dim = nn.ModuleDict(
+            {f"d{g[0].embedding_dim}": EmbeddingCollection(g, device=device) for g in seq_groups[1:]}
+        )
         intervals = {t.name: t.zch_eviction_interval for t in tables}
         policies = {t.name: (t.zch_eviction_policy, t.zch_decay_exponent) for t in tables}
         self.mc_ec = (
             managed_collision_ec(zch_configs, device, intervals, policies=policies) if zch_configs else None
         )
-        self._ebc_keys = [f for c in bag_configs for f in c.feature_names]
-        self._ec_keys = [f for c in seq_configs for f in c.feature_names]
-        self._ec_pooled = [k for k in self._ec_keys if k in wanted_pooled]
-        self._ec_seq = [k for k in self._ec_keys if k in wanted_seq]
-        self._mc_keys = [f for c in zch_configs for f in c.feature_names]
-        self._mc_pooled = [k for k in self._mc_keys if k in wanted_pooled]
-        self._mc_seq = [k for k in self._mc_keys if k in wanted_seq]
         weights_of = {k: w for t in tables for k, w in t.weights.items()}
         self._wbc_keys = [f for c in weighted_configs for f in c.feature_names]
-        self._wbc_weights = [weights_of[k] for k in self._wbc_keys]
         self._wbc_mean = [i for i, k in enumerate(self._wbc_keys) if self._pooling[k] == "mean"]
-        self._permutes: dict[tuple[str, ...], tuple[list[int], ...]] = {}
+        # The KJT keys each collection reads, in its order: "ebc", "mc_ec", "wbc", "wbc_weights" and one
+        # entry per EmbeddingCollection ("ec", "ec_by_dim.d<dim>", the module's name in this group).
+        self._ec_names = ["ec", *(f"ec_by_dim.{d}" for d in self.ec_by_dim)]
+        self._keys: dict[str, list[str]] = {
+            "ebc": [f for c in bag_configs for f in c.feature_names],
+            **{n: [f for c in g for f in c.feature_names] for n, g in zip(self._ec_names, seq_groups)},
+            "mc_ec": [f for c in zch_configs for f in c.feature_names],
+            "wbc": self._wbc_keys,
+            "wbc_weights": [weights_of[k] for k in self._wbc_keys],
+        }
+        self._permutes: dict[tuple[str, ...], dict[str, list[int]]] = {}
         # Tables built here that the optimizer must not move (TableSpec.trainable false).
         built = {c.name for c in [*bag_configs, *weighted_configs, *seq_configs, *zch_configs]}
         self.frozen_tables = sorted(t.name for t in tables if not t.trainable and t.name in built)
@@ -418,7 +430,8 @@ class EmbeddingGroup(nn.Module):
         return self._dims[key]
 
     def tables(self) -> dict[str, list[str]]:
-        """Which collection holds which tables: ``{"ebc": [...], "weighted_ebc": [...], "ec": [...], "mc_ec": [...]}``."""
+        """Which collection holds which tables: ``{"ebc": [...], "weighted_ebc": [...], "ec": [...], "mc_ec": [...]}``,
+        plus ``"ec_by_dim.d<dim>": [...]`` per further sequence dim."""
         ebc = [c.name for c in self.ebc.embedding_bag_configs()] if self.ebc is not None else []
         wbc = (
             [c.name for c in self.weighted_ebc.embedding_bag_configs()]
@@ -426,23 +439,25 @@ class EmbeddingGroup(nn.Module):
             else []
         )
         ec = [c.name for c in self.ec.embedding_configs()] if self.ec is not None else []
+        by_dim = {
+            f"ec_by_dim.{d}": [c.name for c in m.embedding_configs()] for d, m in self.ec_by_dim.items()
+        }
         mc = (
             [c.name for c in self.mc_ec._embedding_module.embedding_configs()]
             if self.mc_ec is not None
             else []
         )
-        return {"ebc": ebc, "weighted_ebc": wbc, "ec": ec, "mc_ec": mc}
+        return {"ebc": ebc, "weighted_ebc": wbc, "ec": ec, **by_dim, "mc_ec": mc}
 
-    def _select(self, kjt: KeyedJaggedTensor, keys: list[str], which: int) -> KeyedJaggedTensor:
-        """The sub-KJT holding ``keys`` in order; the index lists are computed once per key layout."""
+    def _select(self, kjt: KeyedJaggedTensor, which: str) -> KeyedJaggedTensor:
+        """The sub-KJT holding collection ``which``'s keys in order; the index lists are computed once per key layout."""
         layout = tuple(kjt.keys())
         if layout not in self._permutes:
             pos = {k: i for i, k in enumerate(layout)}
-            wanted = [self._ebc_keys, self._ec_keys, self._mc_keys, self._wbc_keys, self._wbc_weights]
-            missing = [k for keys in wanted for k in keys if k not in pos]
+            missing = [k for keys in self._keys.values() for k in keys if k not in pos]
             if missing:
                 raise ValueError(f"the KeyedJaggedTensor lacks keys {missing}; it has {list(layout)}")
-            self._permutes[layout] = tuple([pos[k] for k in keys] for keys in wanted)
+            self._permutes[layout] = {name: [pos[k] for k in keys] for name, keys in self._keys.items()}
         indices = self._permutes[layout][which]
         if indices == list(range(len(layout))):
             return kjt
@@ -450,8 +465,8 @@ class EmbeddingGroup(nn.Module):
 
     def _weighted(self, kjt: KeyedJaggedTensor) -> dict[str, torch.Tensor]:
         """The weighted tables' pooled keys: their ids with their weights keys' values as the KJT's weights."""
-        ids = self._select(kjt, self._wbc_keys, 3)
-        weights = self._select(kjt, self._wbc_weights, 4)  # one per id: a key and its weights have one length
+        ids = self._select(kjt, "wbc")
+        weights = self._select(kjt, "wbc_weights")  # one per id: a key and its weights have one length
         weighted = KeyedJaggedTensor(
             keys=self._wbc_keys,
             values=ids.values(),
@@ -480,25 +495,23 @@ class EmbeddingGroup(nn.Module):
         values: dict[str, torch.Tensor] = {}
         offsets: dict[str, torch.Tensor] = {}
         if self.ebc is not None:
-            pooled.update(self.ebc(self._select(kjt, self._ebc_keys, 0)).to_dict())
+            pooled.update(self.ebc(self._select(kjt, "ebc")).to_dict())
         if self.weighted_ebc is not None:
             pooled.update(self._weighted(kjt))
-        if self.ec is not None:
-            jagged = self.ec(self._select(kjt, self._ec_keys, 1))
-            for key in self._ec_pooled:
-                jt = jagged[key]
-                pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
-            for key in self._ec_seq:
-                jt = jagged[key]
-                values[key] = jt.values()
-                offsets[key] = jt.offsets().long()
+        # Looked up by name each call: DistributedModelParallel replaces the collections with sharded ones.
+        # Indexed key by key: a sharded collection returns a lazy awaitable of the dict.
+        jagged: dict[str, JaggedTensor] = {}
+        for name in self._ec_names if self.ec is not None else []:
+            ec = self.ec if name == "ec" else self.ec_by_dim[name.split(".")[1]]
+            out = ec(self._select(kjt, name))
+            jagged.update({key: out[key] for key in self._keys[name]})
         if self.mc_ec is not None:
-            remapped, _ = self.mc_ec(self._select(kjt, self._mc_keys, 2))
-            for key in self._mc_pooled:
-                jt = remapped[key]
+            remapped, _ = self.mc_ec(self._select(kjt, "mc_ec"))
+            jagged.update({key: remapped[key] for key in self._keys["mc_ec"]})
+        for key, jt in jagged.items():
+            if key in self._pooling:
                 pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
-            for key in self._mc_seq:
-                jt = remapped[key]
+            if key in self._sequence:
                 values[key] = jt.values()
                 offsets[key] = jt.offsets().long()
         return EmbeddingLookup(
