@@ -102,14 +102,19 @@ class Trained(NamedTuple):
 def train_and_register(work: Path, rows: int, min_auc: float) -> Trained:
     """``recpipe run`` of :data:`CONFIG` on ``rows`` generated rows (rtp export, gate floor ``min_auc``) into
     ``work/runs``: trained, exported, registered and promoted to champion."""
-    from recpipe.config import load_config
-
     runs = work / "runs"
     subprocess.run(
         [str(Path(sys.executable).with_name("recpipe")), "run", "--runs", str(runs), "--config", str(CONFIG),
          "--rows", str(rows), "--backends", "rtp", "--min-auc", str(min_auc)],
         check=True, cwd=ROOT,
     )  # fmt: skip
+    return registered(runs)
+
+
+def registered(runs: Path) -> Trained:
+    """What one ``recpipe run`` of :data:`CONFIG` left in ``runs`` (its store and folders)."""
+    from recpipe.config import load_config
+
     (kfp,) = [p for p in runs.glob("*/kfp") if p.is_dir()]
     (eval_dir,) = [p for p in kfp.glob("*/ingest/eval_data") if p.is_dir()]
     (export_dir,) = [p for p in kfp.glob("*/export/exported") if p.is_dir()]

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 from _common import environment, parse_args, quick_out, warn_if_loaded
-from serving import feature_rows, serve, train_and_register
+from serving import feature_rows, registered, serve, train_and_register
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "serving_load.json"
@@ -199,6 +199,7 @@ def main() -> None:
         help="server settings measured: W workers x T torch threads each; the first is the last line's",
     )  # fmt: skip
     ap.add_argument("--min-auc", type=float, default=0.0, help="the pipeline gate's AUC floor (not measured)")
+    ap.add_argument("--runs", type=Path, help="serve what `recpipe run` of the config left here (no training)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     quick = {"rows": 20_000, "clients": 2, "seconds": 3.0, "servers": [(1, 1)], "out": quick_out(RESULTS.name)}
     a = parse_args(ap, quick)
@@ -207,7 +208,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="recpipe-serving-load-") as tmp:
         work = Path(tmp)
-        trained = train_and_register(work, a.rows, a.min_auc)
+        trained = registered(a.runs) if a.runs else train_and_register(work, a.rows, a.min_auc)
         records = json.loads(json.dumps(feature_rows(trained.eval_dir).slice(0, 2000).to_pylist()))
         good, bad = build_requests(records)
         for workers, threads in a.servers:

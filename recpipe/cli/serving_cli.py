@@ -67,7 +67,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     cmd = serve_command(a.model, a.host, a.port, a.workers)
     print(
         f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations ({a.workers} workers, "
-        f"{env['OMP_NUM_THREADS']} torch threads each)",
+        f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} each)",
         file=sys.stderr,
         flush=True,
     )
