@@ -190,12 +190,12 @@ def _setting(text: str) -> tuple[int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=100_000, help="generated rows for the pipeline run")
+    ap.add_argument("--rows", type=int, default=50_000, help="generated rows for the pipeline run")
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the clients send, per setting")
     ap.add_argument("--bad-fraction", type=float, default=0.1, help="share of bad requests")
     ap.add_argument(
-        "--servers", type=_setting, nargs="+", default=[(2, 1), (1, 1), (1, 2)], metavar="WxT",
+        "--servers", type=_setting, nargs="+", default=[(1, 2), (2, 1), (1, 1)], metavar="WxT",
         help="server settings measured: W workers x T torch threads each; the first is the last line's",
     )  # fmt: skip
     ap.add_argument("--min-auc", type=float, default=0.0, help="the pipeline gate's AUC floor (not measured)")
