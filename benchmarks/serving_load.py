@@ -62,7 +62,9 @@ def _records(rows: list[dict]) -> bytes:
 
 def _split(rows: list[dict]) -> bytes:
     cols = list(rows[0])
-    return json.dumps({"dataframe_split": {"columns": cols, "data": [[r[c] for c in cols] for r in rows]}}).encode()
+    return json.dumps(
+        {"dataframe_split": {"columns": cols, "data": [[r[c] for c in cols] for r in rows]}}
+    ).encode()
 
 
 def build_requests(records: list[dict], seed: int = 0) -> tuple[list[Request], list[Request]]:
@@ -199,9 +201,17 @@ def main() -> None:
         help="server settings measured: W workers x T torch threads each; the first is the last line's",
     )  # fmt: skip
     ap.add_argument("--min-auc", type=float, default=0.0, help="the pipeline gate's AUC floor (not measured)")
-    ap.add_argument("--runs", type=Path, help="serve what `recpipe run` of the config left here (no training)")
+    ap.add_argument(
+        "--runs", type=Path, help="serve what `recpipe run` of the config left here (no training)"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
-    quick = {"rows": 20_000, "clients": 2, "seconds": 3.0, "servers": [(1, 1)], "out": quick_out(RESULTS.name)}
+    quick = {
+        "rows": 20_000,
+        "clients": 2,
+        "seconds": 3.0,
+        "servers": [(1, 1)],
+        "out": quick_out(RESULTS.name),
+    }
     a = parse_args(ap, quick)
     started, load_before = time.perf_counter(), os.getloadavg()
 

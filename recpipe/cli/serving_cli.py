@@ -36,7 +36,9 @@ def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
             "--host", host, "-p", str(port), "--workers", str(workers)]  # fmt: skip
 
 
-def serve_environment(uri: str, workers: int, threads: int | None, environ: Mapping[str, str]) -> dict[str, str]:
+def serve_environment(
+    uri: str, workers: int, threads: int | None, environ: Mapping[str, str]
+) -> dict[str, str]:
     """The environment ``mlflow models serve`` runs in: recpipe's store, this environment's scripts first on
     ``PATH`` (MLflow starts uvicorn by name), and each worker's torch threads (``OMP_NUM_THREADS``).
 

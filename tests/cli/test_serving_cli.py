@@ -45,6 +45,8 @@ def test_a_setting_that_cannot_be_meant_is_refused(workers, threads, environ, ma
 
 
 def test_serve_takes_threads():
-    a = build_parser().parse_args(["serve", "--model", "models:/m@champion", "--workers", "2", "--threads", "1"])
+    a = build_parser().parse_args(
+        ["serve", "--model", "models:/m@champion", "--workers", "2", "--threads", "1"]
+    )
     assert (a.workers, a.threads) == (2, 1)
     assert build_parser().parse_args(["serve", "--model", "models:/m@champion"]).threads is None

@@ -210,7 +210,10 @@ def test_small_histories_split_in_python_equal_the_csv_reader_and_the_reference(
     monkeypatch.setattr(sequence, "SMALL_HISTORY_BYTES", 1 << 30)  # the whole table split in Python
     _assert_same(fg(table), rowwise_fg(din_spec, table)[0])
     # A 19-digit id and an empty item: refused by the Python split, the general path decides.
-    assert sequence._small_items(np.frombuffer(b"1\x032\x03" + b"9" * 19 + b"\n", np.uint8), b"\x03", feats, 1) is None
+    assert (
+        sequence._small_items(np.frombuffer(b"1\x032\x03" + b"9" * 19 + b"\n", np.uint8), b"\x03", feats, 1)
+        is None
+    )
     assert sequence._small_items(np.frombuffer(b"1\x032\x033\n\n", np.uint8), b"\x03", feats, 2) is None
     empty_brand = np.frombuffer(b"1\x032\x03\n", np.uint8)  # brand's default id is 0, as in the CSV reader
     got, want = (f(empty_brand, b"\x03", feats, 1) for f in (sequence._small_items, sequence._csv_items))

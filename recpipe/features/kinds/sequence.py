@@ -260,7 +260,9 @@ def _sequence_fast(
 SMALL_HISTORY_BYTES = 1 << 16
 
 
-def _small_items(text: np.ndarray, sub: bytes, feats: list[SparseFeature], total: int) -> list[np.ndarray] | None:
+def _small_items(
+    text: np.ndarray, sub: bytes, feats: list[SparseFeature], total: int
+) -> list[np.ndarray] | None:
     """Each sub-feature's ids of ``text`` (one item per line, sub-values split by ``sub``, digits only; an
     empty sub-value is the sub-feature's default id), or None when an item is empty or has another number of
     sub-values, a sub-value is empty without a default, or has 19+ digits (the general path decides)."""
@@ -284,7 +286,9 @@ def _small_items(text: np.ndarray, sub: bytes, feats: list[SparseFeature], total
     return columns
 
 
-def _csv_items(text: np.ndarray, sub: bytes, feats: list[SparseFeature], total: int) -> list[np.ndarray] | None:
+def _csv_items(
+    text: np.ndarray, sub: bytes, feats: list[SparseFeature], total: int
+) -> list[np.ndarray] | None:
     """:func:`_small_items` for long text, in one C++ pass of Arrow's CSV reader (an empty sub-value is the
     sub-feature's default id, or None without one)."""
     names = [f"s{j}" for j in range(len(feats))]
