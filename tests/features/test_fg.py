@@ -14,7 +14,6 @@ from recpipe.data.synthetic import generate
 from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
-from recpipe.features.kinds import sequence
 from recpipe.features.kinds.sequence import _sequence_fast
 
 
@@ -183,44 +182,6 @@ def test_clean_histories_take_the_one_pass_path_and_equal_the_reference(taobao_r
     # A sliced batch (non-zero array offset) takes the same path with the same result.
     part = table.slice(1000, 700)
     _assert_same(fg(part), rowwise_fg(din_spec, part)[0])
-
-
-def test_small_histories_split_in_python_equal_the_csv_reader_and_the_reference(
-    taobao_rows, din_spec, monkeypatch
-):
-    """A request's few rows take the Python split (no pool thread to wake), a file's batch Arrow's CSV
-    reader; both give the reference's ids, the forced other way round too, and an unusual item still
-    falls back to the general path."""
-    table = pa.Table.from_pylist(taobao_rows)
-    fg = FeatureGenerator(din_spec)
-    seq = din_spec.sequences[0]
-    feats = [din_spec.feature(k) for k in seq.sub_features]
-    one = table.slice(5, 1).combine_chunks().to_batches()[0]
-    text = np.frombuffer(one.column(seq.column)[0].as_py().replace("|", "\n").encode() + b"\n", np.uint8)
-    total = one.column(seq.column)[0].as_py().count("|") + 1
-    small = sequence._small_items(text, b"\x03", feats, total)
-    csv = sequence._csv_items(text, b"\x03", feats, total)
-    assert small is not None and len(small) == len(feats) == 3 and small[0].size == total
-    for a, b in zip(small, csv, strict=True):
-        np.testing.assert_array_equal(a, b)
-    for n in (1, 4, 50):
-        part = table.slice(100, n)
-        assert len(str(part.column(seq.column).to_pylist())) < sequence.SMALL_HISTORY_BYTES
-        _assert_same(fg(part), rowwise_fg(din_spec, part)[0])
-    monkeypatch.setattr(sequence, "SMALL_HISTORY_BYTES", 1 << 30)  # the whole table split in Python
-    _assert_same(fg(table), rowwise_fg(din_spec, table)[0])
-    # A 19-digit id and an empty item: refused by the Python split, the general path decides.
-    assert (
-        sequence._small_items(np.frombuffer(b"1\x032\x03" + b"9" * 19 + b"\n", np.uint8), b"\x03", feats, 1)
-        is None
-    )
-    assert sequence._small_items(np.frombuffer(b"1\x032\x033\n\n", np.uint8), b"\x03", feats, 2) is None
-    empty_brand = np.frombuffer(b"1\x032\x03\n", np.uint8)  # brand's default id is 0, as in the CSV reader
-    got, want = (f(empty_brand, b"\x03", feats, 1) for f in (sequence._small_items, sequence._csv_items))
-    assert [list(c) for c in got] == [list(c) for c in want] == [[1], [2], [0]]
-    empty_item_id = np.frombuffer(b"\x032\x033\n", np.uint8)  # adgroup_id has no default: the general path
-    assert sequence._small_items(empty_item_id, b"\x03", feats, 1) is None
-    assert sequence._csv_items(empty_item_id, b"\x03", feats, 1) is None
 
 
 def test_generated_criteo_has_no_bad_rows_for_the_shipped_config(tmp_path):

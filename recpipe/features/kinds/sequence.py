@@ -206,7 +206,7 @@ def _sequence_fast(
     sub-feature's ids and the ``(n,)`` history lengths.
 
     Items become lines (``|`` → newline) parsed by Arrow's CSV reader with ``\x03`` as the field
-    delimiter (split in Python below :data:`SMALL_HISTORY_BYTES`). Returns None — and the general path above runs, which finds and names bad rows —
+    delimiter. Returns None — and the general path above runs, which finds and names bad rows —
     whenever anything is unusual: other bytes than digits and the two delimiters, empty items,
     a wrong number of sub-values, a history longer than ``max_length``, ids of 19+ digits.
     """
@@ -243,54 +243,6 @@ def _sequence_fast(
     total = int(counts.sum())
     text = np.insert(raw, rel[1:], d)  # one item per line, every row ends with a newline
     text[text == d] = 10
-    columns = (_small_items if text.size <= SMALL_HISTORY_BYTES else _csv_items)(text, sub, feats, total)
-    if columns is None:
-        return None
-    out: list[np.ndarray] = []
-    for v, f in zip(columns, feats):
-        if v.size and v.max() >= 10**18:
-            return None
-        out.append(bucket_ids(v, f.mapping, f.zch))
-    return out, counts.astype(np.int32)
-
-
-# Below this many bytes of history text (a serving request's few rows), items are split in Python: Arrow's CSV
-# reader hands its work to a pool thread, and on a busy machine waking that thread took 8 ms at p90 for a
-# one-row request (0.04 ms split here; benchmarks/serving_load.py).
-SMALL_HISTORY_BYTES = 1 << 16
-
-
-def _small_items(
-    text: np.ndarray, sub: bytes, feats: list[SparseFeature], total: int
-) -> list[np.ndarray] | None:
-    """Each sub-feature's ids of ``text`` (one item per line, sub-values split by ``sub``, digits only; an
-    empty sub-value is the sub-feature's default id), or None when an item is empty or has another number of
-    sub-values, a sub-value is empty without a default, or has 19+ digits (the general path decides)."""
-    items = [line.split(sub) for line in text.tobytes().split(b"\n") if line]
-    if len(items) != total or any(len(item) != len(feats) for item in items):
-        return None
-    if not items:
-        return [np.zeros(0, np.int64) for _ in feats]
-    fields = np.array(items, dtype=np.bytes_)  # (total, sub-features)
-    width = np.char.str_len(fields)
-    if (width > 18).any():
-        return None
-    columns = []
-    for j, f in enumerate(feats):
-        col, empty = fields[:, j], width[:, j] == 0
-        if empty.any():
-            if f.mapping.default_value is None:
-                return None
-            col = np.where(empty, f.mapping.default_value.encode(), col)
-        columns.append(col.astype(np.int64))
-    return columns
-
-
-def _csv_items(
-    text: np.ndarray, sub: bytes, feats: list[SparseFeature], total: int
-) -> list[np.ndarray] | None:
-    """:func:`_small_items` for long text, in one C++ pass of Arrow's CSV reader (an empty sub-value is the
-    sub-feature's default id, or None without one)."""
     names = [f"s{j}" for j in range(len(feats))]
     try:
         table = pacsv.read_csv(
@@ -298,7 +250,7 @@ def _csv_items(
             read_options=pacsv.ReadOptions(
                 column_names=names, use_threads=False, block_size=max(1 << 20, text.size + 2)
             ),
-            parse_options=pacsv.ParseOptions(delimiter=chr(sub[0]), quote_char=False, escape_char=False),
+            parse_options=pacsv.ParseOptions(delimiter=chr(c), quote_char=False, escape_char=False),
             convert_options=pacsv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.int64()), strings_can_be_null=False
             ),
@@ -307,15 +259,18 @@ def _csv_items(
         return None
     if table.num_rows != total:  # empty items were skipped as empty lines
         return None
-    columns = []
+    out: list[np.ndarray] = []
     for name, f in zip(names, feats):
         col = table.column(name)
         if col.null_count:
             if f.mapping.default_value is None:
                 return None
             col = pc.fill_null(col, int(f.mapping.default_value))
-        columns.append(as_numpy(col).astype(np.int64, copy=False))
-    return columns
+        v = as_numpy(col).astype(np.int64, copy=False)
+        if v.size and v.max() >= 10**18:
+            return None
+        out.append(bucket_ids(v, f.mapping, f.zch))
+    return out, counts.astype(np.int32)
 
 
 def sub_entry(
