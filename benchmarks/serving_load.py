@@ -19,8 +19,9 @@ deadline, every request has a timeout, the server is stopped after each setting.
 Last line (the first setting of ``--servers``): ``serving_load: rps=… p50_ms=… p99_ms=… errors=…``; every
 setting in ``benchmarks/results/serving_load.json``.
 
-Run: ``.venv/bin/python benchmarks/serving_load.py`` (about 4 minutes on 2 cores: the pipeline run, then
-30 s per setting). ``--quick``: 20,000 rows, one setting, 2 clients for 3 s.
+Run: ``.venv/bin/python benchmarks/serving_load.py`` (about 9 minutes on 2 cores at load 11: the pipeline run
+about 6, then 30 s per setting and its server's start). ``--runs DIR`` serves what a ``recpipe run`` of the config
+left in DIR instead of training. ``--quick``: 20,000 rows, one setting (1x1), 2 clients for 3 s.
 """
 
 from __future__ import annotations
