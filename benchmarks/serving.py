@@ -33,7 +33,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -60,13 +62,18 @@ def _post(url: str, records: list[dict]) -> float:
     return time.perf_counter() - t0
 
 
-def _serve(uri: str, model: str, work: Path) -> tuple[subprocess.Popen, str]:
+def serve(
+    uri: str, model: str, work: Path, workers: int = 1, extra: Sequence[str] = ()
+) -> tuple[subprocess.Popen, str]:
+    """``recpipe serve`` of ``models:/<model>@champion`` on a free loopback port (``workers`` processes, more
+    ``recpipe serve`` options in ``extra``; log: ``work/server.log``): the process and its base URL once
+    ``/ping`` answers."""
     port = _free_port()
     recpipe = Path(sys.executable).with_name("recpipe")  # `recpipe serve` execs `mlflow models serve`
     log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
     server = subprocess.Popen(
         [str(recpipe), "serve", "--model", f"models:/{model}@champion", "--tracking-uri", uri,
-         "--port", str(port), "--workers", "1"],
+         "--port", str(port), "--workers", str(workers), *extra],
         stdout=log, stderr=subprocess.STDOUT, cwd=work,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -79,6 +86,47 @@ def _serve(uri: str, model: str, work: Path) -> tuple[subprocess.Popen, str]:
             if server.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"the scoring server did not start; see {work / 'server.log'}") from None
             time.sleep(0.5)
+
+
+class Trained(NamedTuple):
+    """What :func:`train_and_register` leaves in ``work/runs``: the store, the registered model's name, and
+    the pipeline's eval rows, export and checkpoint folders."""
+
+    uri: str
+    model: str
+    eval_dir: Path
+    export_dir: Path
+    checkpoint: Path
+
+
+def train_and_register(work: Path, rows: int, min_auc: float) -> Trained:
+    """``recpipe run`` of :data:`CONFIG` on ``rows`` generated rows (rtp export, gate floor ``min_auc``) into
+    ``work/runs``: trained, exported, registered and promoted to champion."""
+    runs = work / "runs"
+    subprocess.run(
+        [str(Path(sys.executable).with_name("recpipe")), "run", "--runs", str(runs), "--config", str(CONFIG),
+         "--rows", str(rows), "--backends", "rtp", "--min-auc", str(min_auc)],
+        check=True, cwd=ROOT,
+    )  # fmt: skip
+    return registered(runs)
+
+
+def registered(runs: Path) -> Trained:
+    """What one ``recpipe run`` of :data:`CONFIG` left in ``runs`` (its store and folders)."""
+    from recpipe.config import load_config
+
+    (kfp,) = [p for p in runs.glob("*/kfp") if p.is_dir()]
+    (eval_dir,) = [p for p in kfp.glob("*/ingest/eval_data") if p.is_dir()]
+    (export_dir,) = [p for p in kfp.glob("*/export/exported") if p.is_dir()]
+    (checkpoint,) = [p for p in kfp.glob("*/train/checkpoint") if p.is_dir()]
+    uri = f"sqlite:///{runs / 'mlflow.db'}"
+    return Trained(uri, load_config(CONFIG).registered_model_name, eval_dir, export_dir, checkpoint)
+
+
+def feature_rows(eval_dir: Path) -> pa.Table:
+    """The eval rows without the label, the oracle probability and the timestamp: what a client sends."""
+    rows = pq.read_table(eval_dir)
+    return rows.drop_columns([c for c in ("clk", "true_prob", "time_stamp") if c in rows.column_names])
 
 
 def _eager_rows_per_s(checkpoint: Path, data: Path, batch_rows: int) -> float:
@@ -117,27 +165,13 @@ def main() -> None:
     a = parse_args(ap, {**quick, "predict_rows": 20_000, "min_auc": 0.0, "out": quick_out(RESULTS.name)})
     load_before = os.getloadavg()
 
-    from recpipe.config import load_config
     from recpipe.stages import predict
 
     with tempfile.TemporaryDirectory(prefix="recpipe-serving-") as tmp:
         work = Path(tmp)
-        runs = work / "runs"
-        subprocess.run(
-            [str(Path(sys.executable).with_name("recpipe")), "run", "--runs", str(runs), "--config", str(CONFIG),
-             "--rows", str(a.rows), "--backends", "rtp", "--min-auc", str(a.min_auc)],
-            check=True, cwd=ROOT,
-        )  # fmt: skip
-        uri = f"sqlite:///{runs / 'mlflow.db'}"
-        model = load_config(CONFIG).registered_model_name
-        (kfp,) = [p for p in runs.glob("*/kfp") if p.is_dir()]
-        (eval_dir,) = [p for p in kfp.glob("*/ingest/eval_data") if p.is_dir()]
-        (export_dir,) = [p for p in kfp.glob("*/export/exported") if p.is_dir()]
-        (checkpoint,) = [p for p in kfp.glob("*/train/checkpoint") if p.is_dir()]
+        uri, model, eval_dir, export_dir, checkpoint = train_and_register(work, a.rows, a.min_auc)
         rows = pq.read_table(eval_dir)
-        features = rows.drop_columns(
-            [c for c in ("clk", "true_prob", "time_stamp") if c in rows.column_names]
-        )
+        features = feature_rows(eval_dir)
         records = json.loads(json.dumps(features.slice(0, 2000).to_pylist()))
         # Batch scoring in its steady state: the eval rows repeated to --predict-rows, in 4 files.
         big = work / "predict-source"
@@ -162,7 +196,7 @@ def main() -> None:
             pyfunc.predict(frames[i % len(frames)])
             inproc.append(time.perf_counter() - t0)
 
-        server, url = _serve(uri, model, work)
+        server, url = serve(uri, model, work)
         try:
             for r in records[:20]:  # warm-up
                 _post(url, [r])

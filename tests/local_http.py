@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -42,18 +42,19 @@ class ScoringServer(NamedTuple):
 
 @contextmanager
 def scoring_server(
-    model_uri: str, tracking_uri: str, workdir: Path, timeout: float = 180
+    model_uri: str, tracking_uri: str, workdir: Path, timeout: float = 180, extra: Sequence[str] = ()
 ) -> Iterator[ScoringServer]:
     """MLflow's own scoring server (``recpipe serve``, i.e. ``mlflow models serve``) for ``model_uri``, a real
-    process on 127.0.0.1, started in ``workdir`` (its log: ``workdir/server.log``); yields its base URL and
-    process once ``/ping`` answers, and stops it after."""
+    process on 127.0.0.1, started in ``workdir`` (its log: ``workdir/server.log``; more ``recpipe serve``
+    options in ``extra``); yields its base URL and process once ``/ping`` answers, and stops it after."""
     port = free_port()
     log_path = workdir / "server.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     recpipe = Path(sys.executable).with_name("recpipe")
     env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
     server = subprocess.Popen(
-        [str(recpipe), "serve", "--model", model_uri, "--tracking-uri", tracking_uri, "--port", str(port)],
+        [str(recpipe), "serve", "--model", model_uri, "--tracking-uri", tracking_uri, "--port", str(port),
+         *extra],
         stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

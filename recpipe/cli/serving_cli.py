@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from recpipe.cli.stages_cli import _tracking_arg, _tracking_uri
@@ -35,17 +36,42 @@ def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
             "--host", host, "-p", str(port), "--workers", str(workers)]  # fmt: skip
 
 
+def serve_environment(
+    uri: str, workers: int, threads: int | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment ``mlflow models serve`` runs in: recpipe's store, this environment's scripts first on
+    ``PATH`` (MLflow starts uvicorn by name), and each worker's torch threads (``OMP_NUM_THREADS``).
+
+    Args:
+        uri (str): the tracking URI.
+        workers (int): server worker processes.
+        threads (int | None): torch threads per worker; None: the exported ``OMP_NUM_THREADS``, else the
+            cores split among the workers (:func:`~recpipe.launch.local.rank_threads`).
+        environ (Mapping[str, str]): the launching process's environment.
+    """
+    from recpipe.launch.local import rank_threads
+
+    if workers < 1 or (threads is not None and threads < 1):
+        raise ValueError(f"--workers and --threads must be positive, got {workers} and {threads}")
+    return {
+        **environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}",
+        # torch reads it at import in each uvicorn worker; several workers with every core each fight
+        # over the cores (benchmarks/serving_load.py).
+        "OMP_NUM_THREADS": str(rank_threads(threads, environ, workers)),
+    }
+
+
 def cmd_serve(a: argparse.Namespace) -> int:
     uri = _tracking_uri(a, must_exist=True)
-    # MLflow starts its server (uvicorn) by name: this environment's scripts must come first on PATH.
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": uri,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = serve_environment(uri, a.workers, a.threads, os.environ)
     cmd = serve_command(a.model, a.host, a.port, a.workers)
     print(
-        f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations", file=sys.stderr, flush=True
+        f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations ({a.workers} workers, "
+        f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} each)",
+        file=sys.stderr,
+        flush=True,
     )
     os.execve(cmd[0], cmd, env)  # the server replaces this process: signals reach it directly
     return 0  # not reached
@@ -95,5 +121,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     v.add_argument("--port", type=int, default=5001, help="port to listen on")
     v.add_argument("--workers", type=int, default=1, help="server worker processes")
+    v.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads per worker (default: the exported OMP_NUM_THREADS, else the cores split among the workers)",
+    )
     _tracking_arg(v)
     v.set_defaults(func=cmd_serve)

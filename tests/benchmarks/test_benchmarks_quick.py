@@ -31,6 +31,7 @@ WORKERS = 2  # quick runs at once: each uses one thread
 # load ~2 .. inside this test at load ~5. The other four take 4-5 s (4-10 s at load 5).
 # Longest first (the order they start in).
 SLOW = {
+    "serving_load": "the whole pipeline and a real MLflow scoring server under load for 3 s (164 s at load 6, 434 s at load 11-14)",
     "serving": "the whole pipeline, a real MLflow scoring server and batch scoring (98-152 s)",
     "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
     "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",

@@ -149,3 +149,53 @@ def test_generated_rows_score_the_same_through_the_server(served, data):
     status, body = invoke(served["url"], {"dataframe_records": json_records(rows)})
     assert status == 200, body
     np.testing.assert_allclose(predictions(body), want, rtol=0, atol=1e-6)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Process ids below ``pid`` (from /proc: the server execs mlflow, which starts uvicorn and its workers)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, parent in parents.items() if parent in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def _omp_threads(pid: int) -> str | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"OMP_NUM_THREADS=")), None)
+
+
+def test_two_workers_of_one_torch_thread_each_answer_concurrent_clients(served, tmp_path):
+    """``recpipe serve --workers 2 --threads 1``: every process of the server runs with one torch thread (two
+    workers with every core each fight over the cores), and concurrent clients get the export's scores."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    records = _features(served["rows"])
+    want = load_backend(served["export"] / "rtp").predict(served["rows"])
+    model = f"models:/{MODEL}@champion"
+    with scoring_server(model, served["uri"], tmp_path, extra=["--workers", "2", "--threads", "1"]) as server:
+        procs = _descendants(server.process.pid)
+        assert len(procs) >= 3, procs  # uvicorn's supervisor and its two workers (and what starts them)
+        assert {_omp_threads(p) for p in [server.process.pid, *procs]} - {None} == {"1"}
+
+        def one(i: int) -> tuple[int, np.ndarray]:
+            status, body = invoke(server.url, {"dataframe_records": records[i % 60 : i % 60 + 4]})
+            return status, predictions(body) if status == 200 else np.zeros(0)
+
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(one, range(40)))
+    for i, (status, got) in enumerate(answers):
+        assert status == 200
+        np.testing.assert_allclose(got, want[i % 60 : i % 60 + 4], atol=1e-6)
+    assert "(2 workers, OMP_NUM_THREADS=1 each)" in (tmp_path / "server.log").read_text()

@@ -1,0 +1,52 @@
+"""``recpipe serve``'s environment: the store, this environment's scripts first on ``PATH``, and each worker's
+torch threads (``--threads``, else the exported ``OMP_NUM_THREADS``, else the cores split among the workers).
+The real server with two workers is in ``tests/tracking/test_scoring_server.py``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from recpipe.cli.main import build_parser
+from recpipe.cli.serving_cli import serve_environment
+
+URI = "sqlite:///runs/mlflow.db"
+
+
+def test_threads_per_worker_setting_then_exported_then_cores_split(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert serve_environment(URI, 2, None, {})["OMP_NUM_THREADS"] == "8"
+    assert serve_environment(URI, 3, None, {})["OMP_NUM_THREADS"] == "5"
+    assert serve_environment(URI, 32, None, {})["OMP_NUM_THREADS"] == "1"  # never 0
+    assert serve_environment(URI, 2, None, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
+    assert serve_environment(URI, 2, 1, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "1"
+
+
+def test_store_and_path_and_the_rest_of_the_environment_kept():
+    env = serve_environment(URI, 1, 2, {"PATH": "/usr/bin", "HOME": "/home/u"})
+    assert env["MLFLOW_TRACKING_URI"] == URI and env["HOME"] == "/home/u"
+    assert env["PATH"] == f"{Path(sys.executable).parent}{os.pathsep}/usr/bin"  # uvicorn is found by name
+
+
+@pytest.mark.parametrize(
+    ("workers", "threads", "environ", "match"),
+    [
+        (0, None, {}, "--workers and --threads must be positive, got 0"),
+        (2, 0, {}, "must be positive, got 2 and 0"),
+        (2, None, {"OMP_NUM_THREADS": "two"}, "OMP_NUM_THREADS='two' in the environment is not a positive"),
+    ],
+)
+def test_a_setting_that_cannot_be_meant_is_refused(workers, threads, environ, match):
+    with pytest.raises(ValueError, match=match):
+        serve_environment(URI, workers, threads, environ)
+
+
+def test_serve_takes_threads():
+    a = build_parser().parse_args(
+        ["serve", "--model", "models:/m@champion", "--workers", "2", "--threads", "1"]
+    )
+    assert (a.workers, a.threads) == (2, 1)
+    assert build_parser().parse_args(["serve", "--model", "models:/m@champion"]).threads is None
