@@ -60,6 +60,7 @@ def test_both_gate_outcomes_on_one_store(tmp_path, monkeypatch):
         "gauc",
         "logloss",
         "oracle_auc",
+        "psi_max",  # the eval split's drift from the training split
     }
     assert set(out["artifacts"]["classification"]["artifacts"][0]["metadata"]) == {
         "confidenceMetrics",
