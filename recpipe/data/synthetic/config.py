@@ -358,6 +358,46 @@ def claim_raw(f: Any, plan: Plan) -> None:
 
 
 def claim_sequence(f: Any, plan: Plan) -> None:
+    _claim_history(f, plan, lambda sub: sub_feature_key(f.name, sub.name))
+
+
+@dataclass(frozen=True)
+class StandaloneHistory:
+    """A standalone history (``sequence_id``, ``sequence_raw``) drawn as a grouped one of one sub-feature, the
+    feature itself: its items are the sub-feature's values (a dense one's ``value_dim`` floats by its separator)."""
+
+    feature: Any
+    sub_delimiter: str = MULTI_VALUE_SEPARATOR  # unused: one sub-value an item
+
+    @property
+    def name(self) -> str:
+        return self.feature.name
+
+    @property
+    def source_column(self) -> str:
+        return self.feature.source_column
+
+    @property
+    def sequence_length(self) -> int:
+        return self.feature.sequence_length
+
+    @property
+    def delimiter(self) -> str:
+        return self.feature.delimiter
+
+    @property
+    def sub_features(self) -> list[Any]:
+        return [self.feature]
+
+
+def claim_standalone_sequence(f: Any, plan: Plan) -> None:
+    # Its table is its own (or its embedding_name's), as an id feature's: other readers of it share the ids.
+    _claim_history(StandaloneHistory(f), plan, lambda sub: sub.name)
+
+
+def _claim_history(f: Any, plan: Plan, table_of: Callable[[Any], str]) -> None:
+    """A history column of ``f`` (its sub-features' spaces; a sub-feature named after an id feature holds the
+    candidate's ids); ``table_of(sub)`` is a sub-feature's table without an ``embedding_name``."""
     col = plan._column(f.source_column, "sequence", f.name)
     if col.sequence is not None:
         raise SyntheticConfigError(
@@ -369,7 +409,7 @@ def claim_sequence(f: Any, plan: Plan) -> None:
     for j, sub in enumerate(f.sub_features):
         numeric = getattr(sub, "dense", False) or getattr(sub, "boundaries", None) is not None
         space = plan.space(
-            f"table:{getattr(sub, 'embedding_name', None) or sub_feature_key(f.name, sub.name)}",
+            f"table:{getattr(sub, 'embedding_name', None) or table_of(sub)}",
             **({"bound": _NUMERIC_SUB_VALUES} if numeric else _mapping(sub)),
         )
         target = plan.features.get(sub.name)
@@ -441,6 +481,8 @@ CLAIMS: dict[str, Callable[[Any, Plan], None]] = {
     "id": claim_id,
     "raw": claim_raw,
     "sequence": claim_sequence,
+    "sequence_id": claim_standalone_sequence,
+    "sequence_raw": claim_standalone_sequence,
     "combo": claim_combo,
     "lookup": claim_lookup,
     "match": claim_match,
