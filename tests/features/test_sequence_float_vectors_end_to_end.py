@@ -22,7 +22,7 @@ from recpipe.eval.metrics import sigmoid
 from recpipe.export.loaders import load_backend
 from recpipe.tracking.pyfunc import RawRowsModel
 
-TRAIN_ROWS, EVAL_ROWS, BATCH = 4000, 1000, 200
+TRAIN_ROWS, EVAL_ROWS, BATCH = 3000, 1000, 300
 BACKENDS = ("jit", "onnx", "rtp", "aoti")
 ITEMS = 40
 DIN = {"attn_mlp": {"hidden_units": [8]}}
@@ -58,8 +58,8 @@ CONFIG = {
         "final": {"hidden_units": [16]},
     },
     "train": {
-        "sparse_optimizer": {"type": "adagrad", "lr": 0.2},
-        "dense_optimizer": {"type": "adam", "lr": 0.01},
+        "sparse_optimizer": {"type": "adagrad", "lr": 0.5},
+        "dense_optimizer": {"type": "adam", "lr": 0.03},
         "epochs": 3,
         "log_every_steps": 10,
     },

@@ -5,7 +5,8 @@ features read, in the form each kind parses, with a planted click model whose tr
 How the rows are made:
 
 - **Plan.** Each feature's kind claims its input columns through :data:`CLAIMS` (one entry per kind: ids,
-  numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, a history). Columns
+  numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, a history: a
+  standalone ``sequence_id`` / ``sequence_raw`` is one of one sub-feature, itself). Columns
   read by several features merge their claims (an id column a lookup keys on and an ``expr`` compares is
   one integer id column); claims that cannot be one column are refused, naming both features. A kind
   without an entry is refused by name.
