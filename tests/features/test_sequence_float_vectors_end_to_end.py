@@ -71,7 +71,9 @@ CONFIG = {
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     # One generated click model (one seed), its first chunk to train on and its second to evaluate.
     gen = tmp_path_factory.mktemp("generated")
-    generate("config", TRAIN_ROWS + EVAL_ROWS, gen, seed=1, chunk_rows=TRAIN_ROWS, config=parse_config(CONFIG))
+    generate(
+        "config", TRAIN_ROWS + EVAL_ROWS, gen, seed=1, chunk_rows=TRAIN_ROWS, config=parse_config(CONFIG)
+    )
     train_rows, eval_rows = (pq.read_table(p) for p in sorted(gen.glob("part-*.parquet")))
     assert (train_rows.num_rows, eval_rows.num_rows) == (TRAIN_ROWS, EVAL_ROWS)
     return write_splits(tmp_path_factory.mktemp("float_vectors"), train_rows, eval_rows, CONFIG)
