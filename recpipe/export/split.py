@@ -147,7 +147,8 @@ def split_model(model: nn.Module, spec: FeatureSpec) -> SplitModel:
     input_names = list(model.dense_input_names())
     plan = build_plan(input_names, spec)
     found = model_tables(model)
-    used = {spec.feature(k).table for p in plan for k in p.keys if k not in p.floats}
+    # An offsets entry reads only its key's lengths (a history's first key: a float one has no table).
+    used = {spec.feature(k).table for p in plan if p.kind != "offsets" for k in p.keys if k not in p.floats}
     missing = sorted(used - set(found))
     if missing:
         raise SpecMismatchError(

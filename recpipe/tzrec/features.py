@@ -71,7 +71,7 @@ def _column(expression: str, name: str, path: str, found: Findings) -> str | Non
         found.problem(
             f"{path}.expression",
             f"input side {side!r} of {expression!r} is not supported (recpipe reads table columns: "
-            f"{', '.join(_SIDES)}){side_reason(side)}",
+            f"{', '.join(_SIDES)}){side_reason(side, expression)}",
         )
         return None
     return None if column == name else column

@@ -32,12 +32,17 @@ VALUE_FEATURES = {
 _SIDES = ("user", "item", "context")
 
 
-def side_reason(side: str) -> str:
-    """Why an FG-DAG input side has no recpipe counterpart (docs/source/feature/data.md, fg_mode)."""
+def side_reason(side: str, text: str = "") -> str:
+    """Why an FG-DAG input side (of the input ``text``, ``"<side>:<input>"``) has no recpipe counterpart
+    (docs/source/feature/data.md, fg_mode)."""
     if side == "feature":
+        name = text.partition(":")[2] or "X"
         return (
-            ": 'feature:X' is the output of feature X's own FG (FG_DAG: e.g. its bucket id), which recpipe's FG "
-            "does not chain; write X's value into a column and read it by user:/item:"
+            f": 'feature:{name}' is the output of feature {name!r}'s own FG (FG_DAG runs {name!r} first and passes "
+            "its output on: a bucketized raw_feature's bucket id, an id_feature's mapped id, a raw value "
+            "normalized), not a table column. recpipe's FG computes every feature from table columns only, with no "
+            "order between features, so it has no such column to read; write that output into a table column "
+            f"(FG_NORMAL's contract: {name!r}'s values, e.g. its bucket ids as text) and read it by user:/item:"
         )
     if side == "const":
         return ": 'const:' inputs are constants, which recpipe's features do not take; write a column"
@@ -59,7 +64,7 @@ def _input(text: str, where: str, found: Findings, allow_all: bool = False) -> s
         found.problem(
             where,
             f"input side {side!r} of {text!r} is not supported (recpipe reads table columns: {', '.join(_SIDES)})"
-            f"{side_reason(side)}",
+            f"{side_reason(side, text)}",
         )
         return None
     return column

@@ -210,6 +210,15 @@ KIND_CONFIGS: dict[str, dict] = {
         ],
         ["item", "shop"],
     ),
+    "standalone_sequences": small(
+        [
+            {"kind": "id", "name": "item", "num_buckets": 200},
+            {"kind": "sequence_id", "name": "buys", "hash_bucket_size": 300, "sequence_length": 6},
+            {"kind": "sequence_raw", "name": "prices", "boundaries": [10, 50], "sequence_length": 4},
+            {"kind": "sequence_raw", "name": "embs", "dense": True, "value_dim": 2, "sequence_length": 5},
+        ],
+        ["item"],
+    ),
     "multi_task": small(
         [{"kind": "id", "name": "item", "num_buckets": 1000}, {"kind": "raw", "name": "price"}],
         ["item"],

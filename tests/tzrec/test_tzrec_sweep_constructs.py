@@ -128,4 +128,5 @@ feature_configs {
         import_tzrec(HEAD + lookup + _model("age_binning", "lk"))
     [problem] = err.value.problems
     assert (problem.line, problem.path) == (18, "feature_configs[1].lookup_feature.key")
-    assert "'feature:X' is the output of feature X's own FG" in problem.message
+    assert "'feature:age_binning' is the output of feature 'age_binning''s own FG" in problem.message
+    assert "no order between features" in problem.message and "bucket id" in problem.message

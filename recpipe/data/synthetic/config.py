@@ -5,7 +5,8 @@ features read, in the form each kind parses, with a planted click model whose tr
 How the rows are made:
 
 - **Plan.** Each feature's kind claims its input columns through :data:`CLAIMS` (one entry per kind: ids,
-  numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, a history). Columns
+  numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, a history: a
+  standalone ``sequence_id`` / ``sequence_raw`` is one of one sub-feature, itself). Columns
   read by several features merge their claims (an id column a lookup keys on and an ``expr`` compares is
   one integer id column); claims that cannot be one column are refused, naming both features. A kind
   without an entry is refused by name.
@@ -358,6 +359,46 @@ def claim_raw(f: Any, plan: Plan) -> None:
 
 
 def claim_sequence(f: Any, plan: Plan) -> None:
+    _claim_history(f, plan, lambda sub: sub_feature_key(f.name, sub.name))
+
+
+@dataclass(frozen=True)
+class StandaloneHistory:
+    """A standalone history (``sequence_id``, ``sequence_raw``) drawn as a grouped one of one sub-feature, the
+    feature itself: its items are the sub-feature's values (a dense one's ``value_dim`` floats by its separator)."""
+
+    feature: Any
+    sub_delimiter: str = MULTI_VALUE_SEPARATOR  # unused: one sub-value an item
+
+    @property
+    def name(self) -> str:
+        return self.feature.name
+
+    @property
+    def source_column(self) -> str:
+        return self.feature.source_column
+
+    @property
+    def sequence_length(self) -> int:
+        return self.feature.sequence_length
+
+    @property
+    def delimiter(self) -> str:
+        return self.feature.delimiter
+
+    @property
+    def sub_features(self) -> list[Any]:
+        return [self.feature]
+
+
+def claim_standalone_sequence(f: Any, plan: Plan) -> None:
+    # Its table is its own (or its embedding_name's), as an id feature's: other readers of it share the ids.
+    _claim_history(StandaloneHistory(f), plan, lambda sub: sub.name)
+
+
+def _claim_history(f: Any, plan: Plan, table_of: Callable[[Any], str]) -> None:
+    """A history column of ``f`` (its sub-features' spaces; a sub-feature named after an id feature holds the
+    candidate's ids); ``table_of(sub)`` is a sub-feature's table without an ``embedding_name``."""
     col = plan._column(f.source_column, "sequence", f.name)
     if col.sequence is not None:
         raise SyntheticConfigError(
@@ -369,7 +410,7 @@ def claim_sequence(f: Any, plan: Plan) -> None:
     for j, sub in enumerate(f.sub_features):
         numeric = getattr(sub, "dense", False) or getattr(sub, "boundaries", None) is not None
         space = plan.space(
-            f"table:{getattr(sub, 'embedding_name', None) or sub_feature_key(f.name, sub.name)}",
+            f"table:{getattr(sub, 'embedding_name', None) or table_of(sub)}",
             **({"bound": _NUMERIC_SUB_VALUES} if numeric else _mapping(sub)),
         )
         target = plan.features.get(sub.name)
@@ -441,6 +482,8 @@ CLAIMS: dict[str, Callable[[Any, Plan], None]] = {
     "id": claim_id,
     "raw": claim_raw,
     "sequence": claim_sequence,
+    "sequence_id": claim_standalone_sequence,
+    "sequence_raw": claim_standalone_sequence,
     "combo": claim_combo,
     "lookup": claim_lookup,
     "match": claim_match,
