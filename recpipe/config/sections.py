@@ -8,7 +8,7 @@ config never imports torch or any model code.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,45 @@ class MlpConfig(Strict):
     activation: Literal["relu", "gelu", "silu", "dice"] = "relu"
     batch_norm: bool = False
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+
+class BceLossConfig(Strict):
+    """Binary cross-entropy on the logit (the default loss)."""
+
+    type: Literal["bce"] = "bce"
+
+
+class FocalLossConfig(Strict):
+    """Binary focal loss (TorchEasyRec's ``binary_focal_loss``, tzrec/loss/focal_loss.py): each row's BCE
+    weighted by ``alpha·y·(1-p)^gamma + (1-alpha)·(1-y)·p^gamma`` (``p = sigmoid(logit)``, the weight held
+    constant in the gradient), then averaged as BCE is.
+
+    Example::
+
+        loss: {type: focal, gamma: 2.0, alpha: 0.5}   # TorchEasyRec's defaults
+    """
+
+    type: Literal["focal"]
+    gamma: float = Field(2.0, ge=0.0)
+    alpha: float = Field(0.5, gt=0.0, lt=1.0)
+
+
+LossConfig = Annotated[BceLossConfig | FocalLossConfig, Field(discriminator="type")]
+
+
+class VariationalDropoutConfig(Strict):
+    """Feature-selection variational dropout (TorchEasyRec's ``variational_dropout``,
+    tzrec/modules/variational_dropout.py, docs/source/usage/feature_selection.md): training drops each feature
+    of a deep group with a learnt probability ``sigmoid(p_f)`` (a concrete, relaxed Bernoulli draw per row)
+    and adds ``regularization_lambda / B · Σ_f (1 - sigmoid(p_f))`` to the loss; evaluation and serving scale
+    each feature by its keep probability ``1 - sigmoid(p_f)``, as TorchEasyRec's eval mode does.
+
+    Example::
+
+        model: {type: dbmtl, variational_dropout: {regularization_lambda: 0.01}, ...}
+    """
+
+    regularization_lambda: float = Field(0.01, ge=0.0)
 
 
 class ConfigSection(Strict):

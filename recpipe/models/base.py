@@ -72,6 +72,12 @@ class SplitModel(nn.Module):
         """Logits from ``Batch.dense`` and :meth:`sparse_arch`'s output (plain torch ops only)."""
         return self.dense(dense, embeddings)
 
+    def regularization(self, batch_size: int) -> torch.Tensor | None:
+        """The dense arch's training-only loss term for ``batch_size`` rows (a variational dropout's), None
+        when it has none; the training loss adds it."""
+        term = getattr(self.dense, "regularization", None)
+        return None if term is None else term(batch_size)
+
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         return self.dense_arch(dense, self.sparse_arch(sparse))
 

@@ -10,13 +10,16 @@ from recpipe.batch import Batch
 
 
 class TrainModel(nn.Module):
-    """Wraps a ranking model with binary cross-entropy on its logits (sample-weighted when given).
+    """Wraps a ranking model with binary cross-entropy on its logits (sample-weighted when given), or a focal
+    loss per task, plus the model's regularization term.
 
     ``forward(batch)`` returns ``(loss, logits)``, the shape TorchRec's train pipelines expect.
 
     Args:
         model (nn.Module): a ranking model with ``predict(batch) -> (B,)`` logits, or ``(B, T)`` for a
-            multi-task model (whose ``task_weights`` weigh each task's loss).
+            multi-task model (whose ``task_weights`` weigh each task's loss and whose ``task_losses``, when
+            set, give a task's focal ``(gamma, alpha)``, None for BCE); a ``regularization(batch_size)``
+            (a variational dropout's term, or None) is added to the loss.
 
     Example::
 
@@ -39,13 +42,48 @@ class TrainModel(nn.Module):
         self.register_buffer(
             "task_space", None if spaces is None else torch.tensor([s or (-1, 1.0, 1.0) for s in spaces])
         )
+        # Per task (on, gamma, alpha) of a focal loss; off: binary cross-entropy.
+        losses = getattr(model, "task_losses", None)
+        self.register_buffer(
+            "focal",
+            None
+            if losses is None
+            else torch.tensor([(1.0, *f) if f else (0.0, 0.0, 0.5) for f in losses], dtype=torch.float32),
+        )
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.model.predict(batch)
         weights = batch.weights
         if self.task_space is not None:
             weights = task_space_weights(batch.labels, self.task_space, weights)
-        return bce_loss(logits, batch.labels, weights, self.task_weights), logits.detach()
+        loss = bce_loss(logits, batch.labels, weights, self.task_weights, self.focal)
+        term = self.model.regularization(logits.shape[0]) if hasattr(self.model, "regularization") else None
+        if term is not None:  # TorchEasyRec sums every loss of the model (tzrec/main.py)
+            loss = loss + term.to(loss.dtype)
+        return loss, logits.detach()
+
+
+def focal_factor(logits: torch.Tensor, labels: torch.Tensor, focal: torch.Tensor) -> torch.Tensor:
+    """The focal loss's weight of each row's BCE, ``alpha·y·(1-p)^gamma + (1-alpha)·(1-y)·p^gamma`` with
+    ``p = sigmoid(logit)``, held constant in the gradient (TorchEasyRec's ``BinaryFocalLoss``,
+    tzrec/loss/focal_loss.py); 1 for a task without a focal loss.
+
+    Args:
+        logits (torch.Tensor): ``(B, T)`` (or ``(B,)`` with one task).
+        labels (torch.Tensor): 0/1, the shape of ``logits``.
+        focal (torch.Tensor): ``(T, 3)``: per task ``on`` (1: focal), ``gamma``, ``alpha``.
+
+    Example::
+
+        focal_factor(torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.tensor([[1.0, 2.0, 0.5]]))
+        # tensor([[0.1250]]): 0.5 · (1 - 0.5)^2
+    """
+    on, gamma, alpha = (focal[:, i].to(logits.dtype) for i in range(3))
+    if logits.dim() == 1:
+        on, gamma, alpha = on[0], gamma[0], alpha[0]
+    p = torch.sigmoid(logits.detach())
+    factor = alpha * labels * (1 - p) ** gamma + (1 - alpha) * (1 - labels) * p**gamma
+    return torch.where(on > 0, factor, torch.ones_like(factor))
 
 
 def task_space_weights(
@@ -80,22 +118,28 @@ def bce_loss(
     labels: torch.Tensor,
     weights: torch.Tensor | None = None,
     task_weights: torch.Tensor | None = None,
+    focal: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean binary cross-entropy with logits; with ``weights`` the weighted mean ``Σ w·l / Σ w`` (0 where every
     weight is 0); for ``(B, T)`` logits (a multi-task model) each task's mean, summed with ``task_weights``
-    (default 1 each), ``(B, T)`` weights weighting each task's rows on their own.
+    (default 1 each), ``(B, T)`` weights weighting each task's rows on their own. With ``focal``, a focal
+    task's rows are its BCE times :func:`focal_factor`, averaged alike (TorchEasyRec: the mean, or with sample
+    weights ``mean(l · w / mean(w))``, the same weighted mean).
 
     Args:
         logits (torch.Tensor): ``(B,)``, or ``(B, T)``.
         labels (torch.Tensor): 0/1, the shape of ``logits``.
         weights (torch.Tensor | None): ``(B,)`` non-negative sample weights, or ``(B, T)`` per task.
         task_weights (torch.Tensor | None): ``(T,)`` loss weight of each task.
+        focal (torch.Tensor | None): ``(T, 3)`` per task ``on``, ``gamma``, ``alpha`` (:func:`focal_factor`).
     """
     if labels.shape != logits.shape:
         raise ValueError(f"labels {tuple(labels.shape)} do not match logits {tuple(logits.shape)}")
     logits = logits.float()  # a mixed-precision forward's bf16/fp16 logits: the loss is summed in float32
     labels = labels.to(logits.dtype)
     per_row = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+    if focal is not None:
+        per_row = per_row * focal_factor(logits, labels, focal)
     if weights is None:
         per_task = per_row.mean(dim=0)
     else:

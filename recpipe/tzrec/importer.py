@@ -38,7 +38,10 @@ What maps to what (TorchEasyRec → recpipe):
   relations, MMoE's and DBMTL's experts, PLE's ``extraction_networks``);
   ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
   ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
-  ``losses`` ``binary_cross_entropy {}`` (recpipe's loss); ``num_class: 1``.
+  ``losses`` ``binary_cross_entropy {}`` (recpipe's loss) and, on a multi-task model's task tower,
+  ``binary_focal_loss { gamma alpha }`` → the tower's ``loss: {type: focal, ...}``; ``variational_dropout
+  { regularization_lambda }`` → the model's ``variational_dropout`` (models on MultiTowerDIN's dense arch);
+  ``num_class: 1``.
 
 Read but ignored (each reported as a note, with its line): ``model_dir``, ``eval_config``,
 ``data_config`` ``pin_memory``/``fg_threads``/``odps_data_quota_name``/``odps_data_compression``,

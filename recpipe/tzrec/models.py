@@ -11,6 +11,8 @@ from recpipe.tzrec.schema import TZREC_MODELS
 _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
 MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "mmoe", "dbmtl", "ple")
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
+# The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
+VARIATIONAL_DROPOUT = ("multi_tower_din", "multi_tower", "mmoe", "dbmtl", "ple")
 
 
 def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:
@@ -123,6 +125,14 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
                 del model["din_towers"]
     else:
         model = {}
+    for i, loss in enumerate(mc.losses):
+        if kind in MODELS and kind not in MULTI_TASK and loss.WhichOneof("loss") == "binary_focal_loss":
+            found.problem(
+                f"{p}.losses[{i}].binary_focal_loss",
+                f"recpipe's {kind} trains binary cross-entropy; a focal loss is a multi-task model's task tower's",
+            )
+    if mc.HasField("variational_dropout") and kind in MODELS:
+        model.update(_variational_dropout(mc.variational_dropout, kind, f"{p}.variational_dropout", found))
     if kind in MODELS and kind not in MULTI_TASK:
         for i, g in enumerate(mc.feature_groups):
             if g.sequence_groups or g.sequence_encoders:
@@ -143,8 +153,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
 def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
     """MMoE / DBMTL / PLE: TorchEasyRec's multi-task models read their one feature group's embeddings
     (``embedding_group.group_names()[0]``, tzrec/models/mmoe.py, dbmtl.py, ple.py): a tower without an MLP
-    over it; their task towers name their labels (a loss other than binary cross-entropy is an unsupported
-    field of the schema, refused there)."""
+    over it; their task towers name their labels and their loss (``binary_cross_entropy`` or
+    ``binary_focal_loss``; any other is an unsupported field of the schema, refused there)."""
     m = getattr(mc, kind)
     groups = [g.group_name for g in mc.feature_groups]
     if len(groups) != 1:
@@ -158,6 +168,9 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
             tower["mlp"] = _mlp(t.mlp, f"{tp}.mlp", found)
         if t.weight != 1.0:
             tower["weight"] = t.weight
+        loss = _task_loss(t.losses, f"{tp}.losses", found)
+        if loss is not None:
+            tower["loss"] = loss
         if t.HasField("task_space_indicator_label"):  # MultiTaskRank.loss's task space (multi_task_rank.py)
             tower["task_space_indicator_label"] = t.task_space_indicator_label
         for key in ("in_task_space_weight", "out_task_space_weight"):
@@ -200,6 +213,43 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
             networks.append(net)
         out["extraction_networks"] = networks
     return out
+
+
+def _variational_dropout(vd: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
+    """``model_config.variational_dropout`` → the model's ``variational_dropout`` (TorchEasyRec's
+    ``RankModel.init_input``: every non-sequence group of more than one feature)."""
+    if kind not in VARIATIONAL_DROPOUT:
+        found.problem(
+            path, f"recpipe's {kind} has no variational dropout; supported on: {', '.join(VARIATIONAL_DROPOUT)}"
+        )
+        return {}
+    if vd.embedding_wise_variational_dropout:
+        found.problem(
+            f"{path}.embedding_wise_variational_dropout",
+            "TorchEasyRec's VariationalDropout takes it as an unused keyword and drops whole features "
+            "(tzrec/modules/variational_dropout.py), as recpipe does: remove it (true asks for what neither does)",
+        )
+        return {}
+    return {"variational_dropout": {"regularization_lambda": vd.regularization_lambda}}
+
+
+def _task_loss(losses: Any, path: str, found: Findings) -> dict[str, Any] | None:
+    """A task tower's ``losses`` → its ``loss`` (None: binary cross-entropy, recpipe's default)."""
+    if len(losses) > 1:
+        found.problem(
+            path, f"recpipe trains one loss per task; TorchEasyRec would sum these {len(losses)} losses"
+        )
+        return None
+    if not losses or losses[0].WhichOneof("loss") != "binary_focal_loss":
+        return None
+    focal = losses[0].binary_focal_loss
+    if focal.gamma < 0 or not 0 < focal.alpha < 1:  # TorchEasyRec's BinaryFocalLoss asserts these
+        found.problem(
+            f"{path}[0].binary_focal_loss",
+            f"gamma {focal.gamma} must be >= 0 and alpha {focal.alpha} in (0, 1) (tzrec/loss/focal_loss.py)",
+        )
+        return None
+    return {"type": "focal", "gamma": focal.gamma, "alpha": focal.alpha}
 
 
 def sequence_group_name(g: Any, j: int) -> str:

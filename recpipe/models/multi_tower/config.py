@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from recpipe.config.features import FeatureGroupConfig
-from recpipe.config.sections import MlpConfig, ModelSection, check_group_refs
+from recpipe.config.sections import MlpConfig, ModelSection, VariationalDropoutConfig, check_group_refs
 from recpipe.models.multi_tower_din.config import TowerConfig
 
 
@@ -19,6 +19,7 @@ class MultiTowerConfig(ModelSection):
     Args:
         towers (list[TowerConfig]): deep towers, one per ``deep`` feature group (at least one).
         final (MlpConfig): the MLP over the concatenated tower outputs.
+        variational_dropout (VariationalDropoutConfig | None): drops each tower's features in training.
 
     Example::
 
@@ -37,6 +38,7 @@ class MultiTowerConfig(ModelSection):
     type: Literal["multi_tower"]
     towers: list[TowerConfig] = Field(min_length=1)
     final: MlpConfig
+    variational_dropout: VariationalDropoutConfig | None = None
 
     def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
         """Every tower's group must be a defined feature group."""

@@ -19,5 +19,11 @@ def build(
     Raises:
         ValueError: a tower over a group that is not a ``deep`` group.
     """
-    din_cfg = MultiTowerDinConfig(type="multi_tower_din", towers=cfg.towers, din_towers=[], final=cfg.final)
+    din_cfg = MultiTowerDinConfig(
+        type="multi_tower_din",
+        towers=cfg.towers,
+        din_towers=[],
+        final=cfg.final,
+        variational_dropout=cfg.variational_dropout,
+    )
     return multi_tower_din.build(spec, din_cfg, device=device)

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from typing import Literal
 
 from recpipe.config.features import FeatureGroupConfig
-from recpipe.config.sections import ConfigSection, MlpConfig, ModelSection, check_group_refs
+from recpipe.config.sections import (
+    ConfigSection,
+    MlpConfig,
+    ModelSection,
+    VariationalDropoutConfig,
+    check_group_refs,
+)
 
 
 class TowerConfig(ConfigSection):
@@ -36,6 +42,9 @@ class MultiTowerDinConfig(ModelSection):
         towers (list[TowerConfig]): deep towers, by feature group.
         din_towers (list[DinTowerConfig]): DIN towers, by sequence feature group.
         final (MlpConfig): the MLP over all tower outputs.
+        variational_dropout (VariationalDropoutConfig | None): drops each deep tower's features in training
+            (:class:`~recpipe.models.blocks.variational_dropout.VariationalDropout`; DIN towers read sequence
+            groups, which TorchEasyRec leaves out).
 
     Example::
 
@@ -50,6 +59,7 @@ class MultiTowerDinConfig(ModelSection):
     towers: list[TowerConfig]
     din_towers: list[DinTowerConfig]
     final: MlpConfig
+    variational_dropout: VariationalDropoutConfig | None = None
 
     def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
         """Every tower's group must be a defined feature group."""

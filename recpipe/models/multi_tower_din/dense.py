@@ -12,6 +12,7 @@ from torch import nn
 
 from recpipe.models.blocks.din import DinAttention, MeanPoolSequence, PaddedDinAttention
 from recpipe.models.blocks.mlp import MLP, MlpSpec
+from recpipe.models.blocks.variational_dropout import VariationalDropout
 
 ATTENTIONS = ("jagged", "padded", "mean_pool")
 
@@ -26,12 +27,25 @@ class DeepTower:
         dense_columns (tuple[int, ...]): columns of ``Batch.dense`` appended after them.
         mlp (MlpSpec | None): the tower MLP (e.g. 512-256-128); ``None``: the concatenation as it is (a
             multi-task model's experts read the group's embeddings, as TorchEasyRec's MMoE does).
+        dense_widths (tuple[int, ...]): how many of ``dense_columns`` each dense feature has, in order (an
+            embedded numeric feature has its embedding's); ``()``: one each. Variational dropout drops a
+            feature's columns together.
     """
 
     name: str
     sparse_keys: tuple[str, ...]
     mlp: MlpSpec | None
     dense_columns: tuple[int, ...] = ()
+    dense_widths: tuple[int, ...] = ()
+
+    def feature_widths(self, key_dims: dict[str, int]) -> list[int]:
+        """The columns of each of the tower's features in its input: its keys', then its dense features'."""
+        dense = list(self.dense_widths) or [1] * len(self.dense_columns)
+        if sum(dense) != len(self.dense_columns):
+            raise ValueError(
+                f"tower {self.name!r}: dense_widths {dense} do not add up to its {len(self.dense_columns)} columns"
+            )
+        return [key_dims[k] for k in self.sparse_keys] + dense
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,11 @@ class MultiTowerDinDense(nn.Module):
         device (torch.device | None): parameter device.
         head (Callable[[int], nn.Module] | None): instead of ``final`` and the logit, a multi-task head
             built for the towers' total width (:mod:`recpipe.models.blocks.multitask`): logits ``(B, T)``.
+        variational_dropout (float | None): the regularization lambda of a variational dropout
+            (:class:`~recpipe.models.blocks.variational_dropout.VariationalDropout`) over each deep tower's input
+            features (a tower of one feature has none, as TorchEasyRec skips a group of one); with a head, the
+            model's features are one group (TorchEasyRec's multi-task models read one DEEP group, its sequence
+            encoders' outputs appended), so each DIN tower's output is one more feature. ``None``: no dropout.
 
     Example::
 
@@ -129,6 +148,7 @@ class MultiTowerDinDense(nn.Module):
         dense_in_features: int = 0,
         device: torch.device | None = None,
         head: Callable[[int], nn.Module] | None = None,
+        variational_dropout: float | None = None,
     ) -> None:
         super().__init__()
         if (final is None) == (head is None):
@@ -193,9 +213,32 @@ class MultiTowerDinDense(nn.Module):
             self.din[tower.name] = attention if q_dim == s_dim else PadQuery(attention, s_dim - q_dim)
             width += s_dim
         self.head = head(width) if head is not None else None
+        self.feature_dropout = nn.ModuleDict()
+        self.din_dropout: VariationalDropout | None = None
+        if variational_dropout is not None:
+            self._add_variational_dropout(variational_dropout, key_dims, head is not None, device)
         if final is not None:
             self.final = MLP.from_spec(width, final, device=device)
             self.logit = nn.Linear(self.final.out_features, 1, device=device)
+
+    def _add_variational_dropout(
+        self, lam: float, key_dims: dict[str, int], one_group: bool, device: torch.device | None
+    ) -> None:
+        widths = {t.name: t.feature_widths(key_dims) for t in self.towers_spec}
+        din = [self.din[t.name].out_features for t in self.din_towers_spec]
+        total = sum(len(w) for w in widths.values()) + len(din)
+        for name, w in widths.items():
+            if len(w) > 1 or (one_group and w and total > 1):
+                self.feature_dropout[name] = VariationalDropout(w, lam, device)
+        if one_group and din and total > 1:
+            self.din_dropout = VariationalDropout(din, lam, device)
+
+    def regularization(self, batch_size: int) -> torch.Tensor | None:
+        """The variational dropout's loss term for a batch of ``batch_size`` rows (None without one)."""
+        sites = [*self.feature_dropout.values(), *([self.din_dropout] if self.din_dropout is not None else [])]
+        if not sites:
+            return None
+        return torch.stack([site.penalty(batch_size) for site in sites]).sum()
 
     def input_names(self) -> list[str]:
         names = ["dense", *self.deep_keys]
@@ -209,7 +252,11 @@ class MultiTowerDinDense(nn.Module):
             parts = [embeddings[k] for k in tower.sparse_keys]
             if tower.dense_columns:
                 parts.append(dense[:, list(tower.dense_columns)])
-            outs.append(self.towers[tower.name](torch.cat(parts, dim=1)))
+            x = torch.cat(parts, dim=1)
+            if tower.name in self.feature_dropout:
+                x = self.feature_dropout[tower.name](x)
+            outs.append(self.towers[tower.name](x))
+        din_outs: list[torch.Tensor] = []
         for tower in self.din_towers_spec:
             query = embeddings[f"{tower.name}__query"]
             if tower.dense_columns:
@@ -217,13 +264,16 @@ class MultiTowerDinDense(nn.Module):
                 perm = self.query_perm[tower.name]
                 if perm:
                     query = query[:, perm]
-            outs.append(
+            din_outs.append(
                 self.din[tower.name](
                     query,
                     embeddings[f"{tower.name}__values"],
                     embeddings[f"{tower.name}__offsets"],
                 )
             )
+        if self.din_dropout is not None:
+            din_outs = [self.din_dropout(torch.cat(din_outs, dim=1))]
+        outs += din_outs
         if self.head is not None:
             return self.head(torch.cat(outs, dim=1))
         return self.logit(self.final(torch.cat(outs, dim=1))).squeeze(-1)

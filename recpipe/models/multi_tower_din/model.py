@@ -12,6 +12,8 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.base import SplitModel
+from recpipe.config.sections import VariationalDropoutConfig
+from recpipe.models.blocks.dense_embedding import EMBEDDED_SUFFIX
 from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingInit
 from recpipe.models.blocks.item_floats import item_floats
 from recpipe.models.blocks.mlp import MlpSpec, mlp_spec, optional_mlp_spec
@@ -41,6 +43,8 @@ class MultiTowerDIN(SplitModel):
             (``FeatureSpec.item_float_keys()``): no table; each item's value (its KJT value's float64 bits) is one
             more column of the item, where the history lists it (TorchEasyRec's SequenceEmbeddingGroupImpl
             concatenates a sequence's raw sub-feature values to the item's embeddings).
+        variational_dropout (float | None): the regularization lambda of a variational dropout over the deep
+            towers' features (see :class:`~recpipe.models.multi_tower_din.dense.MultiTowerDinDense`).
 
     Example::
 
@@ -69,6 +73,7 @@ class MultiTowerDIN(SplitModel):
         device: torch.device | None = None,
         head: Callable[[int], nn.Module] | None = None,
         item_floats: Sequence[str] = (),
+        variational_dropout: float | None = None,
     ) -> None:
         floats = set(item_floats)
         deep_keys = list(dict.fromkeys(k for t in towers for k in t.sparse_keys))
@@ -89,7 +94,9 @@ class MultiTowerDIN(SplitModel):
         )
         dims = {k: embeddings.embedding_dim(k) for k in [*deep_keys, *query_keys, *history_keys]}
         dims.update(dict.fromkeys(floats, 1))
-        dense = MultiTowerDinDense(towers, din_towers, final, dims, dense_in_features, device, head)
+        dense = MultiTowerDinDense(
+            towers, din_towers, final, dims, dense_in_features, device, head, variational_dropout
+        )
         super().__init__(embeddings, dense, dense_in_features)
         self.item_floats = sorted(floats)
 
@@ -128,7 +135,30 @@ def build(spec: FeatureSpec, cfg: MultiTowerDinConfig, device: torch.device | No
         pooling=spec.pooling(),
         device=device,
         item_floats=spec.item_float_keys(),
+        variational_dropout=dropout_lambda(cfg.variational_dropout),
     )
+
+
+def dropout_lambda(cfg: VariationalDropoutConfig | None) -> float | None:
+    """The variational dropout's regularization lambda of a model section, None without one."""
+    return None if cfg is None else cfg.regularization_lambda
+
+
+def dense_feature_widths(names: Sequence[str]) -> tuple[int, ...]:
+    """How many of a group's dense columns each feature has: an embedded numeric feature's columns
+    (``price__emb0 … price__emb7``, :func:`~recpipe.models.blocks.dense_embedding.expand_dense`) are one
+    feature, any other column one."""
+    widths: list[int] = []
+    previous = None
+    for n in names:
+        base, _, index = n.rpartition(EMBEDDED_SUFFIX)
+        feature = base if base and index.isdigit() else n
+        if feature == previous and base:
+            widths[-1] += 1
+        else:
+            widths.append(1)
+        previous = feature
+    return tuple(widths)
 
 
 def tower_specs(
@@ -148,7 +178,7 @@ def tower_specs(
             raise ValueError(f"tower over group {t.group!r} needs a deep group, it is {group.type!r}")
         cols = tuple(dense_names.index(n) for n in group.dense)
         mlp = optional_mlp_spec(t.mlp)
-        deep.append(DeepTower(group.name, tuple(group.sparse), mlp, cols))
+        deep.append(DeepTower(group.name, tuple(group.sparse), mlp, cols, dense_feature_widths(group.dense)))
     max_length = {s.name: s.max_length for s in spec.sequences}
     din = []
     for t in din_towers:

@@ -4,8 +4,9 @@ builder that puts a multi-task head on MultiTowerDIN's towers (:mod:`recpipe.mod
 
 A multi-task model's ``task_towers`` name the labels they predict, in ``data.label_fields`` order
 (TorchEasyRec's ``task_towers[].label_name``), each with its loss weight (``weight``). The model's output is
-one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · BCE_t``, each task's BCE over its rows weighted
-by its task space (``task_space_indicator_label``, ``in_task_space_weight``, ``out_task_space_weight``).
+one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · loss_t``, each task's loss (``loss``: BCE, or
+binary focal loss) over its rows weighted by its task space (``task_space_indicator_label``,
+``in_task_space_weight``, ``out_task_space_weight``), plus the variational dropout's term when the model has one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from collections.abc import Sequence
 from pydantic import Field, model_validator
 
 from recpipe.config.features import FeatureGroupConfig
-from recpipe.config.sections import ConfigSection, MlpConfig, ModelSection, check_group_refs
+from recpipe.config.sections import (
+    BceLossConfig,
+    ConfigSection,
+    LossConfig,
+    MlpConfig,
+    ModelSection,
+    VariationalDropoutConfig,
+    check_group_refs,
+)
 from recpipe.models.multi_tower_din.config import DinTowerConfig
 
 
@@ -35,6 +44,8 @@ class TaskTowerConfig(ConfigSection):
         label (str): its label column, one of ``data.label_fields`` (same order as the towers).
         mlp (MlpConfig | None): the tower's MLP.
         weight (float): the task's loss weight.
+        loss (LossConfig): ``{type: bce}`` (default) or ``{type: focal, gamma: 2.0, alpha: 0.5}``
+            (:class:`~recpipe.config.sections.FocalLossConfig`).
         relation_tower_names (list[str]): DBMTL only: earlier towers this one depends on.
         relation_mlp (MlpConfig | None): DBMTL only: the MLP over own + related towers' outputs.
         task_space_indicator_label (str | None): a label of ``data.label_fields`` splitting the rows into this
@@ -50,6 +61,7 @@ class TaskTowerConfig(ConfigSection):
     label: str
     mlp: MlpConfig | None = None
     weight: float = Field(1.0, gt=0.0)
+    loss: LossConfig = Field(default_factory=BceLossConfig)
     relation_tower_names: list[str] = Field(default_factory=list)
     relation_mlp: MlpConfig | None = None
     task_space_indicator_label: str | None = None
@@ -73,11 +85,16 @@ class TaskTowerConfig(ConfigSection):
 
 
 class MultiTaskSection(ModelSection):
-    """The parts every multi-task model's section has (see each model's module for its own)."""
+    """The parts every multi-task model's section has (see each model's module for its own).
+
+    ``variational_dropout`` (:class:`~recpipe.config.sections.VariationalDropoutConfig`) drops the features of
+    the towers' groups in training, each DIN tower's output counting as one more feature (TorchEasyRec's
+    multi-task models read one DEEP group, its sequence encoders' outputs appended to it)."""
 
     towers: list[InputTowerConfig] = Field(default_factory=list)
     din_towers: list[DinTowerConfig] = Field(default_factory=list)
     task_towers: list[TaskTowerConfig] = Field(min_length=2)
+    variational_dropout: VariationalDropoutConfig | None = None
 
     def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
         """Every tower's group must be a defined feature group; task names must be distinct."""
@@ -108,6 +125,10 @@ class MultiTaskSection(ModelSection):
 
     def task_weights(self) -> list[float]:
         return [t.weight for t in self.task_towers]
+
+    def task_losses(self) -> list[tuple[float, float] | None]:
+        """Per task, the focal loss's ``(gamma, alpha)``, or None for binary cross-entropy."""
+        return [(t.loss.gamma, t.loss.alpha) if t.loss.type == "focal" else None for t in self.task_towers]
 
     def task_spaces(self) -> list[tuple[int, float, float] | None]:
         """Per task, ``(index of its indicator label among the tasks' labels, in weight, out weight)``, or None

@@ -11,7 +11,7 @@ from torch import nn
 from recpipe.features.spec import FeatureSpec
 from recpipe.models.blocks.mlp import optional_mlp_spec
 from recpipe.models.blocks.multitask import TowerSpec
-from recpipe.models.multi_tower_din.model import MultiTowerDIN, tower_specs
+from recpipe.models.multi_tower_din.model import MultiTowerDIN, dropout_lambda, tower_specs
 from recpipe.models.multitask.config import MultiTaskSection, TaskTowerConfig
 
 
@@ -36,7 +36,8 @@ def build_multitask(
     """MultiTowerDIN's embeddings and towers with ``head(width)`` instead of its final MLP: logits ``(B, T)``.
 
     The model carries ``task_names``, ``task_weights`` and, when a task has one, ``task_spaces``
-    (:meth:`MultiTaskSection.task_spaces`; the training loss reads them)."""
+    (:meth:`MultiTaskSection.task_spaces`) and ``task_losses`` (a focal loss: :meth:`MultiTaskSection.task_losses`);
+    the training loss reads them."""
     if spec.labels != [t.label for t in cfg.task_towers]:
         raise ValueError(
             f"model {cfg.type}: task_towers predict {[t.label for t in cfg.task_towers]}, the features' labels "
@@ -53,9 +54,12 @@ def build_multitask(
         device=device,
         head=head,
         item_floats=spec.item_float_keys(),
+        variational_dropout=dropout_lambda(cfg.variational_dropout),
     )
     model.task_names = cfg.task_names()
     model.task_weights = cfg.task_weights()
     if any(space is not None for space in cfg.task_spaces()):
         model.task_spaces = cfg.task_spaces()
+    if any(loss is not None for loss in cfg.task_losses()):
+        model.task_losses = cfg.task_losses()
     return model
