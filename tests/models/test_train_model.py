@@ -8,7 +8,7 @@ from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
-from recpipe.models.train_model import TrainModel, bce_loss, task_space_weights
+from recpipe.models.train_model import TrainModel, bce_loss, focal_factor, task_space_weights
 
 
 class _Fixed(nn.Module):
@@ -92,3 +92,40 @@ def test_a_batch_without_rows_in_the_task_space_gives_the_task_no_loss() -> None
     weights = task_space_weights(labels, torch.tensor([[-1.0, 1.0, 1.0], [0.0, 1.0, 0.0]]))
     assert weights.tolist() == [[1.0, 0.0], [1.0, 0.0]]
     torch.testing.assert_close(bce_loss(logits, labels, weights), bce_loss(logits[:, 0], labels[:, 0]))
+
+
+def test_focal_loss_matches_hand_computed_values() -> None:
+    """TorchEasyRec's defaults gamma 2, alpha 0.5 (tzrec/loss/focal_loss.py): logits 0, 2, -1, labels 1, 0, 1:
+    p = 0.5, 0.8808, 0.2689; weights 0.5·0.5² = 0.125, 0.5·0.8808² = 0.3879, 0.5·0.7311² = 0.2672; BCE ln 2,
+    ln(1 + e²), ln(1 + e); mean of the products (0.0866 + 0.8250 + 0.3509) / 3 = 0.42087."""
+    logits, labels = torch.tensor([0.0, 2.0, -1.0]), torch.tensor([1.0, 0.0, 1.0])
+    focal = torch.tensor([[1.0, 2.0, 0.5]])
+    torch.testing.assert_close(
+        focal_factor(logits, labels, focal), torch.tensor([0.125, 0.3879017, 0.2672233])
+    )
+    torch.testing.assert_close(bce_loss(logits, labels, focal=focal), torch.tensor(0.4208722))
+    # sample weights 2, 1, 1: TorchEasyRec's mean(l · w / mean(w)) = (2·0.0866 + 0.8250 + 0.3509) / 4
+    loss = bce_loss(logits, labels, torch.tensor([2.0, 1.0, 1.0]), focal=focal)
+    torch.testing.assert_close(loss, torch.tensor((2 * 0.0866434 + 0.8250391 + 0.3509342) / 4))
+
+
+def test_focal_weight_is_constant_in_the_gradient() -> None:
+    """d/dz of w·BCE with w detached is w·(p - y): row 0 (z 0, y 1) gives 0.125 · (0.5 - 1) / 3."""
+    z = torch.tensor([0.0, 2.0, -1.0], requires_grad=True)
+    bce_loss(z, torch.tensor([1.0, 0.0, 1.0]), focal=torch.tensor([[1.0, 2.0, 0.5]])).backward()
+    torch.testing.assert_close(z.grad[0], torch.tensor(0.125 * -0.5 / 3))
+
+
+def test_a_multi_task_model_mixes_bce_and_focal_tasks() -> None:
+    """ctr BCE, cvr focal gamma 1, alpha 0.25 with task weight 2: Σ_t weight_t · loss_t, each as TorchEasyRec's
+    MultiTaskRank.loss computes it."""
+    logits = torch.tensor([[0.5, -1.0], [-2.0, 0.3]])
+    labels = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    model = _Fixed(logits)
+    model.task_weights, model.task_losses = [1.0, 2.0], [None, (1.0, 0.25)]
+    batch = Batch(dense=torch.zeros(2, 0), sparse=_batch([0.0, 0.0]).sparse, labels=labels, weights=None)
+    loss, _ = TrainModel(model)(batch)
+    # cvr, p = sigmoid(z): row 0 (z -1, y 0) (1 - alpha)·p·BCE, row 1 (z 0.3, y 1) alpha·(1 - p)·BCE
+    p = [1 / (1 + math.exp(1.0)), 1 / (1 + math.exp(-0.3))]
+    cvr = (0.75 * p[0] * -math.log(1 - p[0]) + 0.25 * (1 - p[1]) * -math.log(p[1])) / 2
+    torch.testing.assert_close(loss, _tzrec_task_loss(logits, labels, 0) + torch.tensor(2 * cvr))
