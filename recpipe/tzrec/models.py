@@ -220,7 +220,8 @@ def _variational_dropout(vd: Any, kind: str, path: str, found: Findings) -> dict
     ``RankModel.init_input``: every non-sequence group of more than one feature)."""
     if kind not in VARIATIONAL_DROPOUT:
         found.problem(
-            path, f"recpipe's {kind} has no variational dropout; supported on: {', '.join(VARIATIONAL_DROPOUT)}"
+            path,
+            f"recpipe's {kind} has no variational dropout; supported on: {', '.join(VARIATIONAL_DROPOUT)}",
         )
         return {}
     if vd.embedding_wise_variational_dropout:
@@ -236,9 +237,11 @@ def _variational_dropout(vd: Any, kind: str, path: str, found: Findings) -> dict
 def _task_loss(losses: Any, path: str, found: Findings) -> dict[str, Any] | None:
     """A task tower's ``losses`` → its ``loss`` (None: binary cross-entropy, recpipe's default)."""
     if len(losses) > 1:
-        found.problem(
-            path, f"recpipe trains one loss per task; TorchEasyRec would sum these {len(losses)} losses"
-        )
+        # an unsupported loss is refused at its own line already (its oneof is unset here)
+        if all(loss.WhichOneof("loss") for loss in losses):
+            found.problem(
+                path, f"recpipe trains one loss per task; TorchEasyRec would sum these {len(losses)} losses"
+            )
         return None
     if not losses or losses[0].WhichOneof("loss") != "binary_focal_loss":
         return None

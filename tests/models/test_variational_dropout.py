@@ -163,7 +163,9 @@ def test_eval_dense_arch_exports_and_matches_eager() -> None:
     dense, emb = _inputs()
     batch = torch.export.Dim("batch", min=1, max=4096)
     emb = {k: emb[k] for k in ("a", "b")}
-    program = torch.export.export(model, (dense, emb), dynamic_shapes=({0: batch}, {k: {0: batch} for k in emb}))
+    program = torch.export.export(
+        model, (dense, emb), dynamic_shapes=({0: batch}, {k: {0: batch} for k in emb})
+    )
     d2, e2 = _inputs(3)
     e2 = {k: torch.cat([e2[k]] * 5) for k in ("a", "b")}
     torch.testing.assert_close(program.module()(torch.cat([d2] * 5), e2), model(torch.cat([d2] * 5), e2))

@@ -86,18 +86,18 @@ def test_name_defaults_to_model_dir_and_yaml_round_trips(din_config, tmp_path):
 
 def test_two_unsupported_fields_are_both_listed_with_their_lines():
     # line 27 inside the sequence's sub-feature, line 45 inside model_config (lines 1-13: HEAD)
-    text = small_din("use_mask: true", "variational_dropout { regularization_lambda: 0.01 }")
+    text = small_din("use_mask: true", "use_pareto_loss_weight: true")
     with pytest.raises(TzrecImportError) as err:
         import_tzrec(text, source="two.config")
     problems = err.value.problems
     assert [(p.line, p.path) for p in problems] == [
         (27, "feature_configs[2].sequence_feature.features[0].id_feature.use_mask"),
-        (45, "model_config.variational_dropout"),
+        (45, "model_config.use_pareto_loss_weight"),
     ]
     message = str(err.value)
     assert message.startswith("cannot import TorchEasyRec config two.config: 2 problems")
     assert "line 27: " in message and "'use_mask'" in message
-    assert "line 45: " in message and "'variational_dropout'" in message
+    assert "line 45: " in message and "'use_pareto_loss_weight'" in message
 
 
 def test_values_recpipe_cannot_honour_are_all_listed():

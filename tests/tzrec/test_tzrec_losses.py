@@ -67,7 +67,9 @@ def test_a_plain_import_has_neither():
 def test_torcheasyrecs_defaults_are_recpipes():
     """``binary_focal_loss {}`` and ``variational_dropout {}`` as the shipped configs write them."""
     text = _dbmtl(
-        DBMTL.replace(BCE, "losses { binary_focal_loss {} }").replace("    dbmtl {", "    variational_dropout {}\n    dbmtl {", 1)
+        DBMTL.replace(BCE, "losses { binary_focal_loss {} }").replace(
+            "    dbmtl {", "    variational_dropout {}\n    dbmtl {", 1
+        )
     )
     imported = import_tzrec(text)
     assert imported.data["model"]["task_towers"][0]["loss"] == {"type": "focal", "gamma": 2.0, "alpha": 0.5}
@@ -97,7 +99,9 @@ def test_a_model_without_variational_dropout_or_focal_loss_refuses_them():
     dlrm = tzrec_dlrm(max_buckets=1000).replace("dlrm {", "variational_dropout {}\n    dlrm {", 1)
     found = _problems(dlrm)
     assert len(found) == 1 and "recpipe's dlrm has no variational dropout" in found[0], found
-    single = tzrec_multi_tower().replace("multi_tower {", "losses { binary_focal_loss {} }\n    multi_tower {", 1)
+    single = tzrec_multi_tower().replace(
+        "multi_tower {", "losses { binary_focal_loss {} }\n    multi_tower {", 1
+    )
     found = _problems(single)
     assert len(found) == 1 and "a focal loss is a multi-task model's task tower's" in found[0], found
 

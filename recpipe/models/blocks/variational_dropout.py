@@ -44,7 +44,9 @@ class VariationalDropout(nn.Module):
     ) -> None:
         super().__init__()
         if not widths or any(w < 1 for w in widths):
-            raise ValueError(f"variational dropout needs one or more features of width >= 1, got {list(widths)}")
+            raise ValueError(
+                f"variational dropout needs one or more features of width >= 1, got {list(widths)}"
+            )
         self.widths = list(widths)
         self.regularization_lambda = regularization_lambda
         # TorchEasyRec initializes the logits from a standard normal.
@@ -60,7 +62,12 @@ class VariationalDropout(nn.Module):
             eps = torch.finfo(torch.float32).eps
             drop = drop.expand(x.shape[0], -1)
             u = torch.rand_like(drop)
-            logit = torch.log(drop + eps) - torch.log(1.0 - drop + eps) + torch.log(u + eps) - torch.log(1.0 - u + eps)
+            logit = (
+                torch.log(drop + eps)
+                - torch.log(1.0 - drop + eps)
+                + torch.log(u + eps)
+                - torch.log(1.0 - u + eps)
+            )
             drop = torch.sigmoid(logit / TEMPERATURE)
         return x * (1.0 - drop[:, self.columns]).to(x.dtype)
 

@@ -235,7 +235,10 @@ class MultiTowerDinDense(nn.Module):
 
     def regularization(self, batch_size: int) -> torch.Tensor | None:
         """The variational dropout's loss term for a batch of ``batch_size`` rows (None without one)."""
-        sites = [*self.feature_dropout.values(), *([self.din_dropout] if self.din_dropout is not None else [])]
+        sites = [
+            *self.feature_dropout.values(),
+            *([self.din_dropout] if self.din_dropout is not None else []),
+        ]
         if not sites:
             return None
         return torch.stack([site.penalty(batch_size) for site in sites]).sum()

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
+from recpipe.config.sections import VariationalDropoutConfig
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.base import SplitModel
-from recpipe.config.sections import VariationalDropoutConfig
 from recpipe.models.blocks.dense_embedding import EMBEDDED_SUFFIX
 from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingInit
 from recpipe.models.blocks.item_floats import item_floats
