@@ -1020,6 +1020,13 @@ def _draw_map(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
         at = _offsets(counts)[:-1] + (rng.random(n) * np.maximum(counts, 1)).astype(np.int64)
         rows = np.flatnonzero(planted)
         keys[at[rows]], vals[at[rows]] = own[0][rows], value[rows]
+        # The row's own key only where planted (a small key space, e.g. bucket ids, draws it by chance): so FG
+        # finds exactly the planted value, which the click model counts.
+        entry_row = np.repeat(np.arange(n), counts)
+        clash = (keys == own[0][entry_row]) & own_ok[entry_row]
+        clash[at[rows]] = False
+        if spaces[0].size > 1:
+            keys[clash] = (keys[clash] + 1) % spaces[0].size
         return (counts, keys, vals, planted, value)
     # nested: 1..3 primary keys per row, 1..3 secondary keys each; entry (0, 0) is the row's when planted
     p_counts = _counts(rng, n, 1, 3, empty=0.05)
