@@ -88,7 +88,9 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
     outputs = outputs_of(spec)
     for sb in source.iter_batches(Shard(0, 1)):
         batch = sb.batch
-        if outputs:  # a vocabulary or statistics of a feature reading "feature:X": X's bucket ids, as FG derives them
+        if (
+            outputs
+        ):  # a vocabulary or statistics of a feature reading "feature:X": X's bucket ids, as FG derives them
             batch = with_feature_outputs(batch, outputs, normalize(batch, spec))
         for key in vocab_keys:
             feat = spec.feature(key)

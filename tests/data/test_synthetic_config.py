@@ -137,7 +137,13 @@ KIND_CONFIGS: dict[str, dict] = {
     # TorchEasyRec's FG_DAG input "feature:X": a lookup keyed by a bucketized raw feature's bucket id.
     "feature_output": small(
         [
-            {"kind": "raw", "name": "age_bucket", "column": "age", "boundaries": [18, 25, 40], "embedding_dim": 4},
+            {
+                "kind": "raw",
+                "name": "age_bucket",
+                "column": "age",
+                "boundaries": [18, 25, 40],
+                "embedding_dim": 4,
+            },
             {"kind": "lookup", "name": "age_clicks", "map": "kv_age", "key": "feature:age_bucket"},
         ],
         ["age_bucket"],
@@ -427,7 +433,9 @@ def test_a_lookup_keyed_by_a_bucket_id_finds_the_rows_bucket(generated) -> None:
     spec, out = _fg(cfg, table)
     clicks = _dense(spec, out, "age_clicks")
     assert (clicks > 0).mean() > 0.5  # the row's bucket is in its map most of the time
-    assert binary_auc(labels[:, 0], clicks) > 0.53  # the value planted at the row's own bucket carries the click (0.56)
+    assert (
+        binary_auc(labels[:, 0], clicks) > 0.53
+    )  # the value planted at the row's own bucket carries the click (0.56)
 
 
 def test_histories_of_one_sequence_group_are_generated_item_by_item_alike() -> None:

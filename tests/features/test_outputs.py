@@ -20,7 +20,13 @@ from recpipe.features.schema_check import required_columns
 from recpipe.features.spec import FeatureSpec, FeatureSpecError
 
 # TorchEasyRec's multi_tower_din_zch_fg_mock.config: raw_6_id buckets item:raw_6; lookup_5 is keyed by its bucket.
-RAW = {"kind": "raw", "name": "raw_6_id", "column": "raw_6", "boundaries": [0.1, 0.2, 0.3, 0.4], "embedding_dim": 4}
+RAW = {
+    "kind": "raw",
+    "name": "raw_6_id",
+    "column": "raw_6",
+    "boundaries": [0.1, 0.2, 0.3, 0.4],
+    "embedding_dim": 4,
+}
 LOOKUP = {
     "kind": "lookup",
     "name": "lookup_5",
@@ -123,12 +129,16 @@ def test_the_config_refuses_every_other_feature_output(features: list[dict], mes
 
 def test_a_reader_taking_a_bucket_id_as_a_history_or_text_is_refused() -> None:
     as_map = {"kind": "lookup", "name": "lk", "map": "feature:raw_6_id", "key": "k"}
-    with pytest.raises(FeatureSpecError, match="feature 'lk': input 'feature:raw_6_id' is a bucket id, which"):
+    with pytest.raises(
+        FeatureSpecError, match="feature 'lk': input 'feature:raw_6_id' is a bucket id, which"
+    ):
         FeatureGenerator(spec_of(RAW, as_map))
 
 
 def test_an_fg_json_whose_feature_output_is_not_a_bucket_id_is_refused() -> None:
     d = spec_of(RAW, LOOKUP).to_dict()
     d["sparse"][0]["boundaries"] = None  # hand-edited: raw_6_id no longer bucketizes
-    with pytest.raises(FeatureSpecError, match="feature 'lookup_5': input 'feature:raw_6_id': feature 'raw_6_id'"):
+    with pytest.raises(
+        FeatureSpecError, match="feature 'lookup_5': input 'feature:raw_6_id': feature 'raw_6_id'"
+    ):
         FeatureGenerator(FeatureSpec.from_dict(d))

@@ -133,7 +133,13 @@ feature_configs {
 def test_an_fg_dag_feature_input_reads_the_bucket_id_of_a_bucketized_raw_feature() -> None:
     imported = import_tzrec(HEAD + FEATURE_OUTPUT + _model("age_binning", "lk"))
     [raw, lookup] = imported.data["features"]
-    assert raw == {"kind": "raw", "name": "age_binning", "column": "age", "boundaries": [18, 25], "embedding_dim": 4}
+    assert raw == {
+        "kind": "raw",
+        "name": "age_binning",
+        "column": "age",
+        "boundaries": [18, 25],
+        "embedding_dim": 4,
+    }
     assert lookup["key"] == "feature:age_binning" and lookup["map"] == "age_map"
     spec = build_feature_spec(imported.config)
     assert spec.input_columns() == ["age", "age_map", "clk"]  # the bucket id is FG's, not a table column

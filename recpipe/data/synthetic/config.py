@@ -628,7 +628,9 @@ class ConfigModel:
         return [self.oracle] + [f"true_{label}_prob" for label in self.labels[1:]]
 
 
-def aligned_histories(cfg: RecpipeConfig, plan: Plan, catalogues: dict[str, Catalogue]) -> dict[str, tuple[str, int]]:
+def aligned_histories(
+    cfg: RecpipeConfig, plan: Plan, catalogues: dict[str, Catalogue]
+) -> dict[str, tuple[str, int]]:
     """The histories of different sequences one sequence group lists (TorchEasyRec's standalone sequence_id and
     sequence_raw features side by side), which FG reads item by item and so checks row by row for equal
     lengths: each history column → (the group's first, the shortest ``sequence_length`` of them)."""
@@ -637,7 +639,9 @@ def aligned_histories(cfg: RecpipeConfig, plan: Plan, catalogues: dict[str, Cata
         if g.type != "sequence":
             continue
         read = (plan.features.get(k) for k in g.features)
-        cols = list(dict.fromkeys(f.source_column for f in read if f is not None and f.source_column in catalogues))
+        cols = list(
+            dict.fromkeys(f.source_column for f in read if f is not None and f.source_column in catalogues)
+        )
         cap = min((catalogues[c].max_length for c in cols), default=0)
         for c in cols if len(cols) > 1 else []:
             out.setdefault(c, (cols[0], cap))
