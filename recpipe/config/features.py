@@ -45,6 +45,64 @@ class FeatureSection(Strict):
         return []
 
 
+# An input ``"feature:X"`` (TorchEasyRec's FG_DAG side ``feature``, docs/source/feature/data.md) is feature X's
+# output, not a table column: FG computes it from X's own input before the features that read it. recpipe
+# reads it for X a raw feature with listed boundaries and one value a row: X's bucket id (an integer id).
+FEATURE_OUTPUT = "feature:"
+
+
+def feature_output(column: str) -> str | None:
+    """The feature X an input ``"feature:X"`` reads the output of, else None (a table column)."""
+    return column[len(FEATURE_OUTPUT) :] if column.startswith(FEATURE_OUTPUT) else None
+
+
+def feature_output_refusal(column: str, target: dict[str, Any] | None) -> str | None:
+    """Why input ``column`` (``"feature:X"``) cannot be read, or None when it can.
+
+    Args:
+        column (str): the input, ``"feature:X"``.
+        target (dict | None): feature X's config as a dict (``kind``, ``boundaries``, ``value_dim``,
+            ``column``, ``num_quantile_buckets``); None: there is no feature X.
+    """
+    name = feature_output(column)
+    if target is None:
+        return f"input {column!r} names no feature {name!r}"
+    why = None
+    if target.get("kind") != "raw" or target.get("boundaries") is None:
+        why = (
+            f"feature {name!r} is not a raw feature with boundaries (recpipe reads 'feature:X' as X's bucket id; "
+            "another feature's output has no counterpart yet)"
+        )
+        if target.get("kind") == "raw" and target.get("num_quantile_buckets") is not None:
+            why = f"feature {name!r} fits its boundaries (num_quantile_buckets); list them to read its bucket id"
+    elif (target.get("value_dim") or 1) > 1:
+        why = f"feature {name!r} has value_dim {target['value_dim']} bucket ids a row; 'feature:X' reads one"
+    elif feature_output(str(target.get("column") or "")) is not None:
+        why = (
+            f"feature {name!r} reads {target['column']!r} itself: a chain (or cycle) of feature outputs is not "
+            "supported, X must read a table column"
+        )
+    return None if why is None else f"input {column!r}: {why}"
+
+
+def check_feature_outputs(features: list[FeatureSection]) -> None:
+    """Refuse every ``"feature:X"`` input of ``features`` that :func:`feature_output_refusal` refuses.
+
+    Raises:
+        ValueError: naming the feature, its input and why.
+    """
+    by_name = {f.name: f for f in features}
+    for f in features:
+        for column in dict.fromkeys([*f.text_columns(True), *([f.column] if f.column else [])]):
+            name = feature_output(column)
+            if name is None:
+                continue
+            target = by_name.get(name)
+            why = feature_output_refusal(column, None if target is None else target.model_dump())
+            if why is not None:
+                raise ValueError(f"feature {f.name!r}: {why}")
+
+
 class _TableMixin(Strict):
     """The settings of a feature's embedding table (TorchEasyRec's common ``data_type`` and ``trainable``,
     docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16`` (TorchEasyRec's

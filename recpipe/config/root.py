@@ -32,7 +32,7 @@ from recpipe.config.catalogue import (
     Declared,
     check_backend_names,
 )
-from recpipe.config.features import FeatureGroupConfig, FeatureSection
+from recpipe.config.features import FeatureGroupConfig, FeatureSection, check_feature_outputs
 from recpipe.config.placeholders import check_declared
 from recpipe.config.sections import ModelSection, Strict
 from recpipe.config.strict_yaml import DuplicateKeyError, load_yaml
@@ -406,6 +406,7 @@ class RecpipeConfig(Strict):
         if dup:
             raise ValueError(f"duplicate feature names {dup}")
         known = set(names)
+        check_feature_outputs(self.features)
         for g in self.feature_groups:
             missing = [n for n in g.features if n not in known]
             if missing:

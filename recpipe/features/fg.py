@@ -25,6 +25,7 @@ from recpipe.features.columns import BadRows, as_numpy, to_float
 from recpipe.features.hashing import fnv1a64, to_string_array
 from recpipe.features.kinds.base import FeatureKind
 from recpipe.features.kinds.registry import feature_kind
+from recpipe.features.outputs import outputs_of, with_feature_outputs
 from recpipe.features.raw import normalize
 from recpipe.features.spec import DenseFeature, FeatureSpec, FeatureSpecError, SequenceFeature, SparseFeature
 
@@ -169,6 +170,8 @@ class FeatureGenerator:
                     first_of.setdefault(spec.feature(h).sequence, h)
                 firsts = list(first_of.values())
                 self._aligned += [(g.name, firsts[0], other) for other in firsts[1:]]
+        # The feature outputs other features read ("feature:X" → X's entry), derived first in every batch.
+        self._outputs = outputs_of(spec)
         self.stats = FGStats()
         # Rows of the last call that were emitted (None: all of them), to line up outputs with inputs.
         self.last_kept: np.ndarray | None = None
@@ -235,6 +238,7 @@ class FeatureGenerator:
 
     def _compute(self, batch: pa.RecordBatch) -> tuple[FGOutput, list[BadRows], int]:
         n = batch.num_rows
+        batch = with_feature_outputs(batch, self._outputs)
         bads: list[BadRows] = []
         values: dict[str, np.ndarray] = {}
         lengths: dict[str, np.ndarray] = {}

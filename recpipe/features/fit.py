@@ -17,6 +17,7 @@ from recpipe.features.columns import to_float
 from recpipe.features.hashing import to_string_array
 from recpipe.features.kinds.base import FitNeeds
 from recpipe.features.kinds.registry import feature_kind
+from recpipe.features.outputs import outputs_of, with_feature_outputs
 from recpipe.features.raw import normalize
 from recpipe.features.spec import FeatureSpec, IdMapping, SparseFeature, sub_value_positions
 
@@ -84,8 +85,13 @@ def fit_feature_spec(cfg: RecpipeConfig, source: Source | None) -> FeatureSpec:
     sampled = 0
     moments: dict[str, list[float]] = {k: [0.0, 0.0, 0.0] for k in z_keys}
     seqs = {s.name: s for s in spec.sequences}
+    outputs = outputs_of(spec)
     for sb in source.iter_batches(Shard(0, 1)):
         batch = sb.batch
+        if (
+            outputs
+        ):  # a vocabulary or statistics of a feature reading "feature:X": X's bucket ids, as FG derives them
+            batch = with_feature_outputs(batch, outputs, normalize(batch, spec))
         for key in vocab_keys:
             feat = spec.feature(key)
             if feat.sequence is None:

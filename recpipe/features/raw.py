@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from recpipe.config.features import feature_output
 from recpipe.features.columns import MAX_EXACT_INT, integral_ids
 from recpipe.features.kinds.base import ColumnKind
 from recpipe.features.kinds.registry import feature_kind
@@ -47,7 +48,8 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
     kinds: dict[str, ColumnKind] = {}
     for entry in spec.fg_entries():
         for column, (kind, _) in feature_kind(entry.kind).columns(entry).items():
-            kinds[column] = kind
+            if feature_output(column) is None:  # "feature:X" is derived by FG, never read from the rows
+                kinds[column] = kind
     if with_labels:
         for column in spec.labels:
             kinds[column] = "float"

@@ -12,6 +12,7 @@ import tempfile
 import pyarrow as pa
 
 from recpipe.config import CsvOptions
+from recpipe.config.features import feature_output
 from recpipe.data.types import DataError
 from recpipe.features.kinds.base import ANY, IDS, LIST_OF, NUMERIC, TEXT
 from recpipe.features.kinds.registry import feature_kind
@@ -73,7 +74,8 @@ def required_columns(spec: FeatureSpec, with_labels: bool = True) -> dict[str, t
     for e in spec.fg_entries():
         reader = f"{'sequence' if isinstance(e, SequenceFeature) else 'feature'} {e.name!r}"
         for column, (_, what) in feature_kind(e.kind).columns(e).items():
-            need.setdefault(column, (reader, what))
+            if feature_output(column) is None:  # "feature:X": FG derives it from X's column
+                need.setdefault(column, (reader, what))
     if with_labels:
         for column in spec.labels:
             need.setdefault(column, ("the label", NUMERIC))

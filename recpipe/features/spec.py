@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from recpipe.config.features import feature_output
+
 # The FeatureSpec's file name wherever one is written (a dataset, a checkpoint, an export folder).
 FG_JSON = "fg.json"
 
@@ -446,8 +448,10 @@ class FeatureSpec:
         return [*pooled, *self.sequences, *self.dense]
 
     def input_columns(self) -> list[str]:
-        """Source columns FG reads (label and weight included)."""
-        cols = [c for e in self.fg_entries() for c in (e.column, *getattr(e, "inputs", ()))] + self.labels
+        """Source columns FG reads (label and weight included); a feature output (``"feature:X"``) is not one:
+        FG derives it from X's column."""
+        cols = [c for e in self.fg_entries() for c in (e.column, *getattr(e, "inputs", ()))]
+        cols = [c for c in cols if feature_output(c) is None] + self.labels
         if self.weight:
             cols.append(self.weight)
         if self.group_column:

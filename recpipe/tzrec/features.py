@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from recpipe.config.features import sub_feature_key
+from recpipe.config.features import feature_output, feature_output_refusal, sub_feature_key
 from recpipe.tzrec.problems import Findings
 from recpipe.tzrec.value_features import (
     VALUE_FEATURES,
@@ -27,8 +27,8 @@ from recpipe.tzrec.value_features import (
     table_or_dense,
 )
 
-# recpipe reads the column an expression names; inputs computed by other features or constants are
-# TorchEasyRec FG-DAG constructs recpipe has no counterpart for.
+# recpipe reads the column an expression names, or (side "feature", FG_DAG) a bucketized raw feature's output,
+# which its FG derives; constants are an FG-DAG construct recpipe has no counterpart for.
 _SIDES = ("user", "item", "context")
 _MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
 ENCODED_SEPARATOR = "\x03"  # data_config's fg_encoded_multival_sep default (data.proto): FG_NONE's
@@ -60,12 +60,23 @@ DYNAMICEMB_REFUSED = (
 )
 
 
-def _column(expression: str, name: str, path: str, found: Findings) -> str | None:
+def _column(expression: str, name: str, path: str, found: Findings, outputs: bool = True) -> str | None:
+    """The column of an expression ``"<side>:<input>"`` (None: the feature's name, or a problem reported);
+    ``"feature:X"`` as it is where ``outputs`` (a history's items read no feature output)."""
     if not expression:  # missing: reported as a required field
         return None
     side, sep, column = expression.partition(":")
     if not sep or not column:
         found.problem(f"{path}.expression", f"expression {expression!r} is not '<side>:<input>'")
+        return None
+    if side == "feature" and outputs:
+        return expression
+    if side == "feature":
+        found.problem(
+            f"{path}.expression",
+            f"input {expression!r}: a history's items read their values from the history column, not from "
+            "another feature's output",
+        )
         return None
     if side not in _SIDES:
         found.problem(
@@ -239,6 +250,7 @@ def map_features(
     default_value) were applied before the data was written; ``multival_sep`` (data_config's
     ``fg_encoded_multival_sep``) joins the values of one row there."""
     features: list[dict[str, Any]] = []
+    paths: list[str] = []
     tables: dict[str, list[_Member]] = {}
     for i, fc in enumerate(configs):
         kind = fc.WhichOneof("feature")
@@ -288,8 +300,42 @@ def map_features(
         if kind != "sequence_feature":
             table_settings(cfg, out, path, found)
         features.append(out)
+        paths.append(path)
     _assign_tables(tables, found)
+    check_feature_outputs(features, paths, found)
     return features
+
+
+# A mapped feature's input fields (recpipe's name → TorchEasyRec's field, where a problem is reported).
+_INPUT_FIELDS = {
+    "column": "expression",
+    "columns": "expression",
+    "map": "map",
+    "key": "key",
+    "nested_map": "nested_map",
+    "pkey": "pkey",
+    "skey": "skey",
+    "variables": "variables",
+    "query": "query",
+    "title": "title",
+    "document": "document",
+    "mask": "expression",
+}
+
+
+def check_feature_outputs(features: list[dict[str, Any]], paths: list[str], found: Findings) -> None:
+    """Every ``"feature:X"`` input of the mapped ``features`` (``paths``: each one's config line) that recpipe
+    cannot derive is reported at its field: X unknown, not a raw_feature with boundaries of one value a row, or
+    reading a feature output itself (a chain or a cycle)."""
+    by_name = {f["name"]: f for f in features}
+    for f, path in zip(features, paths):
+        for field, proto_field in _INPUT_FIELDS.items():
+            given = f.get(field)
+            for column in given if isinstance(given, list) else [given]:
+                if isinstance(column, str) and feature_output(column) is not None:
+                    why = feature_output_refusal(column, by_name.get(feature_output(column) or ""))
+                    if why is not None:
+                        found.problem(f"{path}.{proto_field}", why)
 
 
 def _sequence(
@@ -321,7 +367,7 @@ def _sequence(
         # The expression names the per-item input; recpipe reads sub-values by position in the sequence
         # column (or, pre-encoded, the column <sequence>__<sub>), so only its form is checked.
         if not encoded:
-            _column(sub.expression, sub.feature_name, sub_path, found)
+            _column(sub.expression, sub.feature_name, sub_path, found, outputs=False)
         for unused in ("sequence_length", "sequence_delim"):
             if sub.HasField(unused):
                 found.note(f"{sub_path}.{unused}", f"ignored: the sequence's {unused} applies")
@@ -418,7 +464,7 @@ def _standalone_sequence(
         out = {"kind": "sequence_raw", **_dense_sub(cfg, path, found, encoded)}
     else:
         out = {"kind": "sequence_raw", **_bucketized(cfg, path, found, encoded, "sequence_raw_feature")}
-    column = None if encoded else _column(cfg.expression, name, path, found)
+    column = None if encoded else _column(cfg.expression, name, path, found, outputs=False)
     if column:
         out["column"] = column
     if not cfg.sequence_length:

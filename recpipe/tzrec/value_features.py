@@ -2,8 +2,9 @@
 ``match``, ``expr_feature`` → ``expr``, ``overlap_feature`` → ``overlap`` (docs/source/feature/feature.md;
 field names and defaults from tzrec/protos/feature.proto).
 
-Each input (``map: "user:kv_cate"``, a variable ``"item:i_age"``) names a column by ``<side>:<input>``; the
-sides ``feature`` and ``const`` (TorchEasyRec's FG DAG) have no recpipe counterpart and are reported. Fields
+Each input (``map: "user:kv_cate"``, a variable ``"item:i_age"``) names a column by ``<side>:<input>``; an input
+``"feature:X"`` (TorchEasyRec's FG DAG: feature X's output) is kept as it is, recpipe's FG derives it (X a
+bucketized raw feature: its bucket id), and the side ``const`` has no recpipe counterpart and is reported. Fields
 outside the schema subset (recpipe.tzrec.schema) are reported at their line, as for every feature.
 
 Example::
@@ -35,15 +36,6 @@ _SIDES = ("user", "item", "context")
 def side_reason(side: str, text: str = "") -> str:
     """Why an FG-DAG input side (of the input ``text``, ``"<side>:<input>"``) has no recpipe counterpart
     (docs/source/feature/data.md, fg_mode)."""
-    if side == "feature":
-        name = text.partition(":")[2] or "X"
-        return (
-            f": 'feature:{name}' is the output of feature {name!r}'s own FG (FG_DAG runs {name!r} first and passes "
-            "its output on: a bucketized raw_feature's bucket id, an id_feature's mapped id, a raw value "
-            "normalized), not a table column. recpipe's FG computes every feature from table columns only, with no "
-            "order between features, so it has no such column to read; write that output into a table column "
-            f"(FG_NORMAL's contract: {name!r}'s values, e.g. its bucket ids as text) and read it by user:/item:"
-        )
     if side == "const":
         return ": 'const:' inputs are constants, which recpipe's features do not take; write a column"
     return ""
@@ -53,13 +45,16 @@ _MAPPINGS = ("hash_bucket_size", "num_buckets", "vocab_list", "vocab_file")
 
 
 def _input(text: str, where: str, found: Findings, allow_all: bool = False) -> str | None:
-    """The column of ``"<side>:<input>"`` (``ALL`` as it is, for a match key)."""
+    """The column of ``"<side>:<input>"`` (``ALL`` as it is, for a match key; ``"feature:X"`` as it is, feature
+    X's output, which :func:`recpipe.tzrec.features.check_feature_outputs` checks once every feature is read)."""
     if allow_all and text == "ALL":
         return text
     side, sep, column = text.partition(":")
     if not sep or not column:
         found.problem(where, f"input {text!r} is not '<side>:<input>'")
         return None
+    if side == "feature":
+        return text
     if side not in _SIDES:
         found.problem(
             where,

@@ -134,6 +134,20 @@ KIND_CONFIGS: dict[str, dict] = {
         ],
         ["cate", "cate_bucket", "tag_ids"],
     ),
+    # TorchEasyRec's FG_DAG input "feature:X": a lookup keyed by a bucketized raw feature's bucket id.
+    "feature_output": small(
+        [
+            {
+                "kind": "raw",
+                "name": "age_bucket",
+                "column": "age",
+                "boundaries": [18, 25, 40],
+                "embedding_dim": 4,
+            },
+            {"kind": "lookup", "name": "age_clicks", "map": "kv_age", "key": "feature:age_bucket"},
+        ],
+        ["age_bucket"],
+    ),
     "match": small(
         [
             {"kind": "id", "name": "cate", "hash_bucket_size": 100},
@@ -408,6 +422,46 @@ def test_a_lookup_finds_the_rows_key_and_its_value_carries_the_click(generated) 
     assert binary_auc(labels[:, 0], clicks) > 0.58
     maps = table["kv_cate"].drop_null().to_pylist()
     assert all(":" in e for m in maps for e in m.split("\x1d") if m)
+
+
+def test_a_lookup_keyed_by_a_bucket_id_finds_the_rows_bucket(generated) -> None:
+    cfg, table, labels, _ = generated("feature_output")
+    assert "feature:age_bucket" not in table.column_names  # FG derives it from age
+    assert "feature:age_bucket" not in config_gen.input_columns(cfg)
+    keys = {e.split(":")[0] for m in table["kv_age"].drop_null().to_pylist() for e in m.split("\x1d") if m}
+    assert keys == {"0", "1", "2", "3"}  # the bucket ids of boundaries [18, 25, 40]
+    spec, out = _fg(cfg, table)
+    clicks = _dense(spec, out, "age_clicks")
+    assert (clicks > 0).mean() > 0.5  # the row's bucket is in its map most of the time
+    assert (
+        binary_auc(labels[:, 0], clicks) > 0.53
+    )  # the value planted at the row's own bucket carries the click (0.56)
+
+
+def test_histories_of_one_sequence_group_are_generated_item_by_item_alike() -> None:
+    """A sequence group of standalone histories (TorchEasyRec's seq_item group: a sequence_id and a
+    sequence_raw feature side by side) is read item by item, so FG refuses rows whose lengths differ: each row's
+    histories hold as many items (the shortest sequence_length caps them), and null together."""
+    features = [
+        {"kind": "id", "name": "item", "num_buckets": 50, "embedding_dim": 4},
+        {"kind": "sequence_id", "name": "buys", "num_buckets": 50, "embedding_dim": 4, "sequence_length": 6},
+        {"kind": "sequence_raw", "name": "prices", "dense": True, "sequence_length": 4},
+    ]
+    din = {
+        "type": "multi_tower_din",
+        "towers": [],
+        "din_towers": [{"group": "seq", "attn_mlp": {"hidden_units": [4]}}],
+        "final": {"hidden_units": [4]},
+    }
+    group = {"name": "seq", "type": "sequence", "features": ["item", "buys", "prices"]}
+    cfg = parse_config({"name": "aligned", "data": {"label": "label"}, "features": features,
+                        "feature_groups": [group], "model": din})  # fmt: skip
+    table = make_chunk(build_model(cfg, seed=2, rows=2000), 2, 0, 2000)[0]
+    split = {c: pc.split_pattern(table[c], cfg.features[1].delimiter) for c in ("buys", "prices")}
+    count = [pc.fill_null(pc.list_value_length(items), 0).to_numpy() for items in split.values()]
+    assert np.array_equal(count[0], count[1]) and count[0].max() == 4 and (count[0] > 1).mean() > 0.3
+    assert np.array_equal(table["buys"].is_null().to_numpy(), table["prices"].is_null().to_numpy())
+    assert FeatureGenerator(build_feature_spec(cfg), on_bad_row="error")(table).num_rows == 2000
 
 
 def test_a_match_finds_the_rows_pair_and_its_value_carries_the_click(generated) -> None:

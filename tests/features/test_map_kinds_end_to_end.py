@@ -1,6 +1,6 @@
 """The kinds lookup, match, expr and overlap the whole way, as tests/models/test_toy_model.py takes a toy kind:
 generated rows (a user's category click counts as a map, a two-level category^brand map, numbers, query and
-title terms), a DLRM trained a few steps on them, exported to jit, onnx and rtp with parity, the served rtp
+title terms, clicks by the bucket of a number: a lookup keyed by ``feature:a_bucket``), a DLRM trained a few steps on them, exported to jit, onnx and rtp with parity, the served rtp
 folder scoring raw rows to the AUC evaluate measured, and the registered pyfunc class scoring a DataFrame and
 JSON records to the same probabilities."""
 
@@ -39,6 +39,9 @@ CONFIG = {
             "boundaries": [0.5, 1.5, 3.5],
             "embedding_dim": 8,
         },
+        # TorchEasyRec's FG_DAG "feature:X": clicks at the bucket of the row's a, which FG derives from a.
+        {"kind": "raw", "name": "a_bucket", "column": "a", "boundaries": [1.0, 2.0], "embedding_dim": 8},
+        {"kind": "lookup", "name": "a_bucket_clicks", "map": "kv_bucket", "key": "feature:a_bucket"},
         {"kind": "match", "name": "cate_brand", "nested_map": "kkv", "pkey": "cate", "skey": "brand"},
         {
             "kind": "match",
@@ -81,6 +84,7 @@ CONFIG = {
             "features": [
                 "cate",
                 "cate_clicks_bucket",
+                "a_bucket",
                 "brand_any",
                 "price_bucket",
                 "term_contain",
@@ -124,7 +128,16 @@ def rows(n: int, seed: int) -> pa.Table:
         title.append("\x1d".join(f"w{w}" for w in t))
     a = np.round(rng.uniform(0, 3, n), 3)
     b = np.where(rng.random(n) < 0.1, np.nan, np.round(rng.uniform(0, 3, n), 3))  # pandas' missing value
-    logit = 0.8 * clicks - 1.5 + 0.3 * (a - np.nan_to_num(b))
+    # Counts by bucket of a (0, 1, 2; its own generator, so the other columns are as before), the clicks at
+    # a's bucket (b_clicks) part of the label too: the lookup keyed by feature:a_bucket must be read.
+    extra = np.random.default_rng(seed + 100)
+    maps = [
+        dict(zip(extra.choice(3, extra.integers(0, 3), replace=False), extra.integers(1, 6, 3)))
+        for _ in range(n)
+    ]
+    kv_bucket = ["\x1d".join(f"{k}:{v}" for k, v in m.items()) for m in maps]
+    b_clicks = np.array([m.get(k, 0) for m, k in zip(maps, np.searchsorted([1.0, 2.0], a, side="right"))])
+    logit = 0.8 * clicks - 1.5 + 0.3 * (a - np.nan_to_num(b)) + 0.4 * (b_clicks - 1.5)
     label = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.int64)
     return pa.table(
         {
@@ -132,6 +145,7 @@ def rows(n: int, seed: int) -> pa.Table:
             "brand": [f"b{x}" for x in brand],
             "kv_cate": kv,
             "kkv": kkv,
+            "kv_bucket": kv_bucket,
             "a": a,
             "b": pa.array(b, mask=np.isnan(b)),
             "query": query,
@@ -158,6 +172,8 @@ def test_lookup_match_expr_overlap_train_export_and_serve(data: dict[str, str], 
     raw = table.drop_columns(["label"])
     rtp = load_backend(tmp_path / "export" / "rtp")
     kinds = {e.name: e.kind for e in rtp.spec.fg_entries()}
+    assert rtp.spec.input_columns().count("a") == 1 and "feature:a_bucket" not in rtp.spec.input_columns()
+    assert rtp.spec.dense[rtp.spec.dense_names().index("a_bucket_clicks")].inputs == ["feature:a_bucket"]
     assert {kinds["cate_clicks"], kinds["cate_brand"], kinds["price_ratio"], kinds["term_contain"]} == {
         "lookup",
         "match",

@@ -111,7 +111,7 @@ def test_each_block_maps_to_its_kind() -> None:
         (
             'kv_dot_product { feature_name: "s" query: "feature:q" document: "item:d" }',
             "kv_dot_product.query",
-            "input side 'feature'",
+            "input 'feature:q' names no feature 'q'",
         ),
         (
             'bool_mask_feature { feature_name: "s" expression: ["user:a"] num_buckets: 10 embedding_dim: 4 }',

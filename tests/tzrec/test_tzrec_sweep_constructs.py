@@ -1,9 +1,11 @@
 """Constructs of TorchEasyRec's own test and benchmark configs the importer maps (or refuses precisely), each
 in a snippet written here: a pre-encoded (FG_NONE) raw vector, lookup features embedded by ``mlp``/``autodis``,
-zch's ``lfu`` / ``lru`` eviction, ``dynamicemb``, RTP's ``<sequence>_<feature>`` names in feature groups, and
+zch's ``lfu`` / ``lru`` eviction, ``dynamicemb``, FG_DAG's ``feature:X`` inputs, RTP's ``<sequence>_<feature>`` names in feature groups, and
 the training options (Adagrad's initial accumulator, gradient clipping, accumulation, task-space weights)."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -115,18 +117,99 @@ def test_dynamicemb_is_refused_once_at_its_line_saying_why() -> None:
     assert "dynamicemb (dynamic embeddings" in problem.message and "fixed number of rows" in problem.message
 
 
-def test_an_fg_dag_feature_input_is_refused_saying_what_it_means() -> None:
-    lookup = """\
+# TorchEasyRec's docs/source/feature/data.md example (and multi_tower_din_zch_fg_mock.config's raw_6_id /
+# lookup_5): a lookup keyed by a bucketized raw feature's bucket id.
+FEATURE_OUTPUT = """\
 feature_configs {
     raw_feature { feature_name: "age_binning" expression: "user:age" boundaries: [18, 25] embedding_dim: 4 }
 }
 feature_configs {
-    lookup_feature { feature_name: "lk" map: "item:age_map" key: "feature:age_binning" }
+    lookup_feature { feature_name: "lk" map: "item:age_map" key: "feature:age_binning" vocab_list: ["x", "y"]
+                     embedding_dim: 4 }
 }
 """
+
+
+def test_an_fg_dag_feature_input_reads_the_bucket_id_of_a_bucketized_raw_feature() -> None:
+    imported = import_tzrec(HEAD + FEATURE_OUTPUT + _model("age_binning", "lk"))
+    [raw, lookup] = imported.data["features"]
+    assert raw == {
+        "kind": "raw",
+        "name": "age_binning",
+        "column": "age",
+        "boundaries": [18, 25],
+        "embedding_dim": 4,
+    }
+    assert lookup["key"] == "feature:age_binning" and lookup["map"] == "age_map"
+    spec = build_feature_spec(imported.config)
+    assert spec.input_columns() == ["age", "age_map", "clk"]  # the bucket id is FG's, not a table column
+    # age 30 → bucket 2, 20 → 1, null → 0 (default 0); x is id 1, y id 2 (0: out of the vocabulary).
+    rows = pa.table({"age": [30, 20, None], "age_map": ["2:y\x1d1:x", "1:x", "0:y"]})
+    out = FeatureGenerator(spec, with_labels=False)(rows)
+    assert out.values[spec.sparse_keys().index("lk")].tolist() == [2, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("first", "key", "field", "message"),
+    [
+        (
+            'raw_feature { feature_name: "age_binning" expression: "user:age" boundaries: [18] embedding_dim: 4 }',
+            "feature:age",
+            "lookup_feature.key",
+            "input 'feature:age' names no feature 'age'",
+        ),
+        (
+            'id_feature { feature_name: "age_binning" expression: "user:age" num_buckets: 9 embedding_dim: 4 }',
+            "feature:age_binning",
+            "lookup_feature.key",
+            "feature 'age_binning' is not a raw feature with boundaries",
+        ),
+        (
+            'raw_feature { feature_name: "age_binning" expression: "user:age" }',
+            "feature:age_binning",
+            "lookup_feature.key",
+            "feature 'age_binning' is not a raw feature with boundaries",
+        ),
+        (
+            'raw_feature { feature_name: "age_binning" expression: "user:age" boundaries: [18] embedding_dim: 4 '
+            "value_dim: 2 }",
+            "feature:age_binning",
+            "lookup_feature.key",
+            "has value_dim 2 bucket ids a row",
+        ),
+        (  # X reads a feature output itself: a chain (and so a cycle, here X reads its own)
+            'raw_feature { feature_name: "age_binning" expression: "feature:age_binning" boundaries: [18] '
+            "embedding_dim: 4 }",
+            "feature:age_binning",
+            "lookup_feature.key",
+            "reads 'feature:age_binning' itself: a chain \\(or cycle\\)",
+        ),
+    ],
+)
+def test_every_other_fg_dag_feature_input_is_refused_at_its_line(
+    first: str, key: str, field: str, message: str
+) -> None:
+    text = f"""\
+feature_configs {{ {first} }}
+feature_configs {{
+    lookup_feature {{ feature_name: "lk" map: "item:age_map" key: "{key}" num_buckets: 9 embedding_dim: 4 }}
+}}
+"""
     with pytest.raises(TzrecImportError) as err:
-        import_tzrec(HEAD + lookup + _model("age_binning", "lk"))
+        import_tzrec(HEAD + text + _model("age_binning", "lk"))
+    problems = [p for p in err.value.problems if p.path == f"feature_configs[1].{field}"]
+    assert [p.line for p in problems] == [16] and problems[0].message.startswith("input ")
+    assert re.search(message, problems[0].message), problems[0].message
+
+
+def test_a_history_item_reading_a_feature_output_is_refused() -> None:
+    text = small_din(sequence_extra="").replace(
+        'features {\n            id_feature {\n                feature_name: "adgroup_id"\n                expression: "item:adgroup_id"',
+        'features {\n            id_feature {\n                feature_name: "adgroup_id"\n                expression: "feature:adgroup_id"',
+    )
+    assert "feature:adgroup_id" in text
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(text)
     [problem] = err.value.problems
-    assert (problem.line, problem.path) == (18, "feature_configs[1].lookup_feature.key")
-    assert "'feature:age_binning' is the output of feature 'age_binning''s own FG" in problem.message
-    assert "no order between features" in problem.message and "bucket id" in problem.message
+    assert problem.path.endswith("features[0].id_feature.expression")
+    assert "a history's items read their values from the history column" in problem.message

@@ -156,7 +156,7 @@ def test_shared_embedding_names_share_a_table() -> None:
     [
         (
             'lookup_feature { feature_name: "x" map: "feature:m" key: "item:k" }',
-            "input side 'feature' of 'feature:m' is not supported",
+            "input 'feature:m' names no feature 'm'",
         ),
         (
             'lookup_feature { feature_name: "x" map: "user:m" key: "item:k" value_dim: 2 }',

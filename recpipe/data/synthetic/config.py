@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from recpipe.config import RecpipeConfig
 from recpipe.config.expr import parse_expression
-from recpipe.config.features import MATCH_ALL, MULTI_VALUE_SEPARATOR, sub_feature_key
+from recpipe.config.features import MATCH_ALL, MULTI_VALUE_SEPARATOR, feature_output, sub_feature_key
 from recpipe.data.synthetic.common import ZipfSampler, calibrate_base, sigmoid
 
 _TAG = 0xC0F16  # separates this generator's random streams from the Taobao and Criteo ones
@@ -137,6 +137,8 @@ class Column:
     value_space: str = ""
     # sequence
     sequence: Any = None
+    # "feature:X" (a lookup key): X's bucket ids, which FG derives from X's column: drawn from it, not written
+    output_of: Any = None
 
     @property
     def is_multi(self) -> bool:
@@ -437,8 +439,16 @@ def _value_space(plan: Plan, f: Any, key: str) -> str:
 
 
 def claim_lookup(f: Any, plan: Plan) -> None:
-    multi = f.separator != MULTI_VALUE_SEPARATOR
-    plan.ids(f.key, f.name, f"col:{f.key}", sep=f.separator, multi=multi)
+    name = feature_output(f.key)
+    if name is not None:
+        # X's bucket ids 0..len(boundaries) (the config checked X), so the map's keys are those and lookups hit.
+        target = plan.features[name]
+        buckets = [str(i) for i in range(len(target.boundaries) + 1)]
+        col = plan.ids(f.key, f.name, f"buckets:{name}", single=True, bound=len(buckets), vocab=buckets)
+        col.output_of = target
+    else:
+        multi = f.separator != MULTI_VALUE_SEPARATOR
+        plan.ids(f.key, f.name, f"col:{f.key}", sep=f.separator, multi=multi)
     plan.kv_map(f.map, f.name, f.key, _value_space(plan, f, f"values:{f.map}"))
     plan.lookups.append(f.map)
 
@@ -610,9 +620,32 @@ class ConfigModel:
     pair_effect: np.ndarray
     bases: list[float] = field(default_factory=list)
     rows: int = 0
+    # History column → (the first history of its sequence group, their shortest max_length): histories FG reads
+    # item by item together (:func:`aligned_histories`) take one length per row.
+    aligned: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def prob_columns(self) -> list[str]:
         return [self.oracle] + [f"true_{label}_prob" for label in self.labels[1:]]
+
+
+def aligned_histories(
+    cfg: RecpipeConfig, plan: Plan, catalogues: dict[str, Catalogue]
+) -> dict[str, tuple[str, int]]:
+    """The histories of different sequences one sequence group lists (TorchEasyRec's standalone sequence_id and
+    sequence_raw features side by side), which FG reads item by item and so checks row by row for equal
+    lengths: each history column → (the group's first, the shortest ``sequence_length`` of them)."""
+    out: dict[str, tuple[str, int]] = {}
+    for g in cfg.feature_groups:
+        if g.type != "sequence":
+            continue
+        read = (plan.features.get(k) for k in g.features)
+        cols = list(
+            dict.fromkeys(f.source_column for f in read if f is not None and f.source_column in catalogues)
+        )
+        cap = min((catalogues[c].max_length for c in cols), default=0)
+        for c in cols if len(cols) > 1 else []:
+            out.setdefault(c, (cols[0], cap))
+    return out
 
 
 def _cap(rows: int, vocab: int | None) -> int:
@@ -731,6 +764,7 @@ def build_model(
         extra=extra,
         coef=coef,
         pair_effect=rng.normal(0.0, 0.5, 4096),
+        aligned=aligned_histories(cfg, plan, catalogues),
         rows=rows,
     )
     calib = _draw(model, np.random.default_rng([seed, _TAG, (1 << 40) + 1]), CALIBRATION_ROWS)
@@ -790,10 +824,17 @@ def _draw(model: ConfigModel, rng: np.random.Generator, n: int) -> _Draw:  # noq
         d.null[col.name] = rng.random(n) < model.nulls if model.nulls else np.zeros(n, bool)
     # Histories first: a history's candidate column takes the candidate item's ids.
     recency: list[np.ndarray] = []
-    for name, cat in model.catalogues.items():
-        lengths = np.where(rng.random(n) < 0.15, 0, rng.geometric(1 / 4.0, n))
-        lengths = np.minimum(lengths, cat.max_length).astype(np.int64)
-        lengths[d.null[name]] = 0
+    # A group's first history before the others it aligns (a stable order: unchanged without aligned ones).
+    for name in sorted(model.catalogues, key=lambda c: model.aligned.get(c, (c, 0))[0] != c):
+        cat = model.catalogues[name]
+        first, cap = model.aligned.get(name, (name, cat.max_length))
+        if first != name:  # as many items as its group's first history, row by row (its nulls too)
+            d.null[name] = d.null[first].copy()
+            lengths = d.histories[first][0]
+        else:
+            lengths = np.where(rng.random(n) < 0.15, 0, rng.geometric(1 / 4.0, n))
+            lengths = np.minimum(lengths, cap).astype(np.int64)
+            lengths[d.null[name]] = 0
         items = cat.sampler.sample(rng, int(lengths.sum()))
         offsets = _offsets(lengths)
         cand = cat.sampler.sample(rng, n)
@@ -811,7 +852,7 @@ def _draw(model: ConfigModel, rng: np.random.Generator, n: int) -> _Draw:  # noq
             match = (hist_val == cand_val[rows]) & ~d.null[tcol][rows]
             recency.append(_first_match_recency(rows, pos, match, n))
     for col in model.columns:
-        if col.role != "ids" or col.contains is not None or col.name in d.ids:
+        if col.role != "ids" or col.contains is not None or col.name in d.ids or col.output_of is not None:
             continue
         _draw_ids(model, d, col, rng)
     for col in model.columns:
@@ -826,6 +867,9 @@ def _draw(model: ConfigModel, rng: np.random.Generator, n: int) -> _Draw:  # noq
             if col.offset is not None:
                 x = np.abs(x) + 0.01
             d.vectors[col.name] = np.round(x, 4)
+    for col in model.columns:
+        if col.output_of is not None:
+            _draw_output(model, d, col)
     for col in model.columns:
         if col.role in ("map", "nested"):
             d.maps[col.name] = _draw_map(model, d, col, rng)
@@ -886,6 +930,24 @@ def _draw_ids(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
     d.ids[col.name] = _Ids(space.sampler.sample(rng, int(counts.sum())), counts)
     if col.weighted:
         d.maps[f"weights:{col.name}"] = (np.round(rng.uniform(0.1, 2.0, int(counts.sum())), 2),)
+
+
+def _draw_output(model: ConfigModel, d: _Draw, col: Column) -> None:
+    """A feature output's ids as FG derives them: X's bucket of its drawn value (a null: X's default's)."""
+    target = col.output_of
+    source = model.plan.columns.get(target.source_column)
+    if source is None or source.role != "number":
+        raise SyntheticConfigError(
+            f"feature {target.name!r}: its column {target.source_column!r} is read as ids by {source.owners}, so "
+            f"synthetic:config draws no number for the bucket ids {col.name!r} reads"
+            if source is not None
+            else f"feature {target.name!r}: no column {target.source_column!r} was drawn"
+        )
+    x = np.where(d.null[source.name], target.default, d.numbers[source.name][0])
+    buckets = np.searchsorted(np.asarray(target.boundaries, np.float64), x, side="right")
+    values = model.plan.space_of(col.space).values.to_numpy()  # the bucket ids 0..n-1, in order
+    d.ids[col.name] = _Ids(np.searchsorted(values, buckets).astype(np.int64), None)
+    d.null[col.name] = np.zeros(d.n, bool)
 
 
 def _draw_title(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generator) -> None:
@@ -962,6 +1024,13 @@ def _draw_map(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
         at = _offsets(counts)[:-1] + (rng.random(n) * np.maximum(counts, 1)).astype(np.int64)
         rows = np.flatnonzero(planted)
         keys[at[rows]], vals[at[rows]] = own[0][rows], value[rows]
+        # The row's own key only where planted (a small key space, e.g. bucket ids, draws it by chance): so FG
+        # finds exactly the planted value, which the click model counts.
+        entry_row = np.repeat(np.arange(n), counts)
+        clash = (keys == own[0][entry_row]) & own_ok[entry_row]
+        clash[at[rows]] = False
+        if spaces[0].size > 1:
+            keys[clash] = (keys[clash] + 1) % spaces[0].size
         return (counts, keys, vals, planted, value)
     # nested: 1..3 primary keys per row, 1..3 secondary keys each; entry (0, 0) is the row's when planted
     p_counts = _counts(rng, n, 1, 3, empty=0.05)
@@ -1112,6 +1181,8 @@ def make_chunk(model: ConfigModel, seed: int, chunk: int, n: int) -> tuple[pa.Ta
     d = _draw(model, rng, n)
     columns: dict[str, pa.Array] = {}
     for col in model.columns:
+        if col.output_of is not None:  # FG derives it from its feature's column
+            continue
         if col.role == "sequence" and model.plan.cfg.data.fg_encoded:
             columns.update(encoded_histories(model, d, col))
         elif model.extra.get(col.name) == "time":
@@ -1139,7 +1210,7 @@ def input_columns(cfg: RecpipeConfig) -> list[str]:
     """The columns synthetic:config writes for ``cfg``'s features (labels, time, weight, group excluded)."""
     plan = plan_columns(cfg)
     if not cfg.data.fg_encoded:
-        return list(plan.columns)
+        return [c.name for c in plan.columns.values() if c.output_of is None]
     out: list[str] = []
     for col in plan.columns.values():
         if col.role != "sequence":
