@@ -250,6 +250,13 @@ class OptimizerConfig(Strict):
     # Adam's (beta1, beta2): the decay rates of its gradient and squared-gradient averages (TorchEasyRec's
     # beta1 / beta2); a setting of adam only.
     betas: tuple[float, float] = ADAM_BETAS
+    # Adagrad's starting squared-gradient sum (TensorFlow's initial_accumulator_value, TorchEasyRec's
+    # adagrad_optimizer field): the first update is lr·g/sqrt(v + g²) instead of lr·sign(g).
+    initial_accumulator_value: float = Field(0.0, ge=0.0)
+    # train.sparse_optimizer only: FBGEMM's fused kernel clamps each element of a table row's gradient to
+    # [-max_gradient, max_gradient] before the update (TorchEasyRec's Fused*Optimizer gradient_clipping).
+    gradient_clipping: bool = False
+    max_gradient: float = Field(1.0, gt=0.0)
 
     @model_validator(mode="after")
     def _betas(self) -> OptimizerConfig:
@@ -257,7 +264,33 @@ class OptimizerConfig(Strict):
             raise ValueError(f"betas {list(self.betas)} must each be in [0, 1)")
         if self.type != "adam" and tuple(self.betas) != ADAM_BETAS:
             raise ValueError(f"betas is a setting of adam; optimizer {self.type} has none")
+        if self.initial_accumulator_value and self.type not in ("adagrad", "rowwise_adagrad"):
+            raise ValueError(
+                f"initial_accumulator_value is a setting of adagrad; optimizer {self.type} has none"
+            )
+        if self.max_gradient != 1.0 and not self.gradient_clipping:
+            raise ValueError("max_gradient is read only with gradient_clipping: true")
         return self
+
+
+class GradScalerConfig(Strict):
+    """fp16 loss scaling (``torch.amp.GradScaler``; TorchEasyRec's ``grad_scaler``, the same defaults): the loss
+    is multiplied by the scale before the backward, the dense gradients divided by it before clipping and the
+    step; a step whose dense gradients hold inf/NaN is skipped and the scale multiplied by ``backoff_factor``,
+    and ``growth_interval`` clean steps multiply it by ``growth_factor``.
+
+    Example::
+
+        train: {mixed_precision: fp16, grad_scaler: {init_scale: 1024}}
+    """
+
+    init_scale: float = Field(65536.0, gt=0.0)
+    growth_factor: float = Field(2.0, gt=1.0)
+    backoff_factor: float = Field(0.5, gt=0.0, lt=1.0)
+    growth_interval: int = Field(2000, ge=1)
+
+
+ShardingType = Literal["table_wise", "row_wise", "column_wise", "data_parallel"]
 
 
 class TrainConfig(Strict):
@@ -267,7 +300,17 @@ class TrainConfig(Strict):
     dense_optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(type="adam", lr=1e-3))
     epochs: int = Field(1, ge=1)
     max_steps: int | None = Field(None, ge=1)
+    # Clipping of the dense gradients before the dense step (after unscaling, over all accumulated micro-batches):
+    # their global p-norm (p = grad_clip_norm_type, inf allowed) to grad_clip_norm, or each element to
+    # [-grad_clip_value, grad_clip_value] (TorchEasyRec's grad_clipping "norm" / "value"); one of the two.
     grad_clip_norm: float | None = Field(None, gt=0.0)
+    grad_clip_norm_type: float = Field(2.0, gt=0.0)
+    grad_clip_value: float | None = Field(None, gt=0.0)
+    # Micro-batches per dense step (TorchEasyRec's gradient_accumulation_steps): each step's loss is divided by
+    # it and the dense gradients summed until the dense optimizer steps at every N-th step. The fused table
+    # optimizer still updates at every step, on its 1/N share, as TorchEasyRec's does. A step stays one batch.
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    grad_scaler: GradScalerConfig | None = None
     eval_every_steps: int | None = Field(None, ge=1)
     checkpoint_every_steps: int | None = Field(None, ge=1)
     # Also (or instead) once this many seconds of rank 0's clock have passed since the last checkpoint; the
@@ -288,9 +331,61 @@ class TrainConfig(Strict):
     threads_per_rank: int | None = Field(None, ge=1)
     allow_oversize: bool = False  # train even if tables exceed the devices' memory (train.memory.check_fits)
     # Per-table sharding type for DistributedModelParallel; tables not listed use the planner default.
-    sharding: dict[str, Literal["table_wise", "row_wise", "column_wise", "data_parallel"]] = Field(
-        default_factory=dict
-    )
+    sharding: dict[str, ShardingType] = Field(default_factory=dict)
+    # The sharding types the planner may choose among for a table train.sharding does not name (TorchEasyRec's
+    # global_embedding_constraints.sharding_types); null: recpipe's defaults (table_wise, sequence tables row_wise).
+    sharding_types: list[ShardingType] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _step_options(self) -> TrainConfig:
+        if self.grad_clip_norm is not None and self.grad_clip_value is not None:
+            raise ValueError("grad_clip_norm and grad_clip_value are two ways to clip: set one")
+        if self.grad_clip_norm_type != 2.0 and self.grad_clip_norm is None:
+            raise ValueError("grad_clip_norm_type is read only with grad_clip_norm")
+        if self.dense_optimizer.gradient_clipping:
+            raise ValueError(
+                "dense_optimizer.gradient_clipping: the fused kernel's clipping is the tables'; clip the dense "
+                "gradients with train.grad_clip_norm or train.grad_clip_value"
+            )
+        n = self.gradient_accumulation_steps
+        if n > 1 and self.checkpoint_every_steps and self.checkpoint_every_steps % n:
+            raise ValueError(
+                f"checkpoint_every_steps {self.checkpoint_every_steps} is not a multiple of "
+                f"gradient_accumulation_steps {n}: a checkpoint inside an accumulation would lose its gradients"
+            )
+        if self.grad_scaler is not None:
+            self._check_grad_scaler()
+        return self
+
+    def _check_grad_scaler(self) -> None:
+        if self.mixed_precision != "fp16":
+            raise ValueError(
+                f"grad_scaler scales the loss for fp16's narrow range; mixed_precision is {self.mixed_precision}: "
+                "set mixed_precision: fp16 or remove grad_scaler"
+            )
+        # As in TorchEasyRec, the scaler unscales the dense gradients only: the fused table optimizer updates
+        # in the backward on the scaled gradient. Adagrad and Adam are invariant to that scale (but for eps);
+        # these are not.
+        sparse = self.sparse_optimizer
+        why = {
+            "sgd": "sparse sgd would take steps init_scale times too large",
+            "clip": "sparse gradient_clipping would compare the scaled gradient with max_gradient",
+            "acc": "sparse initial_accumulator_value would act as value / scale²",
+        }
+        bad = [
+            why[k]
+            for k, on in (
+                ("sgd", sparse.type == "sgd"),
+                ("clip", sparse.gradient_clipping),
+                ("acc", sparse.initial_accumulator_value > 0),
+            )
+            if on
+        ]
+        if bad:
+            raise ValueError(
+                "grad_scaler: the fused embedding optimizer sees the scaled gradient (the scaler unscales the "
+                f"dense ones only), so {'; '.join(bad)}"
+            )
 
 
 # ------------------------------------------------------------------------------------ eval and export

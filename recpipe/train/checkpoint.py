@@ -67,6 +67,7 @@ class CheckpointMeta:
         world_size (int): ranks that wrote it.
         global_batch_size (int): rows per step over all ranks.
         config_digest (str), spec_digest (str): what it was trained with.
+        grad_scaler (dict | None): the fp16 loss scaler's state (``train.grad_scaler``), for an exact resume.
     """
 
     step: int
@@ -79,6 +80,7 @@ class CheckpointMeta:
     config_digest: str
     spec_digest: str
     created: float = 0.0
+    grad_scaler: dict[str, Any] | None = None
 
     @classmethod
     def read(cls, ckpt: Path) -> CheckpointMeta:

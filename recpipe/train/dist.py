@@ -146,10 +146,11 @@ def sharders() -> list[ModuleSharder[nn.Module]]:
 
 
 def sharding_constraints(
-    model: nn.Module, requested: dict[str, str], device_type: str
+    model: nn.Module, requested: dict[str, str], device_type: str, allowed: list[str] | None = None
 ) -> tuple[dict[str, ParameterConstraints], list[str]]:
     """Planner constraints: each table gets its requested sharding type; by default ``table_wise`` for
-    pooled tables and ``row_wise`` for sequence (EmbeddingCollection) and zch (managed-collision) tables.
+    pooled tables and ``row_wise`` for sequence (EmbeddingCollection) and zch (managed-collision) tables, or,
+    with ``allowed`` (``train.sharding_types``), the planner's choice among those of them the table can do.
 
     A type the table's sharder cannot do on ``device_type`` (row-wise pooled tables on CPU in this
     TorchRec build) falls back to ``table_wise``, and to ``row_wise`` for zch tables (the only way
@@ -181,6 +182,16 @@ def sharding_constraints(
     constraints: dict[str, ParameterConstraints] = {}
     messages: list[str] = []
     for table, (supported, default, fallback, what) in by_table.items():
+        if allowed and table not in requested and what != "zch table ":
+            choices = [k for k in allowed if k in supported]
+            if choices:
+                constraints[table] = ParameterConstraints(sharding_types=choices)
+                continue
+            messages.append(
+                f"{what}{table!r}: none of train.sharding_types {allowed} is available on {device_type} "
+                f"(available: {', '.join(supported)}); using {fallback}"
+            )
+            requested = {**requested, table: fallback}
         kind = requested.get(table, default if default in supported else fallback)
         if kind not in supported:
             messages.append(
@@ -198,11 +209,12 @@ def sharding_constraints(
 
 
 def plan_sharding(
-    model: nn.Module, env: DistEnv, requested: dict[str, str]
+    model: nn.Module, env: DistEnv, requested: dict[str, str], allowed: list[str] | None = None
 ) -> tuple[ShardingPlan, list[str]]:
-    """The planner's plan for ``model`` on this group (computed on rank 0, broadcast to all)."""
+    """The planner's plan for ``model`` on this group (computed on rank 0, broadcast to all); ``requested``
+    and ``allowed`` are ``train.sharding`` and ``train.sharding_types`` (:func:`sharding_constraints`)."""
     prepare_for_planning(model, env.world_size)
-    constraints, messages = sharding_constraints(model, requested, env.device.type)
+    constraints, messages = sharding_constraints(model, requested, env.device.type, allowed)
     topology = TopologyFactory.create_topology(
         trainer_config=TrainerConfig(world_size=env.world_size, local_world_size=env.local_world_size),
         kernel_config=KernelConfig(compute_device=env.device.type),

@@ -30,6 +30,7 @@ from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
 from recpipe.models.registry import build_model
 from recpipe.models.train_model import TrainModel
+from recpipe.train.accumulate import DenseSchedule, ScheduledOptimizer
 from recpipe.train.async_checkpoint import CheckpointCadence, CheckpointWriter
 from recpipe.train.checkpoint import (
     CheckpointMeta,
@@ -46,7 +47,9 @@ from recpipe.train.optim import (
     apply_sparse_optimizer,
     check_sparse_optimizer,
     combined_optimizer,
+    dense_clipping,
     dense_optimizer,
+    set_initial_accumulator,
 )
 from recpipe.train.result import PhaseClock, TrainResult
 from recpipe.train.step import PipelineStep
@@ -140,10 +143,11 @@ class _Trainer:
 
         torch.manual_seed(cfg.train.seed)  # the same initial model on every rank
         model = build_model(spec, cfg.model, device=torch.device("cpu"))
-        step_model = PipelineStep(TrainModel(model), env.world_size, cfg.train.mixed_precision)
+        self.schedule = DenseSchedule.from_config(cfg.train, env.device.type)
+        step_model = PipelineStep(TrainModel(model), env.world_size, cfg.train.mixed_precision, self.schedule)
         self.prefix = model_prefix(step_model, model)
         apply_sparse_optimizer(step_model, cfg.train.sparse_optimizer, env.device.type)
-        plan, messages = plan_sharding(step_model, env, cfg.train.sharding)
+        plan, messages = plan_sharding(step_model, env, cfg.train.sharding, cfg.train.sharding_types)
         for m in messages:
             self.log(m)
         # The console gets a few lines; the whole plan and memory table go to plan.txt.
@@ -155,8 +159,12 @@ class _Trainer:
             f"{plan_summary(plan)}"
         )
         self.dmp = shard_model(step_model, env, plan)
-        self.dense_opt = dense_optimizer(self.dmp, cfg.train.dense_optimizer, cfg.train.grad_clip_norm)
-        self.optimizer = combined_optimizer(self.dmp.fused_optimizer, self.dense_opt)
+        initial = cfg.train.sparse_optimizer.initial_accumulator_value
+        if initial:  # before a resume or warm start loads the states
+            set_initial_accumulator(self.dmp.fused_optimizer, initial)
+        self.dense_opt = dense_optimizer(self.dmp, cfg.train.dense_optimizer, dense_clipping(cfg.train))
+        dense_step = ScheduledOptimizer(self.dense_opt, self.schedule)
+        self.optimizer = combined_optimizer(self.dmp.fused_optimizer, dense_step)
         self.pipeline = self._pipeline()
 
     # ------------------------------------------------------------------------------------ helpers
@@ -238,6 +246,7 @@ class _Trainer:
             global_batch_size=self.global_batch_size,
             config_digest=self.cfg.digest(),
             spec_digest=self.spec.digest(),
+            grad_scaler=self.schedule.state(),
         )
 
     def _save(self, writer: CheckpointWriter, meta: CheckpointMeta) -> Path:
@@ -287,6 +296,7 @@ class _Trainer:
         # resume: the model and optimizers in place (resharded to this run's plan), then the random state
         meta = load_weights_and_optimizer(ckpt, self._model_state(), self.optimizer, self.dense_opt, self.log)
         restore_rng_state(ckpt, meta)
+        self.schedule.restore(meta.step, meta.grad_scaler)
         self._trim_metrics(meta.step)
         self.log(
             f"resumed from {ckpt}: step {meta.step}, epoch {meta.epoch}, row {meta.position} "
@@ -370,7 +380,8 @@ class _Trainer:
                 if evaluate and evaluating and step % tc.eval_every_steps == 0 and step < total:
                     with meter.clock.apart("eval"):
                         self._evaluate(evaluate, eval_uri, step)
-                if step < total and cadence.due(step):  # the last step's checkpoint is the final one
+                # the last step's checkpoint is the final one; none inside a gradient accumulation
+                if step < total and self.schedule.window_starts() and cadence.due(step):
                     done = position >= epoch_rows
                     ckpt_meta = self._meta(
                         step, epoch + done, 0 if done else position, epoch_rows, rows_trained

@@ -21,6 +21,7 @@ from torch import nn
 from torchrec.distributed.comm_ops import get_gradient_division
 
 from recpipe.batch import Batch
+from recpipe.train.accumulate import DenseSchedule
 from recpipe.train.dist import embedding_modules
 
 # train.mixed_precision → the autocast type of the training forward.
@@ -106,8 +107,9 @@ class PipelineStep(nn.Module):
         world_size (int): ranks training together.
         mixed_precision (str | None): ``"bf16"`` or ``"fp16"``: the forward after the lookups (dense arch and
             loss) runs under ``torch.autocast`` of that type (``train.mixed_precision``); parameters, their
-            gradients and the optimizer states stay float32, and no loss scaling is applied (TorchEasyRec's
-            without a ``grad_scaler``).
+            gradients and the optimizer states stay float32; loss scaling is ``schedule``'s.
+        schedule (DenseSchedule | None): the backward's loss is ``schedule.backward_loss(loss)`` (divided by the
+            accumulation count, times the fp16 loss scale); the returned ``loss_share`` stays the loss itself.
 
     Example::
 
@@ -116,7 +118,11 @@ class PipelineStep(nn.Module):
     """
 
     def __init__(
-        self, train_model: nn.Module, world_size: int = 1, mixed_precision: str | None = None
+        self,
+        train_model: nn.Module,
+        world_size: int = 1,
+        mixed_precision: str | None = None,
+        schedule: DenseSchedule | None = None,
     ) -> None:
         super().__init__()
         if mixed_precision not in AUTOCAST_DTYPES:
@@ -129,6 +135,7 @@ class PipelineStep(nn.Module):
         if not self.paths:
             raise ValueError("the model has no EmbeddingBagCollection / EmbeddingCollection")
         self.rest = _Rest(train_model, self.paths, world_size, AUTOCAST_DTYPES[mixed_precision])
+        self.schedule = schedule
 
     @property
     def model(self) -> nn.Module:
@@ -138,7 +145,10 @@ class PipelineStep(nn.Module):
     def forward(self, batch: Batch) -> tuple[torch.Tensor, StepOutput]:
         lookups = [self.train_model.get_submodule(p)(batch.sparse) for p in self.paths]
         loss, logits = self.rest(batch, *lookups)
-        return loss, (logits, batch.labels, batch.weights, loss.detach() / self.world_size)
+        share = loss.detach() / self.world_size
+        if self.schedule is not None:
+            loss = self.schedule.backward_loss(loss)
+        return loss, (logits, batch.labels, batch.weights, share)
 
 
 # What the train pipeline's progress() returns: logits, labels, weights, this rank's loss share.

@@ -25,7 +25,11 @@ What maps to what (TorchEasyRec → recpipe):
   ``log_step_count_steps`` → ``log_every_steps`` (TorchEasyRec's defaults 1000 and 100 when unset),
   ``save_checkpoints_epochs`` (only "at the end": recpipe's final checkpoint), ``keep_checkpoint_max`` →
   ``keep_last_checkpoints``, ``mixed_precision`` ``BF16``/``FP16`` → ``mixed_precision`` ``bf16``/``fp16``;
-  Adam's ``beta1``/``beta2`` → ``betas``, dense Adam's ``eps`` → ``eps``.
+  Adam's ``beta1``/``beta2`` → ``betas``, dense Adam's ``eps`` → ``eps``; ``initial_accumulator_value``
+  and the fused optimizers' ``gradient_clipping``/``max_gradient`` as they are; ``grad_clipping`` ``norm``/``value``
+  → ``grad_clip_norm`` (``norm_type`` → ``grad_clip_norm_type``) / ``grad_clip_value``;
+  ``gradient_accumulation_steps``, ``grad_scaler`` as they are; ``global_embedding_constraints.sharding_types``
+  → ``sharding_types``.
 - ``feature_configs`` → ``features`` (see :mod:`recpipe.tzrec.features`).
 - ``model_config``: ``feature_groups`` (``DEEP``/``SEQUENCE``/``JAGGED_SEQUENCE``/``WIDE``) → ``feature_groups``,
   a DEEP group's ``sequence_groups`` → ``sequence`` groups and its ``sequence_encoders`` (``din_encoder``) →
@@ -354,6 +358,7 @@ def _train(tc: Any, found: Findings) -> dict[str, Any]:
                 f"mixed_precision {tc.mixed_precision!r} is not 'BF16' or 'FP16'",
             )
     _checkpoints(tc, out, found)
+    _step_options(tc, out, found)
     for key, why in (
         ("use_tensorboard", "recpipe logs metrics to metrics.jsonl and MLflow"),
         ("tensorboard_summaries", "recpipe logs metrics to metrics.jsonl and MLflow"),
@@ -409,7 +414,51 @@ def _optimizer(opt: Any, path: str, types: dict[str, str], found: Findings) -> d
         out["betas"] = [cfg.beta1, cfg.beta2]
     if "eps" in cfg.DESCRIPTOR.fields_by_name and cfg.HasField("eps"):
         out["eps"] = cfg.eps
+    for key in ("initial_accumulator_value", "gradient_clipping"):  # the fused kernel's clipping: sparse only
+        if key in cfg.DESCRIPTOR.fields_by_name and getattr(cfg, key):
+            out[key] = getattr(cfg, key)
+    if out.get("gradient_clipping"):
+        out["max_gradient"] = cfg.max_gradient
     return out
+
+
+def _step_options(tc: Any, out: dict[str, Any], found: Findings) -> None:
+    """``grad_clipping``, ``gradient_accumulation_steps``, ``grad_scaler`` and ``global_embedding_constraints``
+    (tzrec/main.py: GradientClippingOptimizer, TZRecOptimizer, GradScaler, create_planner)."""
+    if tc.HasField("grad_clipping"):
+        gc, p = tc.grad_clipping, "train_config.grad_clipping"
+        kind = gc.clipping_type.upper()  # TorchEasyRec reads GradientClipping[clipping_type.upper()]
+        if kind == "NORM":
+            out["grad_clip_norm"] = gc.max_gradient
+            out["grad_clip_norm_type"] = gc.norm_type
+        elif kind == "VALUE":
+            out["grad_clip_value"] = gc.max_gradient
+        elif kind != "NONE":
+            found.problem(
+                f"{p}.clipping_type", f"clipping_type {gc.clipping_type!r} is not norm, value or none"
+            )
+        if gc.HasField("enable_global_grad_clip"):
+            found.note(
+                f"{p}.enable_global_grad_clip",
+                "ignored: TorchEasyRec passes no param_to_pgs, so it clips locally, as recpipe does (on the "
+                "dense gradients, already summed over ranks)",
+            )
+    if tc.gradient_accumulation_steps > 1:
+        out["gradient_accumulation_steps"] = tc.gradient_accumulation_steps
+    if tc.HasField("grad_scaler"):
+        gs = tc.grad_scaler
+        out["grad_scaler"] = {k: getattr(gs, k) for k in ("init_scale", "growth_factor", "backoff_factor")}
+        out["grad_scaler"]["growth_interval"] = gs.growth_interval
+    types = list(tc.global_embedding_constraints.sharding_types)
+    known = ("table_wise", "row_wise", "column_wise", "data_parallel")
+    for i, t in enumerate(types):
+        if t not in known:
+            found.problem(
+                f"train_config.global_embedding_constraints.sharding_types[{i}]",
+                f"sharding type {t!r} is not one of recpipe's {', '.join(known)}",
+            )
+    if types:
+        out["sharding_types"] = types
 
 
 def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:

@@ -39,3 +39,18 @@ def test_row_wise_pooled_tables_fall_back_to_table_wise_on_cpu_only(model):
 def test_unknown_tables_are_named(model):
     with pytest.raises(ValueError, match=r"unknown tables \['nope'\]"):
         sharding_constraints(model, {"nope": "table_wise"}, "cpu")
+
+
+def test_sharding_types_leave_the_planner_the_types_each_table_can_do(model):
+    # TorchEasyRec's global_embedding_constraints: table_wise or row_wise; pooled tables cannot be row-wise on
+    # CPU, sequence tables can; a table of train.sharding keeps its type.
+    allowed = ["table_wise", "row_wise"]
+    constraints, messages = sharding_constraints(model, {"brand": "column_wise"}, "cpu", allowed)
+    assert messages == []
+    assert constraints["user_id"].sharding_types == ["table_wise"]
+    assert constraints["adgroup_id"].sharding_types == allowed
+    assert constraints["brand"].sharding_types == ["column_wise"]
+    constraints, _ = sharding_constraints(model, {}, "cuda", allowed)
+    assert constraints["user_id"].sharding_types == allowed
+    constraints, messages = sharding_constraints(model, {}, "cpu", ["data_parallel"])
+    assert constraints["adgroup_id"].sharding_types == ["data_parallel"]

@@ -199,6 +199,36 @@ def test_dense_gradient_clipping_bounds_the_update(taobao, tmp_path):
     assert moved[1e-3] == pytest.approx(1e-3, rel=1e-3)
 
 
+@pytest.mark.parametrize(("steps", "moved"), [(1, 0.0), (2, 1e-3)])
+def test_accumulated_scaled_steps_move_the_dense_part_once_per_window(taobao, tmp_path, steps, moved):
+    # 2 micro-batches per dense step, fp16 with loss scaling, dense SGD lr 1 clipped to 1e-3: after one
+    # micro-batch the dense part has not moved; after two it moved once, by the clipped (unscaled) gradient.
+    over = {
+        "train.dense_optimizer.type": "sgd",
+        "train.dense_optimizer.lr": 1.0,
+        "train.max_steps": steps,
+        "train.grad_clip_norm": 1e-3,
+        "train.gradient_accumulation_steps": 2,
+        "train.mixed_precision": "fp16",
+        "train.grad_scaler": {"init_scale": 1024.0},
+    }
+    cfg = _cfg(taobao["config"], **over)
+    spec = build_feature_spec(cfg)
+    torch.manual_seed(0)
+    from recpipe.models.registry import build_model
+
+    initial = build_model(spec, cfg.model).state_dict()
+    train(cfg, spec, taobao["train"], None, tmp_path)
+    model, _, _ = load_model_for_inference(tmp_path)
+    state = model.state_dict()
+    dense = [k for k in initial if not k.startswith("embeddings.")]
+    norm = float(torch.stack([(state[k] - initial[k]).norm() ** 2 for k in dense]).sum().sqrt())
+    assert norm == pytest.approx(moved, rel=1e-3, abs=1e-9)
+    assert any(not torch.equal(state[k], initial[k]) for k in initial if k.startswith("embeddings."))
+    meta = json.loads(next(tmp_path.glob("checkpoints/ckpt-*/meta.json")).read_text())
+    assert meta["grad_scaler"]["scale"] == 1024.0  # fewer than growth_interval clean steps: unchanged
+
+
 def test_resume_refuses_a_checkpoint_of_another_feature_spec(taobao, tmp_path):
     import dataclasses
 

@@ -224,6 +224,9 @@ def test_optimizers_schedule_and_mlp_options():
         "eps": 1e-8,
         "weight_decay": 0.0,
         "betas": (0.9, 0.999),  # adam's setting, at its default
+        "initial_accumulator_value": 0.0,
+        "gradient_clipping": False,
+        "max_gradient": 1.0,
     }
     assert (cfg.train.dense_optimizer.type, cfg.train.dense_optimizer.weight_decay) == ("sgd", 0.0001)
     assert (cfg.train.max_steps, cfg.train.epochs) == (500, 1)
