@@ -24,15 +24,18 @@ def evaluate(
     """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix), measure the eval split's drift
     from the training split, and gate it against the thresholds (``max_psi`` included) and the registry's
     ``champion`` (re-evaluated on the same eval data when possible)."""
-    from recpipe.stages import evaluate as stage
-    from recpipe.tracking import open_run_log
+    from recpipe.fastexit import ends_fast
 
-    r = stage.run(
-        checkpoint.path, eval_data.path, report.path, config_path=config.path, champion_model=model_name,
-        tracking_uri=tracking_uri, train_data=train_data.path, log=open_run_log(run_id, tracking_uri),
-    )  # fmt: skip
-    for name, value in r.kfp_metrics().items():
-        metrics.log_metric(name, value)
-    classification.log_roc_curve(r.roc_fpr, r.roc_tpr, r.roc_thresholds)
-    classification.log_confusion_matrix(["no click", "click"], r.confusion_matrix)
-    return (r.gate_passed, "\n".join(r.gate_reasons))
+    with ends_fast():  # the step's process ends without finalization once its outputs are written
+        from recpipe.stages import evaluate as stage
+        from recpipe.tracking import open_run_log
+
+        r = stage.run(
+            checkpoint.path, eval_data.path, report.path, config_path=config.path, champion_model=model_name,
+            tracking_uri=tracking_uri, train_data=train_data.path, log=open_run_log(run_id, tracking_uri),
+        )  # fmt: skip
+        for name, value in r.kfp_metrics().items():
+            metrics.log_metric(name, value)
+        classification.log_roc_curve(r.roc_fpr, r.roc_tpr, r.roc_thresholds)
+        classification.log_confusion_matrix(["no click", "click"], r.confusion_matrix)
+        return (r.gate_passed, "\n".join(r.gate_reasons))

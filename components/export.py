@@ -17,15 +17,18 @@ def export(
 ) -> str:
     """Export to ``backends`` (``jit,aoti,onnx,rtp,trt``) under one folder with a manifest per backend;
     parity against the checkpoint is checked on eval rows. Returns ``backend=parity`` pairs."""
-    from recpipe.stages import export as stage
-    from recpipe.tracking import open_run_log
+    from recpipe.fastexit import ends_fast
 
-    r = stage.run(
-        checkpoint.path,
-        backends,
-        exported.path,
-        data_uri=eval_data.path,
-        log=open_run_log(run_id, tracking_uri),
-    )
-    exported.metadata.update(r.metadata())
-    return r.describe()
+    with ends_fast():  # the step's process ends without finalization once its outputs are written
+        from recpipe.stages import export as stage
+        from recpipe.tracking import open_run_log
+
+        r = stage.run(
+            checkpoint.path,
+            backends,
+            exported.path,
+            data_uri=eval_data.path,
+            log=open_run_log(run_id, tracking_uri),
+        )
+        exported.metadata.update(r.metadata())
+        return r.describe()

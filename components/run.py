@@ -46,30 +46,47 @@ def start(
     thresholds keep the config's ``eval.gate``; ``partitions`` and ``init_from`` become ``data.partitions``
     and ``train.init_from`` (empty: the config's), ``{date}`` / ``{date-N}`` filled from ``schedule_time``
     and ``champion-if-any`` resolved to the champion's version or from scratch."""
-    from recpipe.pipeline import start as start_run
+    from recpipe.fastexit import ends_fast
 
-    r = start_run(
-        config_path, data_source, config.path, backends, min_auc, max_auc_drop, max_logloss_rise, workers,
-        gpus_per_worker, mlflow_uri, model_name, config_overrides, node_selector, tolerations, kfp_run_id,
-        launcher=launcher, partitions=partitions, init_from=init_from, schedule_time=schedule_time,
-    )  # fmt: skip
-    pod = r.train_pod
-    return (r.run_id, r.tracking_uri, r.model_name, r.backends, pod.gpus, pod.node_selector, pod.tolerations)
+    with ends_fast():  # the step's process ends without finalization once its outputs are written
+        from recpipe.pipeline import start as start_run
+
+        r = start_run(
+            config_path, data_source, config.path, backends, min_auc, max_auc_drop, max_logloss_rise, workers,
+            gpus_per_worker, mlflow_uri, model_name, config_overrides, node_selector, tolerations, kfp_run_id,
+            launcher=launcher, partitions=partitions, init_from=init_from, schedule_time=schedule_time,
+        )  # fmt: skip
+        pod = r.train_pod
+        return (
+            r.run_id,
+            r.tracking_uri,
+            r.model_name,
+            r.backends,
+            pod.gpus,
+            pod.node_selector,
+            pod.tolerations,
+        )
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def reject(run_id: str, tracking_uri: str, gate_reasons: str) -> str:
     """Record a failed gate (a normal outcome) on the MLflow run; returns ``rejected: <reasons>``."""
-    from recpipe.pipeline import reject as reject_run
-    from recpipe.tracking import open_run_log
+    from recpipe.fastexit import ends_fast
 
-    return reject_run(open_run_log(run_id, tracking_uri), gate_reasons)
+    with ends_fast():  # the step's process ends without finalization once its outputs are written
+        from recpipe.pipeline import reject as reject_run
+        from recpipe.tracking import open_run_log
+
+        return reject_run(open_run_log(run_id, tracking_uri), gate_reasons)
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
 def finish(run_id: str, tracking_uri: str, outcome: str) -> str:
     """End the MLflow run as FINISHED with the outcome; the outcome is the pipeline's output."""
-    from recpipe.pipeline import finish as finish_run
-    from recpipe.tracking import open_run_log
+    from recpipe.fastexit import ends_fast
 
-    return finish_run(open_run_log(run_id, tracking_uri), outcome)
+    with ends_fast():  # the step's process ends without finalization once its outputs are written
+        from recpipe.pipeline import finish as finish_run
+        from recpipe.tracking import open_run_log
+
+        return finish_run(open_run_log(run_id, tracking_uri), outcome)

@@ -28,14 +28,17 @@ def train(
     × ``gpus_per_worker`` GPUs, NCCL) and streams its logs; otherwise (``"local"``, or one worker) training
     runs on this pod. A failure marks the MLflow run FAILED with the reason. Returns where it ran (``local``
     or the PyTorchJob name)."""
-    from recpipe.stages import train as stage
-    from recpipe.tracking import open_run_log
+    from recpipe.fastexit import ends_fast
 
-    r = stage.run(
-        config.path, train_data.path, eval_data.path, checkpoint.path, fg_json=feature_spec.path,
-        workers=workers, gpus_per_worker=gpus_per_worker, launcher=launcher, accelerator=accelerator_type,
-        node_selector=node_selector, tolerations=tolerations, image=image, workspace_pvc=workspace_pvc,
-        log=open_run_log(run_id, tracking_uri),
-    )  # fmt: skip
-    checkpoint.metadata.update({"world_size": r.world_size, "where": r.where, "seconds": r.seconds})
-    return r.where
+    with ends_fast():  # the step's process ends without finalization once its outputs are written
+        from recpipe.stages import train as stage
+        from recpipe.tracking import open_run_log
+
+        r = stage.run(
+            config.path, train_data.path, eval_data.path, checkpoint.path, fg_json=feature_spec.path,
+            workers=workers, gpus_per_worker=gpus_per_worker, launcher=launcher, accelerator=accelerator_type,
+            node_selector=node_selector, tolerations=tolerations, image=image, workspace_pvc=workspace_pvc,
+            log=open_run_log(run_id, tracking_uri),
+        )  # fmt: skip
+        checkpoint.metadata.update({"world_size": r.world_size, "where": r.where, "seconds": r.seconds})
+        return r.where

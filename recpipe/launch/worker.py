@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from recpipe.config import RecpipeConfig, load_config, parse_overrides
 from recpipe.eval.checkpoint import evaluate_distributed
+from recpipe.fastexit import exit_now
 from recpipe.features.fit import check_spec_matches, fit_feature_spec
 from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.train.loop import train as train_loop
@@ -76,4 +76,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # a failure raises out of main: torchrun's record, traceback and exit code as ever
