@@ -18,6 +18,8 @@ Run: ``.venv/bin/python benchmarks/serving.py`` (about 5 minutes on 2 cores, mos
 ``--quick``: the same pipeline, server and batch scoring at 20,000 generated rows (the gate's floor at 0: a
 model trained on so few rows may not reach 0.5 AUC, and the gate is not what is measured), 20 one-row and
 5 256-row requests, 20,000 rows through ``recpipe predict`` and the eager model in batches of 1,024.
+``--runs DIR`` serves what a ``recpipe run`` of the config left in DIR instead of training (the quick test
+trains once for this script and ``serving_load.py``).
 """
 
 from __future__ import annotations
@@ -160,6 +162,9 @@ def main() -> None:
     ap.add_argument("--batch-rows", type=int, default=8192, help="rows per batch for predict and eager")
     ap.add_argument("--predict-rows", type=int, default=400_000, help="rows scored by predict and eager")
     ap.add_argument("--min-auc", type=float, default=0.5, help="the pipeline gate's AUC floor")
+    ap.add_argument(
+        "--runs", type=Path, help="serve what `recpipe run` of the config left here (no training)"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS)
     quick = {"rows": 20_000, "one_row_requests": 20, "batch_requests": 5, "batch_rows": 1024}
     a = parse_args(ap, {**quick, "predict_rows": 20_000, "min_auc": 0.0, "out": quick_out(RESULTS.name)})
@@ -169,7 +174,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="recpipe-serving-") as tmp:
         work = Path(tmp)
-        uri, model, eval_dir, export_dir, checkpoint = train_and_register(work, a.rows, a.min_auc)
+        trained = registered(a.runs) if a.runs else train_and_register(work, a.rows, a.min_auc)
+        uri, model, eval_dir, export_dir, checkpoint = trained
         rows = pq.read_table(eval_dir)
         features = feature_rows(eval_dir)
         records = json.loads(json.dumps(features.slice(0, 2000).to_pylist()))

@@ -7,7 +7,9 @@ The scripts are found by glob, so a new benchmark is run here too (and fails if 
 Those whose quick run takes more than about 10 s on 2 cores are marked slow (CI runs them too).
 
 A quick run uses one thread, so the selected scripts run two at a time (the machine's cores), the longest
-first, when the module's first test asks for their results: about half the wall time of one after another."""
+first, when the module's first test asks for their results: about half the wall time of one after another.
+``serving`` and ``serving_load`` both serve the model of one pipeline run: the fixture makes it once with
+their own :func:`serving.train_and_register` (the quick rows and gate) and passes it as ``--runs``."""
 
 from __future__ import annotations
 
@@ -31,8 +33,8 @@ WORKERS = 2  # quick runs at once: each uses one thread
 # load ~2 .. inside this test at load ~5. The other four take 4-5 s (4-10 s at load 5).
 # Longest first (the order they start in).
 SLOW = {
-    "serving_load": "the whole pipeline and a real MLflow scoring server under load for 3 s (164 s at load 6, 434 s at load 11-14)",
-    "serving": "the whole pipeline, a real MLflow scoring server and batch scoring (98-152 s)",
+    "serving_load": "a real MLflow scoring server under load for 3 s, after the shared pipeline run",
+    "serving": "a real MLflow scoring server and batch scoring, after the shared pipeline run",
     "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
     "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
     "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
@@ -41,7 +43,7 @@ SLOW = {
     "shuffle": "four 1-epoch trainings on rewritten splits (20-35 s)",
     "collisions": "two 1-epoch trainings (12-27 s)",
     "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
-    "train_e2e": "four 1-epoch trainings of the full-size DIN tables, ~400 MB a checkpoint (60-80 s)",
+    "train_e2e": "four 1-epoch trainings of the tiny DIN config (12 s)",
 }
 
 
@@ -63,13 +65,33 @@ def test_every_benchmark_is_found() -> None:
     assert set(SLOW) <= {p.stem for p in BENCHMARKS}, "SLOW names a benchmark that is gone"
 
 
-def _run_quick(script: Path) -> subprocess.CompletedProcess:
+# The scripts that serve the model of a `recpipe run`, given as --runs; the rows and gate of their --quick.
+SERVED = ("serving", "serving_load")
+SERVED_ROWS, SERVED_MIN_AUC = 20_000, 0.0
+
+
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "OUT"}  # gpu_check.py writes into $OUT when set
     env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def _train_served(work: Path) -> Path:
+    """One pipeline run for the SERVED scripts, by their own ``serving.train_and_register``."""
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, 'benchmarks'); "
+        f"from serving import train_and_register; train_and_register(Path(sys.argv[1]), {SERVED_ROWS}, "
+        f"{SERVED_MIN_AUC})"
+    )
+    subprocess.run([sys.executable, "-c", code, str(work)], cwd=ROOT, env=_env(), check=True, timeout=600)
+    return work / "runs"
+
+
+def _run_quick(script: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(script.relative_to(ROOT)), "--quick"],
+        [sys.executable, str(script.relative_to(ROOT)), "--quick", *extra],
         cwd=ROOT,
-        env=env,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -77,7 +99,9 @@ def _run_quick(script: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def quick_runs(request: pytest.FixtureRequest) -> tuple[dict[str, subprocess.CompletedProcess], bool]:
+def quick_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, subprocess.CompletedProcess], bool]:
     """Every selected script's quick run (``WORKERS`` at a time, slow ones first), and whether
     ``benchmarks/results/`` was left as it was."""
     selected = sorted(
@@ -88,9 +112,15 @@ def quick_runs(request: pytest.FixtureRequest) -> tuple[dict[str, subprocess.Com
         },
         key=lambda path: (list(SLOW).index(path.stem) if path.stem in SLOW else len(SLOW), path.stem),
     )
+    served = [p for p in selected if p.stem in SERVED]
     recorded = _digests(RESULTS)
     with ThreadPoolExecutor(WORKERS) as pool:
-        runs = dict(zip((p.stem for p in selected), pool.map(_run_quick, selected), strict=True))
+        trained = pool.submit(_train_served, tmp_path_factory.mktemp("served")) if served else None
+        futures = {p.stem: pool.submit(_run_quick, p) for p in selected if p not in served}
+        if trained is not None:  # the others go on in the other thread meanwhile
+            runs_dir = trained.result()
+            futures.update({p.stem: pool.submit(_run_quick, p, "--runs", str(runs_dir)) for p in served})
+        runs = {name: future.result() for name, future in futures.items()}
     return runs, _digests(RESULTS) == recorded
 
 
