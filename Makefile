@@ -29,13 +29,14 @@ run: $(STAMP)
 	$(VENV)/bin/recpipe run --runs $(RUNS) || test $$? -eq 3
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist; CI's 2 cores), each test file in one of them (its
-# module fixtures built once); TEST_WORKERS=0 runs it in this process.
+# module fixtures built once), files with a slow test first (tests/conftest.py); TEST_WORKERS=0 runs it in
+# this process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscopereorder tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscopereorder -m "not slow" tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check recpipe components pipelines tests benchmarks images manifests
