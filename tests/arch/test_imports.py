@@ -26,7 +26,15 @@ CATALOGUE = "recpipe.config.catalogue"
 
 # The floors, bottom first (docs/architecture.md): a module may import its own floor and the ones below.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("recpipe.config", "recpipe.runlog", "recpipe.integrity", "recpipe.redact", "recpipe.auc", "recpipe"),
+    (
+        "recpipe.config",
+        "recpipe.runlog",
+        "recpipe.integrity",
+        "recpipe.redact",
+        "recpipe.auc",
+        "recpipe.fastexit",
+        "recpipe",
+    ),
     ("recpipe.data",),
     ("recpipe.features",),
     ("recpipe.batch",),
