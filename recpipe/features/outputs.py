@@ -41,7 +41,12 @@ def _as_config(target: SparseFeature | DenseFeature) -> dict:
             {"normalizer": "log(x+C) / zscore"} if normalized else {}
         )
     value_dim = int(target.params.get("value_dim", 1))
-    return {"kind": target.kind, "boundaries": target.boundaries, "value_dim": value_dim, "column": target.column}
+    return {
+        "kind": target.kind,
+        "boundaries": target.boundaries,
+        "value_dim": value_dim,
+        "column": target.column,
+    }
 
 
 def outputs_of(spec: FeatureSpec) -> dict[str, SparseFeature | DenseFeature]:
@@ -74,7 +79,9 @@ def outputs_of(spec: FeatureSpec) -> dict[str, SparseFeature | DenseFeature]:
 
 
 def with_feature_outputs(
-    batch: pa.RecordBatch, outputs: dict[str, SparseFeature | DenseFeature], source: pa.RecordBatch | None = None
+    batch: pa.RecordBatch,
+    outputs: dict[str, SparseFeature | DenseFeature],
+    source: pa.RecordBatch | None = None,
 ) -> pa.RecordBatch:
     """``batch`` with a column per feature output (``outputs``: from :func:`outputs_of`), replacing a column of
     that name. Bad values of X's column are X's own bad rows (FG reports them at X), so not again here.

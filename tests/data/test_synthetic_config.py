@@ -152,7 +152,13 @@ KIND_CONFIGS: dict[str, dict] = {
     "dense_output": small(
         [
             {"kind": "raw", "name": "score", "default": 3.0},
-            {"kind": "lookup", "name": "score_cat", "map": "kv_score", "key": "feature:score", "vocab_list": ["a", "b"]},
+            {
+                "kind": "lookup",
+                "name": "score_cat",
+                "map": "kv_score",
+                "key": "feature:score",
+                "vocab_list": ["a", "b"],
+            },
         ],
         ["score_cat"],
     ),

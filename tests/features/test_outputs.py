@@ -143,7 +143,8 @@ def test_an_fg_json_whose_feature_output_is_not_a_bucket_id_is_refused() -> None
     d = spec_of(RAW, LOOKUP).to_dict()
     d["sparse"][0]["kind"] = "id"  # hand-edited: raw_6_id is no raw feature any more
     with pytest.raises(
-        FeatureSpecError, match="feature 'lookup_5': input 'feature:raw_6_id': feature 'raw_6_id' is of kind 'id'"
+        FeatureSpecError,
+        match="feature 'lookup_5': input 'feature:raw_6_id': feature 'raw_6_id' is of kind 'id'",
     ):
         FeatureGenerator(FeatureSpec.from_dict(d))
     d = spec_of(DENSE, DENSE_LOOKUP).to_dict()
