@@ -47,7 +47,9 @@ class FeatureSection(Strict):
 
 # An input ``"feature:X"`` (TorchEasyRec's FG_DAG side ``feature``, docs/source/feature/data.md) is feature X's
 # output, not a table column: FG computes it from X's own input before the features that read it. recpipe
-# reads it for X a raw feature with listed boundaries and one value a row: X's bucket id (an integer id).
+# reads it for X a raw feature of one value a row: with listed boundaries its bucket id (an integer id), else
+# its value (X's default where missing) as a float32 (TorchEasyRec's fg.json writes a raw feature's value_type
+# "float"), whose text as a key is the shortest that reads back as that float32 ("0.5", "2", "0.1").
 FEATURE_OUTPUT = "feature:"
 
 
@@ -62,21 +64,29 @@ def feature_output_refusal(column: str, target: dict[str, Any] | None) -> str | 
     Args:
         column (str): the input, ``"feature:X"``.
         target (dict | None): feature X's config as a dict (``kind``, ``boundaries``, ``value_dim``,
-            ``column``, ``num_quantile_buckets``); None: there is no feature X.
+            ``column``, ``num_quantile_buckets``, ``normalizer``); None: there is no feature X.
     """
     name = feature_output(column)
     if target is None:
         return f"input {column!r} names no feature {name!r}"
     why = None
-    if target.get("kind") != "raw" or target.get("boundaries") is None:
+    bucketized = target.get("boundaries") is not None
+    if target.get("kind") != "raw":
         why = (
-            f"feature {name!r} is not a raw feature with boundaries (recpipe reads 'feature:X' as X's bucket id; "
-            "another feature's output has no counterpart yet)"
+            f"feature {name!r} is of kind {target.get('kind')!r}: recpipe reads 'feature:X' of a raw feature only "
+            "(its bucket id, or its value); what TorchEasyRec's FG hands on as another kind's output (its text, "
+            "its mapped id?) is not documented"
         )
-        if target.get("kind") == "raw" and target.get("num_quantile_buckets") is not None:
-            why = f"feature {name!r} fits its boundaries (num_quantile_buckets); list them to read its bucket id"
+    elif not bucketized and target.get("num_quantile_buckets") is not None:
+        why = f"feature {name!r} fits its boundaries (num_quantile_buckets); list them to read its bucket id"
     elif (target.get("value_dim") or 1) > 1:
-        why = f"feature {name!r} has value_dim {target['value_dim']} bucket ids a row; 'feature:X' reads one"
+        what = "bucket ids" if bucketized else "values"
+        why = f"feature {name!r} has value_dim {target['value_dim']} {what} a row; 'feature:X' reads one"
+    elif not bucketized and target.get("normalizer"):
+        why = (
+            f"feature {name!r} normalizes its value ({target['normalizer']!r}): recpipe reads 'feature:X' of a "
+            "dense raw feature as its value unnormalized, so TorchEasyRec's normalized output has no counterpart"
+        )
     elif feature_output(str(target.get("column") or "")) is not None:
         why = (
             f"feature {name!r} reads {target['column']!r} itself: a chain (or cycle) of feature outputs is not "

@@ -148,6 +148,20 @@ KIND_CONFIGS: dict[str, dict] = {
         ],
         ["age_bucket"],
     ),
+    # ... and by a dense raw feature's value (TorchEasyRec's multi_tower_din_fg_mock lookup_7 / raw_7).
+    "dense_output": small(
+        [
+            {"kind": "raw", "name": "score", "default": 3.0},
+            {
+                "kind": "lookup",
+                "name": "score_cat",
+                "map": "kv_score",
+                "key": "feature:score",
+                "vocab_list": ["a", "b"],
+            },
+        ],
+        ["score_cat"],
+    ),
     "match": small(
         [
             {"kind": "id", "name": "cate", "hash_bucket_size": 100},
@@ -422,6 +436,22 @@ def test_a_lookup_finds_the_rows_key_and_its_value_carries_the_click(generated) 
     assert binary_auc(labels[:, 0], clicks) > 0.58
     maps = table["kv_cate"].drop_null().to_pylist()
     assert all(":" in e for m in maps for e in m.split("\x1d") if m)
+
+
+def test_a_lookup_keyed_by_a_dense_raw_value_finds_the_rows_value(generated) -> None:
+    cfg, table, _, _ = generated("dense_output")
+    assert "feature:score" not in table.column_names and "feature:score" not in config_gen.input_columns(cfg)
+    assert set(table["score"].drop_null().to_pylist()) == {0.25, 0.5, 1.0, 1.5, 2.5, 4.0}
+    keys = {e.split(":")[0] for m in table["kv_score"].drop_null().to_pylist() for e in m.split("\x1d") if m}
+    assert {"0.25", "0.5", "1", "1.5", "2.5", "4", "3"} <= keys  # FG's text of each value, default 3 too
+    # The value at each row's key (a null score: the default's, "3"; a key twice: its first value).
+    own = ["3" if v is None else f"{v:g}" for v in table["score"].to_pylist()]
+    maps = [[e.split(":") for e in (m or "").split("\x1d") if e] for m in table["kv_score"].to_pylist()]
+    found = [next((v for k, v in m if k == key), None) for key, m in zip(own, maps)]
+    assert 0.5 < np.mean([v is not None for v in found]) < 0.9  # planted in most rows
+    spec, out = _fg(cfg, table)
+    ids = out.values[spec.sparse_keys().index("score_cat")]
+    assert ids.tolist() == [{"a": 1, "b": 2}.get(v, 0) for v in found]  # out of the list, or not found: 0
 
 
 def test_a_lookup_keyed_by_a_bucket_id_finds_the_rows_bucket(generated) -> None:

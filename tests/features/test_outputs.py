@@ -1,5 +1,5 @@
 """Feature outputs as inputs (``"feature:X"``, TorchEasyRec's FG_DAG side ``feature``): a lookup keyed by a
-bucketized raw feature's bucket id, values written out by hand; what a request needs (X's source column
+bucketized raw feature's bucket id or by a dense raw feature's value, values written out by hand; what a request needs (X's source column
 only); fg.json; fitting; and every X or reader refused, saying why."""
 
 from __future__ import annotations
@@ -107,9 +107,13 @@ def test_fitting_a_vocabulary_of_a_feature_output(tmp_path: Path) -> None:
         ([{**LOOKUP, "key": "feature:raw_7"}], "input 'feature:raw_7' names no feature 'raw_7'"),
         (
             [{"kind": "id", "name": "raw_6_id", "num_buckets": 5}, LOOKUP],
-            "feature 'raw_6_id' is not a raw feature with boundaries",
+            "feature 'raw_6_id' is of kind 'id': recpipe reads 'feature:X' of a raw feature only",
         ),
-        ([{**RAW, "boundaries": None, "embedding_dim": 16}, LOOKUP], "is not a raw feature with boundaries"),
+        ([{**RAW, "boundaries": None, "value_dim": 2}, LOOKUP], "has value_dim 2 values a row; 'feature:X'"),
+        (
+            [{**RAW, "boundaries": None, "normalizer": "log(x+1)"}, LOOKUP],
+            "feature 'raw_6_id' normalizes its value \\('log\\(x\\+1\\)'\\)",
+        ),
         (
             [{**RAW, "boundaries": None, "num_quantile_buckets": 4}, LOOKUP],
             "fits its boundaries \\(num_quantile_buckets\\); list them",
@@ -137,8 +141,46 @@ def test_a_reader_taking_a_bucket_id_as_a_history_or_text_is_refused() -> None:
 
 def test_an_fg_json_whose_feature_output_is_not_a_bucket_id_is_refused() -> None:
     d = spec_of(RAW, LOOKUP).to_dict()
-    d["sparse"][0]["boundaries"] = None  # hand-edited: raw_6_id no longer bucketizes
+    d["sparse"][0]["kind"] = "id"  # hand-edited: raw_6_id is no raw feature any more
     with pytest.raises(
-        FeatureSpecError, match="feature 'lookup_5': input 'feature:raw_6_id': feature 'raw_6_id'"
+        FeatureSpecError,
+        match="feature 'lookup_5': input 'feature:raw_6_id': feature 'raw_6_id' is of kind 'id'",
     ):
         FeatureGenerator(FeatureSpec.from_dict(d))
+    d = spec_of(DENSE, DENSE_LOOKUP).to_dict()
+    d["dense"][0]["log_offset"] = 1.0  # hand-edited: raw_7 now normalizes its value
+    with pytest.raises(FeatureSpecError, match="feature 'raw_7' normalizes its value"):
+        FeatureGenerator(FeatureSpec.from_dict(d))
+
+
+# TorchEasyRec's multi_tower_din_fg_mock.config: lookup_7 is keyed by the dense raw feature raw_7 (autodis, no
+# boundaries): its value as FG computes it (no normalizer: x, or its default where missing), a float32 whose key
+# text is the shortest that reads back as it.
+DENSE = {"kind": "raw", "name": "raw_7", "default": 0.5, "autodis": {"num_channels": 3}, "embedding_dim": 4}
+DENSE_LOOKUP = {**LOOKUP, "name": "lookup_7", "key": "feature:raw_7", "default_value": None}
+# raw_7 0.25 → "0.25"; null → default 0.5 → "0.5"; 2.0 → "2" (not "2.0"); 0.1 → float32 "0.1"; 1.5 → "1.5",
+# which a map key "1.50" is not; "3" (a text number) → 3.0 → "3".
+DENSE_ROWS = {
+    "raw_7": ["0.25", None, "2.0", "0.1", "1.5", "3"],
+    "map_5": ["0.25:e\x1d2:f", "0.5:g\x1d0:e", "2.0:e\x1d2:f", "0.1:g", "1.50:g", "3:e\x1d3.0:f"],
+}
+DENSE_WANT = [[1], [3], [2], [3], [], [1]]  # e 1, f 2, g 3
+
+
+def test_a_lookup_keyed_by_a_dense_raw_feature_reads_the_value_at_its_text(tmp_path: Path) -> None:
+    spec = spec_of(DENSE, DENSE_LOOKUP)
+    assert ids(spec, DENSE_ROWS, key=0) == DENSE_WANT
+    assert spec.input_columns() == ["map_5", "raw_7", "label"]
+    assert set(required_columns(spec, with_labels=False)) == {"raw_7", "map_5"}  # the serving signature
+    served = FeatureSpec.load(spec.save(tmp_path / "fg.json"))
+    assert ids(served, {**DENSE_ROWS, "feature:raw_7": [9.0] * 6}, key=0) == DENSE_WANT  # derived, not read
+    # raw_7 itself is still the dense column it was (the lookup's key is no second copy of it).
+    assert fg(spec, DENSE_ROWS).dense[:, 0].tolist() == pytest.approx([0.25, 0.5, 2.0, 0.1, 1.5, 3.0])
+
+
+def test_a_float32_value_keys_by_its_float32_text_and_a_dense_lookup_reads_it_too() -> None:
+    # 0.123456789 is float32 0.12345679: the key "0.123456789" (its float64 text) is not it.
+    rows = {"raw_7": [0.123456789, 0.123456789], "m": ["0.12345679:2", "0.123456789:5"]}
+    lookup = {"kind": "lookup", "name": "v", "map": "m", "key": "feature:raw_7"}
+    out = fg(spec_of(DENSE, lookup), rows)
+    assert out.dense[:, 1].tolist() == [2.0, 0.0]

@@ -149,6 +149,34 @@ def test_an_fg_dag_feature_input_reads_the_bucket_id_of_a_bucketized_raw_feature
     assert out.values[spec.sparse_keys().index("lk")].tolist() == [2, 1, 2]
 
 
+# multi_tower_din_fg_mock.config's raw_7 / lookup_7: a lookup keyed by a dense raw feature (AutoDis-embedded, no
+# boundaries): its value, the default where missing, as a float32's shortest text.
+DENSE_OUTPUT = """\
+feature_configs {
+    raw_feature { feature_name: "score" expression: "user:score" default_value: "0.5" embedding_dim: 4
+                  autodis { num_channels: 3 temperature: 0.1 keep_prob: 0.8 } }
+}
+feature_configs {
+    lookup_feature { feature_name: "lk" map: "user:score_map" key: "feature:score" vocab_list: ["x", "y"]
+                     embedding_dim: 4 }
+}
+"""
+
+
+def test_an_fg_dag_feature_input_reads_the_value_of_a_dense_raw_feature() -> None:
+    imported = import_tzrec(HEAD + DENSE_OUTPUT + _model("score", "lk"))
+    [raw, lookup] = imported.data["features"]
+    assert (raw["kind"], raw["name"], raw["default"], "boundaries" in raw) == ("raw", "score", 0.5, False)
+    assert lookup["key"] == "feature:score"
+    spec = build_feature_spec(imported.config)
+    assert spec.input_columns() == ["score_map", "score", "clk"]  # the value is FG's, not a table column
+    # 2.0 → key "2" (y; "2.0" is no key of it); null → 0.5 → "0.5" (x); 0.25 → "0.25", not in its map →
+    # default_value "0", out of the list: 0. x is id 1, y id 2.
+    rows = pa.table({"score": [2.0, None, 0.25], "score_map": ["2:y\x1d2.0:x", "0.5:x", "0.3:y"]})
+    out = FeatureGenerator(spec, with_labels=False)(rows)
+    assert out.values[spec.sparse_keys().index("lk")].tolist() == [2, 1, 0]
+
+
 @pytest.mark.parametrize(
     ("first", "key", "field", "message"),
     [
@@ -162,13 +190,20 @@ def test_an_fg_dag_feature_input_reads_the_bucket_id_of_a_bucketized_raw_feature
             'id_feature { feature_name: "age_binning" expression: "user:age" num_buckets: 9 embedding_dim: 4 }',
             "feature:age_binning",
             "lookup_feature.key",
-            "feature 'age_binning' is not a raw feature with boundaries",
+            "feature 'age_binning' is of kind 'id': recpipe reads 'feature:X' of a raw feature only",
         ),
-        (
-            'raw_feature { feature_name: "age_binning" expression: "user:age" }',
+        (  # a dense raw feature's normalized value
+            'raw_feature { feature_name: "age_binning" expression: "user:age" '
+            'normalizer: "method=expression,expr=log(x+1)" }',
             "feature:age_binning",
             "lookup_feature.key",
-            "feature 'age_binning' is not a raw feature with boundaries",
+            "feature 'age_binning' normalizes its value",
+        ),
+        (
+            'raw_feature { feature_name: "age_binning" expression: "user:age" value_dim: 2 }',
+            "feature:age_binning",
+            "lookup_feature.key",
+            "has value_dim 2 values a row",
         ),
         (
             'raw_feature { feature_name: "age_binning" expression: "user:age" boundaries: [18] embedding_dim: 4 '

@@ -129,6 +129,7 @@ class Column:
     # number / vector
     boundaries: list[float] | None = None
     offset: float | None = None  # a log(x+C) normalizer: values > -C
+    grid: list[float] | None = None  # the values drawn (a dense raw feature's output keys a lookup)
     dim: int | None = None
     vsep: str = MULTI_VALUE_SEPARATOR
     # map (lookup) / nested (match)
@@ -137,7 +138,8 @@ class Column:
     value_space: str = ""
     # sequence
     sequence: Any = None
-    # "feature:X" (a lookup key): X's bucket ids, which FG derives from X's column: drawn from it, not written
+    # "feature:X" (a lookup key): X's bucket ids or values, which FG derives from X's column: drawn from it,
+    # not written
     output_of: Any = None
 
     @property
@@ -307,6 +309,16 @@ def _constrain(s: Space, bound=None, ints=False, vocab=None, linear=False, limit
         s.vocab = list(vocab)
 
 
+# The values a dense raw feature read as "feature:X" draws from: exact in float32, positive (a log(x+C) reader
+# of the same column holds).
+_OUTPUT_VALUES = (0.25, 0.5, 1.0, 1.5, 2.5, 4.0)
+
+
+def float_keys(x: np.ndarray) -> pa.Array:
+    """Numbers as the key text FG reads of a dense raw feature's output: float32, shortest round-trip."""
+    return pa.array(np.asarray(x, np.float32)).cast(pa.string())
+
+
 # A numeric history sub-value (bucketized by boundaries, or a dense float per item) draws from the integers
 # below this: their text is a number FG reads.
 _NUMERIC_SUB_VALUES = 100
@@ -440,7 +452,15 @@ def _value_space(plan: Plan, f: Any, key: str) -> str:
 
 def claim_lookup(f: Any, plan: Plan) -> None:
     name = feature_output(f.key)
-    if name is not None:
+    if name is not None and plan.features[name].boundaries is None:
+        # A dense X (the config checked it): its column draws from a grid of values exact in float32 and the
+        # map's keys are their text as FG writes it ("0.25", "2"), X's default's among them, so lookups hit.
+        target = plan.features[name]
+        plan._column(target.source_column, "number", target.name).grid = list(_OUTPUT_VALUES)
+        keys = float_keys(np.asarray([*_OUTPUT_VALUES, target.default])).unique().to_pylist()
+        col = plan.ids(f.key, f.name, f"values-of:{name}", single=True, vocab=keys)
+        col.output_of = target
+    elif name is not None:
         # X's bucket ids 0..len(boundaries) (the config checked X), so the map's keys are those and lookups hit.
         target = plan.features[name]
         buckets = [str(i) for i in range(len(target.boundaries) + 1)]
@@ -933,7 +953,8 @@ def _draw_ids(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
 
 
 def _draw_output(model: ConfigModel, d: _Draw, col: Column) -> None:
-    """A feature output's ids as FG derives them: X's bucket of its drawn value (a null: X's default's)."""
+    """A feature output's ids as FG derives them: X's bucket of its drawn value, or (a dense X) the value's
+    key text (a null: X's default's)."""
     target = col.output_of
     source = model.plan.columns.get(target.source_column)
     if source is None or source.role != "number":
@@ -944,8 +965,14 @@ def _draw_output(model: ConfigModel, d: _Draw, col: Column) -> None:
             else f"feature {target.name!r}: no column {target.source_column!r} was drawn"
         )
     x = np.where(d.null[source.name], target.default, d.numbers[source.name][0])
+    space = model.plan.space_of(col.space)
+    if target.boundaries is None:
+        at = pc.index_in(float_keys(x), value_set=space.text).to_numpy(zero_copy_only=False)
+        d.ids[col.name] = _Ids(at.astype(np.int64), None)
+        d.null[col.name] = np.zeros(d.n, bool)
+        return
     buckets = np.searchsorted(np.asarray(target.boundaries, np.float64), x, side="right")
-    values = model.plan.space_of(col.space).values.to_numpy()  # the bucket ids 0..n-1, in order
+    values = space.values.to_numpy()  # the bucket ids 0..n-1, in order
     d.ids[col.name] = _Ids(np.searchsorted(values, buckets).astype(np.int64), None)
     d.null[col.name] = np.zeros(d.n, bool)
 
@@ -978,6 +1005,9 @@ def _draw_title(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Genera
 
 def _draw_number(col: Column, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Values and their standardized score (the click model's term)."""
+    if col.grid:
+        at = rng.integers(0, len(col.grid), n)
+        return np.asarray(col.grid, np.float64)[at], (at / max(len(col.grid) - 1, 1) - 0.5) * 3.4
     if col.boundaries:
         b = np.asarray(col.boundaries, np.float64)
         width = (b[-1] - b[0]) / max(len(b) - 1, 1) if len(b) > 1 else max(abs(b[0]), 1.0)
