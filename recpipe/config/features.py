@@ -803,7 +803,9 @@ class _StandaloneSequenceMixin(Strict):
         return [self.source_column]  # type: ignore[attr-defined]
 
 
-class SequenceIdFeatureConfig(_MultiValueItemMixin, _IdMappingMixin, _StandaloneSequenceMixin, FeatureSection):
+class SequenceIdFeatureConfig(
+    _MultiValueItemMixin, _IdMappingMixin, _StandaloneSequenceMixin, FeatureSection
+):
     """TorchEasyRec's ``sequence_id_feature``: a history of ids (``"3;8;1"``), mapped as an id feature's."""
 
     kind: Literal["sequence_id"]

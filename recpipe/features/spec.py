@@ -460,7 +460,9 @@ class FeatureSpec:
                     zch_decay_exponent=feats[0].zch_decay_exponent,
                     weights=weights,
                     items={
-                        f.name: [f.item_lengths_key, f.pooling] for f in feats if f.item_lengths_key is not None
+                        f.name: [f.item_lengths_key, f.pooling]
+                        for f in feats
+                        if f.item_lengths_key is not None
                     },
                 )
             )

@@ -71,7 +71,10 @@ def test_grouped_items_of_several_ids_an_empty_item_and_a_null_row() -> None:
     tags = s.feature("clicks__tags")
     assert tags.item_lengths_key == "clicks__tags__item_lengths" and tags.pooling == "mean"
     assert s.feature("clicks__tags__item_lengths").item_lengths_of == "clicks__tags"
-    assert s.sequences[0].sub_features == ["clicks__item_id", "clicks__tags"]  # the counts key is no sub-value
+    assert s.sequences[0].sub_features == [
+        "clicks__item_id",
+        "clicks__tags",
+    ]  # the counts key is no sub-value
     (t,) = [t for t in s.tables() if t.name == "tags"]
     assert t.items == {"clicks__tags": ["clicks__tags__item_lengths", "mean"]}
     # rows: 3 items (2 ids, 1 id, none), a null row, 4 items (the last past sequence_length 3)

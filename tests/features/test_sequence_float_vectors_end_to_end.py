@@ -51,7 +51,11 @@ CONFIG = {
     ],
     "feature_groups": [
         {"name": "deep", "type": "deep", "features": ["user_id", "item"]},
-        {"name": "seq", "type": "sequence", "features": ["item", "tag", "clicks__item", "clicks__tag", "clicks__emb"]},
+        {
+            "name": "seq",
+            "type": "sequence",
+            "features": ["item", "tag", "clicks__item", "clicks__tag", "clicks__emb"],
+        },
         {"name": "taste_seq", "type": "sequence", "features": ["shop", "taste", "tastes"]},
     ],
     "model": {
@@ -148,4 +152,6 @@ def _fewer_tags(history: str | None) -> str | None:
     if not history:
         return history
     items = [item.split("\x03") for item in history.split("|")]
-    return "|".join("\x03".join([*v[:2], "\x1d".join(v[2].split("\x1d")[:-1]) if "\x1d" in v[2] else v[2]]) for v in items)
+    return "|".join(
+        "\x03".join([*v[:2], "\x1d".join(v[2].split("\x1d")[:-1]) if "\x1d" in v[2] else v[2]]) for v in items
+    )

@@ -19,8 +19,12 @@ from tests.features.test_kind_sequence_multi_value import grouped
 def test_pool_items_by_hand() -> None:
     rows = torch.tensor([[1.0, 0.0], [3.0, 2.0], [5.0, 5.0]])
     counts = torch.tensor([2, 0, 1])
-    torch.testing.assert_close(pool_items(rows, counts, mean=False), torch.tensor([[4.0, 2.0], [0, 0], [5, 5]]))
-    torch.testing.assert_close(pool_items(rows, counts, mean=True), torch.tensor([[2.0, 1.0], [0, 0], [5, 5]]))
+    torch.testing.assert_close(
+        pool_items(rows, counts, mean=False), torch.tensor([[4.0, 2.0], [0, 0], [5, 5]])
+    )
+    torch.testing.assert_close(
+        pool_items(rows, counts, mean=True), torch.tensor([[2.0, 1.0], [0, 0], [5, 5]])
+    )
     assert pool_items(rows[:0], torch.zeros(0, dtype=torch.int64), mean=True).shape == (0, 2)
 
 
@@ -40,7 +44,10 @@ def test_embedding_group_pools_each_item_of_a_multi_value_history(pooling: str) 
     table = group.ec.embeddings["tags"].weight.detach()
     items = [[1, 2], [3], [], [1], [2, 3, 4]]  # ids mod 10, item by item
     want = torch.stack(
-        [table[i].sum(0) / (max(len(i), 1) if pooling == "mean" else 1) if i else torch.zeros(4) for i in items]
+        [
+            table[i].sum(0) / (max(len(i), 1) if pooling == "mean" else 1) if i else torch.zeros(4)
+            for i in items
+        ]
     )
     torch.testing.assert_close(got.values["clicks__tags"].detach(), want)
     assert got.offsets["clicks__tags"].tolist() == [0, 3, 3, 5] == got.offsets["clicks__item_id"].tolist()

@@ -175,7 +175,9 @@ def sequence_ids(
             take = slice(j, None, nsub) if regular else np.minimum(sub_starts + j, last)
             idx = np.arange(j, len(flat), nsub) if regular else take
             vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
-            ids, per_item, bad = _item_ids(vals, empty_all[take] if len(flat) else np.zeros(0, bool), f, s.column)
+            ids, per_item, bad = _item_ids(
+                vals, empty_all[take] if len(flat) else np.zeros(0, bool), f, s.column
+            )
             if bad is not None:
                 wrong = bad.rows[~malformed[bad.rows]]
                 expected = f"{bad.expected} in sub-feature {key!r}"
@@ -257,7 +259,9 @@ def _item_ids(
     item_of_id = np.repeat(np.arange(len(vals)), per_item)
     flat = pieces.values
     if len(flat) != int(per_item.sum()):  # drop the one "" piece of each empty item
-        flat = flat.take(pa.array(np.repeat(starts, per_item) + (np.arange(len(item_of_id)) - first[item_of_id])))
+        flat = flat.take(
+            pa.array(np.repeat(starts, per_item) + (np.arange(len(item_of_id)) - first[item_of_id]))
+        )
     ids, _, bad = map_ids(flat, f.mapping, column, f.zch)
     wrong = [item_of_id[bad.rows]] if bad is not None else []
     blank = as_numpy(pc.binary_length(flat)) == 0 if len(flat) else np.zeros(0, bool)
