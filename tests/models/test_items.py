@@ -12,7 +12,6 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from recpipe.features.fg import FeatureGenerator
 from recpipe.models.blocks.embedding import EmbeddingGroup
 from recpipe.models.blocks.items import pool_items
-
 from tests.features.test_kind_sequence_multi_value import grouped
 
 
