@@ -389,7 +389,18 @@ def vector_key(feature: str, index: int) -> str:
     return f"{feature}{SUB_KEY_SEPARATOR}{index}"
 
 
-class SubFeatureConfig(_IdMappingMixin):
+class _MultiValueItemMixin(Strict):
+    """TorchEasyRec's ``value_dim: 0`` on a history's id (a sub-feature or a ``sequence_id_feature``): each item
+    holds several ids (``"3\x1d7;8"`` by ``separator``, or array<array<>>), embedded as the ``pooling`` of its
+    ids' embeddings (tzrec/modules/embedding.py: ``segment_reduce`` by the item's id count; an item of no ids is
+    zeros). ``value_dim: 1`` (the default) is one id per item."""
+
+    value_dim: Literal[0, 1] = 1
+    separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
+    pooling: Literal["sum", "mean"] = "sum"
+
+
+class SubFeatureConfig(_MultiValueItemMixin, _IdMappingMixin):
     name: str
 
 
@@ -802,7 +813,9 @@ class _StandaloneSequenceMixin(Strict):
         return [self.source_column]  # type: ignore[attr-defined]
 
 
-class SequenceIdFeatureConfig(_IdMappingMixin, _StandaloneSequenceMixin, FeatureSection):
+class SequenceIdFeatureConfig(
+    _MultiValueItemMixin, _IdMappingMixin, _StandaloneSequenceMixin, FeatureSection
+):
     """TorchEasyRec's ``sequence_id_feature``: a history of ids (``"3;8;1"``), mapped as an id feature's."""
 
     kind: Literal["sequence_id"]

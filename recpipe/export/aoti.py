@@ -60,23 +60,27 @@ class AotiScorer(Scorer):
             # The compiled DIN guards on the batch holding at least one history item (a check on the
             # jagged sizes that torch.export keeps), so a batch whose histories are all empty (a one-row
             # request without clicks) gets one extra row with a one-item history, scored and dropped.
-            dense, values, lengths = _with_one_history_row(dense, values, per_key, seq)
+            counts = [i for i in seq if self.spec.feature(self.keys[i]).item_lengths_of is not None]
+            dense, values, lengths = _with_one_history_row(dense, values, per_key, seq, counts)
             return self.runner(dense, values, lengths)[:batch]
         return self.runner(dense.contiguous(), values.contiguous(), lengths.contiguous())
 
     @property
     def _sequence_keys(self) -> set[str]:
-        return {k for s in self.spec.sequences for k in s.sub_features}
+        # with the id counts keys of multi-value histories (one item of one id: a count of 1)
+        subs = {k for s in self.spec.sequences for k in s.sub_features}
+        return subs | {c for k in subs if (c := self.spec.feature(k).item_lengths_key) is not None}
 
 
 def _with_one_history_row(
-    dense: torch.Tensor, values: torch.Tensor, per_key: torch.Tensor, seq: list[int]
+    dense: torch.Tensor, values: torch.Tensor, per_key: torch.Tensor, seq: list[int], counts: list[int] = ()
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The batch plus a last row with id 0 once in each history key and nothing else (key-major layout)."""
+    """The batch plus a last row with id 0 once in each history key (the id count 1 in each of ``counts``, the
+    id counts keys of multi-value histories) and nothing else (key-major layout)."""
     extra = torch.zeros(per_key.shape[0], 1, dtype=per_key.dtype)
     extra[seq] = 1
     chunks = list(torch.split(values, per_key.sum(1).tolist()))
     for i in seq:
-        chunks[i] = torch.cat([chunks[i], torch.zeros(1, dtype=values.dtype)])
+        chunks[i] = torch.cat([chunks[i], torch.full((1,), int(i in counts), dtype=values.dtype)])
     dense = torch.cat([dense, torch.zeros(1, dense.shape[1], dtype=dense.dtype)])
     return dense.contiguous(), torch.cat(chunks), torch.cat([per_key, extra], dim=1).reshape(-1).contiguous()

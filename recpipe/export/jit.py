@@ -26,6 +26,7 @@ from recpipe.export.scorer import Scorer
 from recpipe.export.split import DenseListProgram, SplitModel
 from recpipe.export.tables import weighted_bag
 from recpipe.models.blocks.item_floats import item_floats
+from recpipe.models.blocks.items import pool_items
 
 MODEL_FILE = "model.pt"
 _KINDS = {"pooled": 0, "sequence": 1, "offsets": 2}
@@ -71,6 +72,10 @@ class ScriptedLookupModel(nn.Module):
         # weighted pooled keys: the position of their weights key (float64 bits per id); -1: unweighted
         weights = {k: w for p in split.plan for k, w in p.weights.items()}
         self.key_weights: list[int] = [keys.index(weights[k]) if k in weights else -1 for k in keys]
+        # multi-value history keys: the position of their id counts key; -1: one id per item
+        items = {k: v for p in split.plan for k, v in p.items.items()}
+        self.key_items: list[int] = [keys.index(items[k][0]) if k in items else -1 for k in keys]
+        self.key_item_mean: list[bool] = [k in items and items[k][1] == "mean" for k in keys]
         # zch: per table, the frozen remapping's (keys, rows, miss_key_starts, miss_rows); -1: not zch
         zch = [n for n in names if n in split.remaps]
         self.table_zch: list[int] = [zch.index(n) if n in zch else -1 for n in names]
@@ -120,6 +125,9 @@ class ScriptedLookupModel(nn.Module):
                 elif kind == 0:
                     mode = "mean" if self.key_mean[k] else "sum"
                     parts.append(F.embedding_bag(rows, weight, offsets[k][:-1], mode=mode))
+                elif self.key_items[k] >= 0:
+                    per_item = ids[self.key_items[k]]
+                    parts.append(pool_items(F.embedding(rows, weight), per_item, self.key_item_mean[k]))
                 else:
                     parts.append(F.embedding(rows, weight))
             inputs.append(torch.cat(parts, dim=1))

@@ -132,7 +132,15 @@ def build_plan(input_names: list[str], spec: FeatureSpec) -> list[PlanEntry]:
                     for k in keys_of
                     if kind == "pooled" and (w := spec.feature(k).weights_key) is not None
                 }
-                plan.append(PlanEntry(name, kind, list(keys_of), floats, weights))
+                # several ids per item: the item pools its ids by its id counts key, whose offsets are the items'
+                items = {
+                    k: [c, spec.feature(k).pooling]
+                    for k in keys_of
+                    if kind != "pooled" and (c := spec.feature(k).item_lengths_key) is not None
+                }
+                if kind == "offsets" and items:
+                    keys_of, items = [items[keys_of[0]][0]], {}
+                plan.append(PlanEntry(name, kind, list(keys_of), floats, weights, items))
                 break
         else:
             raise SpecMismatchError(

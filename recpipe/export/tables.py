@@ -22,6 +22,12 @@ read from its weights key (float64 bits, like a float per item); the plan names 
 
     {"name": "tags", "kind": "pooled", "keys": ["tags"], "weights": {"tags": "tags__weights"}}
 
+A history of several ids per item (TorchEasyRec's ``value_dim: 0``) looks up each id and pools an item's rows
+(:func:`~recpipe.models.blocks.items.pool_items`) by its id counts key; its group's offsets are that key's::
+
+    {"name": "seq__values", "kind": "sequence", "keys": ["clicks__tags"],
+     "items": {"clicks__tags": ["clicks__tags__item_lengths", "sum"]}}
+
 Zero-collision (zch) tables take 63-bit id keys, not rows: their frozen remapping (sorted keys → rows,
 and the row of keys never admitted) is in ``zch.safetensors`` (:mod:`recpipe.export.remap`), and the
 lookup maps keys to rows with ``searchsorted`` before ``embedding_bag`` / ``embedding``.
@@ -42,6 +48,7 @@ from safetensors.torch import save_file
 from recpipe.export.manifest import ArtifactError
 from recpipe.export.remap import ZchRemap, load_remaps, padded, remap_ids, write_remaps
 from recpipe.models.blocks.item_floats import item_floats
+from recpipe.models.blocks.items import pool_items
 
 SPARSE_META = "sparse.json"
 SPARSE_FORMAT_VERSION = 1
@@ -52,6 +59,8 @@ SPARSE_FORMAT_VERSION_ZCH = 2
 SPARSE_FORMAT_VERSION_FLOATS = 3
 # Version 4: pooled entries of weighted ids (``PlanEntry.weights``); written only when a plan has them.
 SPARSE_FORMAT_VERSION_WEIGHTS = 4
+# Version 5: sequence entries of multi-value history keys (``PlanEntry.items``); written only when a plan has them.
+SPARSE_FORMAT_VERSION_ITEMS = 5
 DEFAULT_MAX_SHARD_BYTES = 512 * 1024 * 1024
 PLAN_KINDS = ("pooled", "sequence", "offsets")
 
@@ -103,6 +112,8 @@ class PlanEntry:
     keys: list[str]
     floats: list[str] = field(default_factory=list)  # keys that are a float per item, not table lookups
     weights: dict[str, str] = field(default_factory=dict)  # weighted pooled keys → their weights keys
+    # multi-value history keys → [their id counts key, "sum" | "mean"]: each item pools its ids' rows
+    items: dict[str, list[str]] = field(default_factory=dict)
 
 
 def write_tables(
@@ -155,7 +166,9 @@ def write_tables(
         names.append(write_remaps(folder, remaps))
     floats = any(p.floats for p in plan)
     version = (
-        SPARSE_FORMAT_VERSION_WEIGHTS
+        SPARSE_FORMAT_VERSION_ITEMS
+        if any(p.items for p in plan)
+        else SPARSE_FORMAT_VERSION_WEIGHTS
         if any(p.weights for p in plan)
         else SPARSE_FORMAT_VERSION_FLOATS
         if floats
@@ -168,7 +181,9 @@ def write_tables(
         "keys": list(keys),
         "tables": [asdict(m) for m in metas],
         # a plan without float or weighted keys reads (and digests) as before them
-        "plan": [{k: v for k, v in asdict(p).items() if k not in ("floats", "weights") or v} for p in plan],
+        "plan": [
+            {k: v for k, v in asdict(p).items() if k not in ("floats", "weights", "items") or v} for p in plan
+        ],
     }
     (folder / SPARSE_META).write_text(json.dumps(doc, indent=1))
     return [*names, SPARSE_META]
@@ -235,9 +250,9 @@ class SparseLookup:
         """Read ``sparse.json`` and the shards it lists (verify the folder's manifest first)."""
         folder = Path(folder)
         doc = json.loads((folder / SPARSE_META).read_text())
-        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_WEIGHTS:
+        if int(doc.get("version", 0)) > SPARSE_FORMAT_VERSION_ITEMS:
             raise ValueError(
-                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_WEIGHTS}"
+                f"{folder / SPARSE_META}: format version {doc['version']} is newer than {SPARSE_FORMAT_VERSION_ITEMS}"
             )
         plan = [PlanEntry(**p) for p in doc["plan"]]
         metas = [TableMeta(**{**t, "parts": [TablePart(**x) for x in t["parts"]]}) for t in doc["tables"]]
@@ -304,6 +319,10 @@ class SparseLookup:
                             ids, weight, offsets[:-1], mode=self._pooling.get(key, "sum")
                         )
                     )
+                elif key in p.items:
+                    counts_key, mode = p.items[key]
+                    rows = torch.nn.functional.embedding(ids, weight)
+                    parts.append(pool_items(rows, per_key[counts_key][0], mode == "mean"))
                 else:
                     parts.append(torch.nn.functional.embedding(ids, weight))
             out[p.name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)

@@ -166,8 +166,8 @@ class FeatureGenerator:
         for g in spec.groups:
             if g.type == "sequence":
                 first_of: dict[str | None, str] = {}
-                for h in g.history:
-                    first_of.setdefault(spec.feature(h).sequence, h)
+                for h in g.history:  # a multi-value key's items are counted by its id counts key
+                    first_of.setdefault(spec.feature(h).sequence, spec.feature(h).item_lengths_key or h)
                 firsts = list(first_of.values())
                 self._aligned += [(g.name, firsts[0], other) for other in firsts[1:]]
         # The feature outputs other features read ("feature:X" → X's entry), derived first in every batch.

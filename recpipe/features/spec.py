@@ -149,9 +149,24 @@ class SparseFeature:
         return self.params.get("weights_of")
 
     @property
+    def item_lengths_key(self) -> str | None:
+        """For a multi-value history key (TorchEasyRec's ``value_dim: 0``, ``params["item_lengths"]``): the KJT
+        key holding each item's id count; this key's values are every item's ids, its lengths ids per row, and
+        the model embeds an item as the ``pooling`` of its ids (:func:`recpipe.models.blocks.items.pool_items`).
+        """
+        return self.params.get("item_lengths")
+
+    @property
+    def item_lengths_of(self) -> str | None:
+        """For the id counts key of a multi-value history: the history key whose items it counts (no table;
+        values: one id count per item, lengths: items per row, as a one-id history's)."""
+        return self.params.get("item_lengths_of")
+
+    @property
     def has_table(self) -> bool:
-        """Whether the key looks up an embedding table (a float per history item and a weights key do not)."""
-        return not self.item_float and self.weights_of is None
+        """Whether the key looks up an embedding table (a float per history item, a weights key and a
+        multi-value history's id counts do not)."""
+        return not self.item_float and self.weights_of is None and self.item_lengths_of is None
 
     def __post_init__(self) -> None:
         if self.data_type not in TABLE_DATA_TYPES:
@@ -249,6 +264,9 @@ class TableSpec:
     # A weighted table's keys → the KJT keys of their per-id weights (SparseFeature.weights_key); empty:
     # unweighted. A table's keys are all weighted or none (TorchRec's EmbeddingBagCollection is one or the other).
     weights: dict[str, str] = field(default_factory=dict)
+    # Multi-value history keys → [their id counts key, "sum" | "mean"] (SparseFeature.item_lengths_key): the
+    # EmbeddingCollection's per-id rows pooled item by item. Empty: one id per item.
+    items: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -413,6 +431,12 @@ class FeatureSpec:
                 )
             zch_size = _zch_size(name, feats)
             weights = _table_weights(name, feats, zch_size)
+            multi = [f.name for f in feats if f.item_lengths_key is not None]
+            if multi and zch_size is not None:
+                raise FeatureSpecError(
+                    f"table {name!r}: multi-value history keys {multi} (value_dim 0) on a zch table are not "
+                    "supported yet"
+                )
             zch_settings = ("zch_eviction_interval", "zch_eviction_policy", "zch_decay_exponent")
             for setting in ("data_type", "trainable", *zch_settings):
                 values = {getattr(f, setting) for f in feats}
@@ -435,6 +459,11 @@ class FeatureSpec:
                     zch_eviction_policy=feats[0].zch_eviction_policy,
                     zch_decay_exponent=feats[0].zch_decay_exponent,
                     weights=weights,
+                    items={
+                        f.name: [f.item_lengths_key, f.pooling]
+                        for f in feats
+                        if f.item_lengths_key is not None
+                    },
                 )
             )
         return out

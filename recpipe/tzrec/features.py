@@ -382,7 +382,7 @@ def _sequence(
         else:
             sub_out = {"name": sub.feature_name}
             sub_out.update(_id_fields(sub, sub_path, found, encoded))
-            _single_value_sub(sub, sub_path, found)
+            _single_value_sub(sub, sub_path, found, sub_out, encoded)
             # TorchEasyRec resets a sequence feature's empty default_value to "0" (tzrec/features/feature.py,
             # Feature.default_value and fg_json): an empty sub-value such as the missing brand in
             # "782577\x037511\x03" is id 0, not a bad row.
@@ -455,7 +455,7 @@ def _standalone_sequence(
     if kind == "sequence_id_feature":
         out: dict[str, Any] = {"kind": "sequence_id", "name": name}
         out.update(_id_fields(cfg, path, found, encoded))
-        _single_value_sub(cfg, path, found)
+        _single_value_sub(cfg, path, found, out, encoded)
         # As a grouped sub-feature's: TorchEasyRec makes an empty default "0" for a sequence (fg_json).
         out.setdefault("default_value", "0")
     elif not cfg.boundaries:
@@ -529,8 +529,19 @@ def _multi_value(
     return out
 
 
-def _single_value_sub(cfg: Any, path: str, found: Findings) -> None:
-    """A history's sub-feature holds one value per item (TorchEasyRec's value_dim default of 1 there)."""
+def _single_value_sub(
+    cfg: Any, path: str, found: Findings, out: dict[str, Any] | None = None, encoded: bool = False
+) -> None:
+    """A history's id holds one value per item (TorchEasyRec's value_dim default of 1 there), or with
+    ``value_dim: 0`` several (docs/source/feature/feature.md: array<array<>>; ``separator`` between an item's ids,
+    pooled per item by ``pooling``, tzrec/modules/embedding.py ``segment_reduce``): ``out["value_dim"] = 0``."""
+    if cfg.HasField("value_dim") and cfg.value_dim == 0 and out is not None:
+        if encoded:
+            found.problem(
+                f"{path}.value_dim", "pre-encoded (FG_NONE) value_dim 0 histories are not supported yet"
+            )
+        out["value_dim"] = 0
+        return
     if cfg.HasField("value_dim") and cfg.value_dim != 1:
         found.problem(
             f"{path}.value_dim", f"value_dim {cfg.value_dim}: recpipe reads one value per item of a sequence"

@@ -1,7 +1,7 @@
 """Histories of ``value_dim`` floats per item the whole way, on rows ``synthetic:config`` generates for the
 config: a DIN group over a grouped history whose items carry an item id and two floats (a dense sub-feature of
 value_dim 2: keys ``clicks__emb__0``, ``clicks__emb__1``), a second DIN group over a standalone ``sequence_raw``
-of eight floats per item (``dense: true``) queried by a shop's embedding of four and a raw vector of four. A MultiTowerDIN trained a few steps,
+of eight floats per item (``dense: true``); the grouped history also holds 0 to 3 tag ids per item (value_dim 0, pooled by mean) queried by a shop's embedding of four and a raw vector of four. A MultiTowerDIN trained a few steps,
 exported to jit, onnx, rtp and aoti with parity, every backend scoring raw rows alike, and the registered
 pyfunc class scoring a DataFrame to the same probabilities."""
 
@@ -34,6 +34,7 @@ CONFIG = {
         {"kind": "id", "name": "user_id", "hash_bucket_size": 100, "embedding_dim": 8},
         {"kind": "id", "name": "item", "num_buckets": ITEMS, "embedding_dim": 8},
         {"kind": "id", "name": "shop", "num_buckets": 10, "embedding_dim": 4},
+        {"kind": "id", "name": "tag", "num_buckets": 30, "embedding_dim": 4},
         {"kind": "raw", "name": "taste", "value_dim": 4},
         {
             "kind": "sequence",
@@ -42,13 +43,19 @@ CONFIG = {
             "sub_features": [
                 {"name": "item", "num_buckets": ITEMS, "embedding_dim": 8},
                 {"name": "emb", "dense": True, "value_dim": 2, "default": 0.5},
+                # several ids per item (TorchEasyRec's value_dim 0), each item the mean of its ids' rows
+                {"name": "tag", "num_buckets": 30, "embedding_dim": 4, "value_dim": 0, "pooling": "mean"},
             ],
         },
         {"kind": "sequence_raw", "name": "tastes", "dense": True, "value_dim": 8, "sequence_length": 6},
     ],
     "feature_groups": [
         {"name": "deep", "type": "deep", "features": ["user_id", "item"]},
-        {"name": "seq", "type": "sequence", "features": ["item", "clicks__item", "clicks__emb"]},
+        {
+            "name": "seq",
+            "type": "sequence",
+            "features": ["item", "tag", "clicks__item", "clicks__tag", "clicks__emb"],
+        },
         {"name": "taste_seq", "type": "sequence", "features": ["shop", "taste", "tastes"]},
     ],
     "model": {
@@ -86,6 +93,9 @@ def test_float_vector_histories_train_export_and_serve(data: dict[str, str], tmp
     click = next(h for h in table.column("clicks").to_pylist() if h).split("|")[0]
     taste = next(h for h in table.column("tastes").to_pylist() if h).split(";")[0]
     assert click.split("\x03")[1].count("\x1d") == 1 and taste.count("\x1d") == 7
+    # and 0 to 3 tag ids per item, an empty item among them
+    tags = [i.split("\x03")[2] for h in table.column("clicks").to_pylist() if h for i in h.split("|")]
+    assert {len(t.split("\x1d")) if t else 0 for t in tags} == {0, 1, 2, 3}
 
     checkpoint, report = train_and_evaluate(data, tmp_path)
     assert report.rows == EVAL_ROWS
@@ -100,6 +110,8 @@ def test_float_vector_histories_train_export_and_serve(data: dict[str, str], tmp
     plan = {p["name"]: p for p in json.loads((folder / "sparse.json").read_text())["plan"]}
     assert plan["seq__values"]["floats"] == ["clicks__emb__0", "clicks__emb__1"]
     assert plan["taste_seq__values"]["floats"] == [f"tastes__{i}" for i in range(8)]
+    assert plan["seq__values"]["items"] == {"clicks__tag": ["clicks__tag__item_lengths", "mean"]}
+    assert json.loads((folder / "sparse.json").read_text())["version"] == 5
 
     raw = table.drop_columns(["label", "true_prob"])
     head = raw.slice(0, 40)
@@ -118,6 +130,13 @@ def test_float_vector_histories_train_export_and_serve(data: dict[str, str], tmp
         pa.array([_moved(h) for h in head.column("tastes").to_pylist()]),
     )
     assert not np.allclose(np.asarray(rtp.predict_raw(moved)), np.asarray(rtp.predict_raw(head)), atol=1e-4)
+    # and every id of an item: the same rows with each item's last tag id dropped score apart
+    fewer = head.set_column(
+        head.schema.get_field_index("clicks"),
+        "clicks",
+        pa.array([_fewer_tags(h) for h in head.column("clicks").to_pylist()]),
+    )
+    assert not np.allclose(np.asarray(rtp.predict_raw(fewer)), np.asarray(rtp.predict_raw(head)), atol=1e-4)
 
 
 def _moved(history: str | None) -> str | None:
@@ -126,3 +145,13 @@ def _moved(history: str | None) -> str | None:
         return history
     items = [item.split("\x1d") for item in history.split(";")]
     return ";".join("\x1d".join([v[0], f"{float(v[1]) + 50:g}", *v[2:]]) for v in items)
+
+
+def _fewer_tags(history: str | None) -> str | None:
+    """Every item of two or more tag ids without its last one."""
+    if not history:
+        return history
+    items = [item.split("\x03") for item in history.split("|")]
+    return "|".join(
+        "\x03".join([*v[:2], "\x1d".join(v[2].split("\x1d")[:-1]) if "\x1d" in v[2] else v[2]]) for v in items
+    )

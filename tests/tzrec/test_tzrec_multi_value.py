@@ -171,10 +171,12 @@ def test_weighted_zch_ids_are_refused_by_line() -> None:
 def test_multi_value_sub_features_are_refused_by_line() -> None:
     # a history's sub-feature holds one value per item (value_dim 1, TorchEasyRec's default there)
     assert import_tzrec(small_din("value_dim: 1")).config.features[2].sub_features[0].name == "adgroup_id"
+    # value_dim 0 is several ids per item (tests/tzrec/test_tzrec_sequences.py); any other count is refused
+    assert import_tzrec(small_din("value_dim: 0")).config.features[2].sub_features[0].value_dim == 0
     with pytest.raises(
-        TzrecImportError, match=r"line 27: .*id_feature.value_dim: value_dim 0: recpipe reads one"
+        TzrecImportError, match=r"line 27: .*id_feature.value_dim: value_dim 2: recpipe reads one"
     ):
-        import_tzrec(small_din("value_dim: 0"))
+        import_tzrec(small_din("value_dim: 2"))
 
 
 def test_a_combo_of_one_input_or_with_num_buckets_is_refused() -> None:

@@ -259,8 +259,47 @@ def test_sequence_length_is_required_and_value_dim_is_unsupported():
         "hash_bucket_size: 100\n        embedding_dim: 8\n    }",
         "hash_bucket_size: 100\n        embedding_dim: 8\n        value_dim: 0\n    }",
     )
-    found = _problems(din_config(multi))
-    assert len(found) == 1 and "value_dim" in found[0], found
+    found = _problems(
+        din_config(
+            multi.replace(
+                "hash_bucket_size: 100\n        embedding_dim: 8\n        value_dim: 0",
+                "hash_bucket_size: 100\n        embedding_dim: 8\n        value_dim: 2",
+            )
+        )
+    )
+    assert len(found) == 1 and "value_dim 2" in found[0], found
+
+
+def test_value_dim_0_histories_import_and_pool_each_item():
+    """multi_tower_din_fg_mock.config's ``id_3`` of value_dim 0 in ``click_50_seq`` and its ``sequence_id_feature
+    buy_50_id_6_seq`` of value_dim 0: several ids per item (``\x1d`` between them), each item pooled (sum)."""
+    multi = FEATURES.replace(
+        "hash_bucket_size: 100\n        embedding_dim: 8\n    }",
+        "hash_bucket_size: 100\n        embedding_dim: 8\n        value_dim: 0\n    }",
+    ).replace(
+        'features { id_feature { feature_name: "item_id" expression: "item:item_id" num_buckets: 50 embedding_dim: 8 } }\n        features {\n            raw_feature',
+        'features { id_feature { feature_name: "item_id" expression: "item:item_id" num_buckets: 50 embedding_dim: 8 value_dim: 0 } }\n        features {\n            raw_feature',
+    )
+    imported = import_tzrec(din_config(multi))
+    features = {f["name"]: f for f in imported.data["features"]}
+    assert features["buy_50_user_id_seq"]["value_dim"] == 0
+    assert features["click_50_seq"]["sub_features"][0]["value_dim"] == 0
+    spec = build_feature_spec(imported.config)
+    table = rows().set_column(
+        3, "click_50_seq", pa.array(["3\x1d4\x030.15\x0330|8\x030.25\x037200", "", None])
+    )
+    table = table.set_column(4, "buy_50_user_id_seq", pa.array(["u7\x1du8|u9", None, "u1"]))
+    out = FeatureGenerator(spec)(table)
+    keys = spec.sparse_keys()
+    got = {k: (out.values[keys.index(k)].tolist(), out.lengths[keys.index(k)].tolist()) for k in keys}
+    assert got["click_50_seq__item_id"] == ([3, 4, 8], [3, 0, 0])
+    assert got["click_50_seq__item_id__item_lengths"] == ([2, 1], [2, 0, 0])
+    assert got["buy_50_user_id_seq__item_lengths"] == ([2, 1, 1], [2, 0, 1])
+    model = build_model(spec, imported.config.model)
+    with torch.no_grad():
+        emb = model.sparse_arch(to_batch(out, keys).sparse)
+    assert emb["seq__values"].shape == (2, 8 + 8 + 8) and emb["seq__offsets"].tolist() == [0, 2, 2, 2]
+    assert emb["seq_item__values"].shape == (3, 8 + 8) and emb["seq_item__offsets"].tolist() == [0, 2, 2, 3]
 
 
 def test_names_paired_out_of_order_are_refused():

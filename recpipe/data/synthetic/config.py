@@ -908,6 +908,14 @@ def _sub_text(space: Any, attrs: np.ndarray, sub: Any) -> pa.Array:
     """Each catalogue item's text of one sub-feature: its value, or (value_dim floats per item) value_dim
     values of its space joined by the sub-feature's separator."""
     dim = getattr(sub, "value_dim", 1) if getattr(sub, "dense", False) else 1
+    if not getattr(sub, "dense", False) and getattr(sub, "value_dim", 1) == 0:
+        # several ids per item (value_dim 0): 0 to 3 ids of its space by its separator, an empty item 1 in 4
+        counts = (attrs % 4).astype(np.int32)
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        ids = (np.repeat(attrs, counts) + 7 * (np.arange(int(counts.sum())) - first)) % space.size
+        offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+        lists = pa.ListArray.from_arrays(offsets, space.text.take(pa.array(ids, pa.int64())))
+        return pc.binary_join(lists, sub.separator)
     if dim == 1:
         return space.text.take(pa.array(attrs))
     values = [space.text.take(pa.array((attrs + i) % space.size)) for i in range(dim)]

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -133,13 +134,17 @@ def sequence_ids(
         first_kept = np.cumsum(kept) - kept
         item_idx = np.repeat(starts, kept) + (np.arange(total) - np.repeat(first_kept, kept))
         kept_items = flat_items.take(pa.array(item_idx))
-    subs = pc.split_pattern(kept_items, pattern=s.sub_delimiter)
     positions = sub_value_positions(feats)
     nsub = positions[-1] + 1
+    multi = feats[0].item_lengths_key is not None
+    if nsub == 1 and multi:  # a standalone multi-value history: the item is its ids, split by their separator
+        subs = pa.ListArray.from_arrays(pa.array(np.arange(total + 1, dtype=np.int32)), kept_items)
+    else:
+        subs = pc.split_pattern(kept_items, pattern=s.sub_delimiter)
     sub_counts = as_numpy(pc.list_value_length(subs))
     malformed = sub_counts != nsub
     numeric = feats[0].boundaries is not None or feats[0].item_float
-    if nsub == 1 and not numeric and feats[0].mapping.default_value is None:
+    if nsub == 1 and not numeric and not multi and feats[0].mapping.default_value is None:
         # One value per item and no default for an empty one: "3||5" is malformed (with a default it is 3, d, 5).
         malformed |= as_numpy(pc.equal(kept_items, ""))
     if malformed.any():
@@ -166,6 +171,22 @@ def sequence_ids(
     regular = len(flat) == total * nsub and not malformed.any()
     vector: list[np.ndarray] = []  # the floats of every value of the vector sub-value being read
     for j, key, f in zip(positions, s.sub_features, feats):
+        if f.item_lengths_key is not None:  # several ids per item (value_dim 0): ids and their count per item
+            take = slice(j, None, nsub) if regular else np.minimum(sub_starts + j, last)
+            idx = np.arange(j, len(flat), nsub) if regular else take
+            vals = flat.take(pa.array(idx)) if len(flat) else pa.array([], pa.string())
+            ids, per_item, bad = _item_ids(
+                vals, empty_all[take] if len(flat) else np.zeros(0, bool), f, s.column
+            )
+            if bad is not None:
+                wrong = bad.rows[~malformed[bad.rows]]
+                expected = f"{bad.expected} in sub-feature {key!r}"
+                bads.append(BadRows(row_of_item[wrong], s.column, expected, kept_items, wrong))
+            values[key] = ids
+            lengths[key] = np.bincount(row_of_item, weights=per_item, minlength=n).astype(np.int32)
+            values[f.item_lengths_key] = per_item
+            lengths[f.item_lengths_key] = kept.astype(np.int32)
+            continue
         if f.params.get("index", 0) > 0:  # value i of a vector sub-value, parsed with value 0
             values[key] = vector[f.params["index"]]
             lengths[key] = kept.astype(np.int32)
@@ -219,6 +240,38 @@ def sequence_ids(
         values[key] = ids
         lengths[key] = kept.astype(np.int32)
     return truncated
+
+
+def _item_ids(
+    vals: pa.Array, empty: np.ndarray, f: SparseFeature, column: str
+) -> tuple[np.ndarray, np.ndarray, BadRows | None]:
+    """The ids of a multi-value item's sub-value (``params["separator"]`` between ids) and each item's id count
+    ``(items,)`` int64: an empty sub-value holds no ids (or the ``default_value`` id when there is one); an
+    empty id between separators, or one the mapping refuses, is a bad item."""
+    fill = f.mapping.default_value
+    if fill is not None and empty.any():
+        vals, empty = pc.if_else(pa.array(empty), fill, vals), np.zeros_like(empty)
+    pieces = pc.split_pattern(vals, pattern=str(f.params["separator"]))
+    per_item = as_numpy(pc.list_value_length(pieces)).astype(np.int64)
+    per_item[empty] = 0
+    starts = np.asarray(pieces.offsets)[:-1].astype(np.int64)
+    first = np.cumsum(per_item) - per_item
+    item_of_id = np.repeat(np.arange(len(vals)), per_item)
+    flat = pieces.values
+    if len(flat) != int(per_item.sum()):  # drop the one "" piece of each empty item
+        flat = flat.take(
+            pa.array(np.repeat(starts, per_item) + (np.arange(len(item_of_id)) - first[item_of_id]))
+        )
+    ids, _, bad = map_ids(flat, f.mapping, column, f.zch)
+    wrong = [item_of_id[bad.rows]] if bad is not None else []
+    blank = as_numpy(pc.binary_length(flat)) == 0 if len(flat) else np.zeros(0, bool)
+    wrong.append(item_of_id[blank])
+    rows = np.unique(np.concatenate(wrong))
+    if not rows.size:
+        return ids, per_item, None
+    how = bad.expected if bad is not None else "non-empty ids"
+    expected = f"ids separated by {f.params['separator']!r} (value_dim 0), each {how}"
+    return ids, per_item, BadRows(rows, column, expected, vals, rows)
 
 
 def _bucketized(
@@ -291,7 +344,7 @@ def _sequence_fast(
         or len(sub) != 1
         or delim in b'\n\r"0123456789'
         or sub in b'\n\r"0123456789'
-        or any(f.mapping.kind != "mod" for f in feats)
+        or any(f.mapping.kind != "mod" or f.item_lengths_key is not None for f in feats)
         or any(f.mapping.default_value is not None and not f.mapping.default_value.isdigit() for f in feats)
     ):
         return None
@@ -381,6 +434,45 @@ def item_float_entries(
     ]
 
 
+# The KJT key of a multi-value history key's id count per item: <key>__item_lengths.
+ITEM_LENGTHS_SUFFIX = "__item_lengths"
+
+
+def multi_value_entries(
+    key: str, column: str, cfg: SubFeatureConfig | Any, kind: str, sequence: str, encoded: bool
+) -> list[SparseFeature]:
+    """The KJT keys of a history id (a sub-feature, or a standalone ``sequence_id``): one, or for ``value_dim: 0``
+    (several ids per item) the ids key (its ``pooling`` pools an item's ids) and its id counts key
+    ``<key>__item_lengths`` (no table).
+
+    Example::
+
+        # sub-feature tags (value_dim 0, separator "\x1d") of clicks; one row "1\x1d2|" -> clicks__tags [1, 2],
+        # lengths [2]; clicks__tags__item_lengths [2, 0], lengths [2]
+    """
+    entry = id_entry(key, column, cfg, kind, encoded=encoded, sequence=sequence)
+    if getattr(cfg, "value_dim", 1) == 1:
+        return [entry]
+    if encoded:
+        raise FeatureSpecError(
+            f"history key {key!r}: pre-encoded input (data.fg_encoded) of several ids per item (value_dim 0) is "
+            "not supported yet"
+        )
+    lengths_key = key + ITEM_LENGTHS_SUFFIX
+    params = {**entry.params, "item_lengths": lengths_key, "separator": cfg.separator}
+    counts = SparseFeature(
+        name=lengths_key,
+        column=column,
+        mapping=IdMapping("identity", 1),
+        table="",
+        embedding_dim=1,
+        sequence=sequence,
+        kind=kind,
+        params={"item_lengths_of": key},
+    )
+    return [replace(entry, pooling=cfg.pooling, params=params), counts]
+
+
 def sub_entries(
     key: str, column: str, sub: SubFeatureConfig | RawSubFeatureConfig | DenseSubFeatureConfig, sequence: str
 ) -> list[SparseFeature]:
@@ -389,6 +481,8 @@ def sub_entries(
         return item_float_entries(
             key, column, sub.default, sub.value_dim, sub.separator, sequence, "sequence"
         )
+    if isinstance(sub, SubFeatureConfig):
+        return multi_value_entries(key, column, sub, "sequence", sequence, encoded=False)
     return [sub_entry(key, column, sub, "sequence", sequence, encoded=False)]
 
 
@@ -431,6 +525,8 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
                     "item is not supported yet"
                 )
             entry = sub_entries(key, key, sub, key) if isinstance(sub, DenseSubFeatureConfig) else None
+            if isinstance(sub, SubFeatureConfig) and sub.value_dim == 0:
+                multi_value_entries(key, key, sub, "sequence", key, encoded=True)  # refused
             parts.sparse.extend(entry or [sub_entry(key, key, sub, "sequence", key, encoded=True)])
             parts.sequences.append(history_entry(f, "sequence", sub_delimiter=f.sub_delimiter, key=key))
         return
@@ -440,7 +536,8 @@ def build(f: SequenceFeatureConfig, parts: SpecParts) -> None:
         for e in sub_entries(key, f.source_column, sub, f.name)
     ]
     parts.sparse.extend(entries)
-    parts.sequences.append(history_entry(f, "sequence", [e.name for e in entries], f.sub_delimiter))
+    subs = [e.name for e in entries if e.item_lengths_of is None]  # an id counts key is no sub-value
+    parts.sequences.append(history_entry(f, "sequence", subs, f.sub_delimiter))
 
 
 def needs(f: SequenceFeatureConfig) -> FitNeeds:

@@ -27,6 +27,7 @@ from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
 
 from recpipe.features.spec import TableSpec
 from recpipe.models.blocks.item_floats import item_floats
+from recpipe.models.blocks.items import pool_items
 
 INIT_KINDS = ("uniform", "xavier_uniform", "normal")
 POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
@@ -278,7 +279,9 @@ class EmbeddingGroup(nn.Module):
     (``TableSpec.weights``: TorchEasyRec's ``weighted`` ids) live in a second, weighted EmbeddingBagCollection
     (TorchRec's ``is_weighted`` holds for all of a collection's tables or none): each key's ids with its weights key's
     values (float64 bits, :func:`item_floats`) as the KJT's weights, pooled ``Σ w·e``, ``mean`` ``Σ w·e / n``
-    (FBGEMM's weighted MEAN, which TorchEasyRec's sharded tables run).
+    (FBGEMM's weighted MEAN, which TorchEasyRec's sharded tables run). A multi-value history key
+    (``TableSpec.items``: several ids per item) is looked up id by id in its EmbeddingCollection and each item
+    is the pooling of its ids' rows (:func:`pool_items`, by its id counts key), jagged by items as a one-id key.
 
     Args:
         tables (list[TableSpec]): tables from ``FeatureSpec.tables()``.
@@ -408,6 +411,13 @@ class EmbeddingGroup(nn.Module):
             managed_collision_ec(zch_configs, device, intervals, policies=policies) if zch_configs else None
         )
         weights_of = {k: w for t in tables for k, w in t.weights.items()}
+        # Multi-value history keys (TableSpec.items): their id counts key and whether an item's ids are averaged.
+        self._item_counts: dict[str, str] = {
+            k: v[0] for t in tables for k, v in t.items.items() if k in wanted_seq
+        }
+        self._item_mean: dict[str, bool] = {
+            k: v[1] == "mean" for t in tables for k, v in t.items.items() if k in wanted_seq
+        }
         self._wbc_keys = [f for c in weighted_configs for f in c.feature_names]
         self._wbc_mean = [i for i, k in enumerate(self._wbc_keys) if self._pooling[k] == "mean"]
         # The KJT keys each collection reads, in its order: "ebc", "mc_ec", "wbc", "wbc_weights" and one
@@ -511,7 +521,11 @@ class EmbeddingGroup(nn.Module):
         for key, jt in jagged.items():
             if key in self._pooling:
                 pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
-            if key in self._sequence:
+            if key in self._sequence and key in self._item_counts:  # an item: the pooling of its ids
+                per_item = kjt[self._item_counts[key]]
+                values[key] = pool_items(jt.values(), per_item.values(), self._item_mean[key])
+                offsets[key] = per_item.offsets().long()
+            elif key in self._sequence:
                 values[key] = jt.values()
                 offsets[key] = jt.offsets().long()
         return EmbeddingLookup(
