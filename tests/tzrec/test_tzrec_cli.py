@@ -24,11 +24,11 @@ def test_import_tzrec_to_stdout(din_config, capsys):
 
 def test_import_tzrec_lists_every_problem_and_exits_2(tmp_path, capsys):
     src = tmp_path / "bad.config"
-    src.write_text(small_din("use_mask: true", "variational_dropout {}"))
+    src.write_text(small_din("use_mask: true", "use_pareto_loss_weight: true"))
     out = tmp_path / "bad.yaml"
     assert main(["config", "import-tzrec", str(src), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"recpipe config: error: cannot import TorchEasyRec config {src}: 2 problems")
     assert "  line 27: feature_configs[2].sequence_feature.features[0].id_feature.use_mask: " in err
-    assert "  line 45: model_config.variational_dropout: " in err
+    assert "  line 45: model_config.use_pareto_loss_weight: " in err
     assert not out.exists()
