@@ -122,7 +122,7 @@ def declare_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Call
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files holding a slow test first, each file's tests in their order. Under ``make test`` the workers
-    take files in this order (``--dist loadfile --no-loadscopereorder``): xdist's own order, most tests
+    take files in this order (``--dist loadfile --no-loadscope-reorder``): xdist's own order, most tests
     first, started the one-test pipeline files last, and the suite's last minutes were one worker running
     a 4-minute file while the other idled."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
