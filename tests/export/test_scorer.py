@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
+from one_user import USER_COLUMNS, one_user
 
 from recpipe.data.types import DataError
 from recpipe.export.loaders import load_backend
@@ -44,30 +44,9 @@ def test_check_known_columns_passes_one_known_column(dlrm_export):
         check_known_columns(trained.spec, ["a", "b"], where="scores.csv")
 
 
-# One user × N candidates: the DIN's user side (profile and history) sent once as the context.
-USER_COLUMNS = ["user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level", "pvalue_level",
-                "shopping_level", "occupation", "new_user_class_level", "click_50_seq"]  # fmt: skip
-
-
-def _one_user(trained, n: int) -> tuple[dict, pa.Table, pa.Table]:
-    """(context, candidate rows, the equivalent full rows): the user of the first held-out row with a history of
-    two items or more × ``n`` items."""
-    rows = trained.held_out.slice(0, n)
-    rows = rows.drop_columns([c for c in rows.column_names if c in trained.spec.labels])
-    user = [c for c in USER_COLUMNS if c in rows.column_names]
-    users = rows.select(user).to_pylist()
-    first = next(u for u in users if "|" in (u["click_50_seq"] or ""))
-    context = json.loads(json.dumps(first))  # what a JSON client sends
-    candidates = rows.drop_columns(user)
-    full = candidates
-    for c in user:
-        full = full.append_column(c, pa.array([context[c]] * n, rows.schema.field(c).type))
-    return context, candidates, full
-
-
 def test_one_user_times_candidates_scores_as_the_full_rows_on_every_backend(din_export):
     trained, result = din_export
-    context, candidates, full = _one_user(trained, 48)
+    context, candidates, full = one_user(trained, 48)
     assert len(context) == len(USER_COLUMNS) and "|" in context["click_50_seq"]  # a real history
     served = [n for n, b in result.backends.items() if b.status == "ok"]
     assert {"rtp", "jit", "onnx"} <= set(served)
@@ -87,7 +66,7 @@ def test_the_pyfunc_scores_the_context_form_and_refuses_a_mistaken_context(din_e
     from recpipe.tracking.pyfunc import RawRowsModel, model_signature
 
     trained, result = din_export
-    context, candidates, full = _one_user(trained, 16)
+    context, candidates, full = one_user(trained, 16)
     model = RawRowsModel()
     model._scorer = load_backend(Path(result.out_dir) / "rtp")  # what load_context sets from the artifact
     want = model.predict(None, full.to_pandas())
