@@ -108,7 +108,7 @@ def serve(
     server = subprocess.Popen(
         [str(recpipe), "serve", "--model", f"models:/{model}@champion", "--tracking-uri", uri,
          "--port", str(port), "--workers", str(workers), *extra],
-        stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        stdout=log, stderr=subprocess.STDOUT, cwd=work, env=_absolute_pythonpath(),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 300
@@ -120,6 +120,15 @@ def serve(
             if server.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"the scoring server did not start; see {work / 'server.log'}") from None
             time.sleep(0.5)
+
+
+def _absolute_pythonpath() -> dict[str, str]:
+    """This environment with ``PYTHONPATH`` made absolute: the server runs in ``work``, where ``PYTHONPATH=.`` would
+    serve another checkout's recpipe (the installed one) than the one benchmarked."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
+    return env
 
 
 class Trained(NamedTuple):
