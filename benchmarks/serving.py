@@ -127,7 +127,9 @@ def _absolute_pythonpath() -> dict[str, str]:
     serve another checkout's recpipe (the installed one) than the one benchmarked."""
     env = dict(os.environ)
     if env.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep)
+        )
     return env
 
 
