@@ -5,19 +5,22 @@ trains, exports, registers and promotes a MultiTowerDIN into a fresh sqlite stor
 
 - ``recpipe serve`` (``mlflow models serve -m models:/<model>@champion --env-manager local``) runs on
   127.0.0.1 (a real process, one worker) and a bounded request loop sends one-row requests (``dataframe_records``, the
-  way clients build them) and 256-row requests, then stops;
+  way clients build them), 256-row requests, and one user x 500 candidates both ways (``dataframe_split`` of the
+  items with the user's columns once in ``params.context``, against the same 500 full rows; the scores checked
+  equal), then stops;
 - the registered pyfunc scores one-row DataFrames in this process (what the server adds is the rest);
 - ``recpipe predict`` streams the eval rows (repeated to ``--predict-rows``, 4 files) through the export (rtp,
   FG inside) into Parquet, against the eager model's rows/s on the same rows (FG + the checkpoint's model, the
   same batch size); both once the model is loaded.
 
 Last line: ``serving: p50_ms_1row=… p99_ms_1row=… rows_per_s_batch256=… predict_rows_per_s=…
-predict_vs_eager=…``; JSON in ``benchmarks/results/serving.json``.
+predict_vs_eager=… p50_ms_1x500=… p99_ms_1x500=… tile_vs_rows_1x500=…`` (the 500 rows' median latency over the
+context form's); JSON in ``benchmarks/results/serving.json``.
 
 Run: ``.venv/bin/python benchmarks/serving.py`` (about 5 minutes on 2 cores, most of it the pipeline run).
 ``--quick``: the same pipeline, server and batch scoring at 20,000 generated rows (the gate's floor at 0: a
 model trained on so few rows may not reach 0.5 AUC, and the gate is not what is measured), 20 one-row and
-5 256-row requests, 20,000 rows through ``recpipe predict`` and the eager model in batches of 1,024.
+5 256-row requests, 10 one user x 500 requests each way, 20,000 rows through ``recpipe predict`` and the eager model in batches of 1,024.
 ``--runs DIR`` serves what a ``recpipe run`` of the config left in DIR instead of training (the quick test
 trains once for this script and ``serving_load.py``).
 """
@@ -55,13 +58,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _post(url: str, records: list[dict]) -> float:
-    body = json.dumps({"dataframe_records": records}).encode()
+def _post(url: str, records: list[dict] | dict) -> float:
+    """Seconds for one request of ``records`` (or a whole request body), encoded as a client does."""
+    return _invoke(url, records if isinstance(records, dict) else {"dataframe_records": records})[0]
+
+
+def _invoke(url: str, request: dict) -> tuple[float, list]:
+    body = json.dumps(request).encode()  # encoding is the client's: not timed
     req = urllib.request.Request(f"{url}/invocations", body, {"Content-Type": "application/json"})
     t0 = time.perf_counter()
     with urllib.request.urlopen(req, timeout=60) as r:
-        r.read()
-    return time.perf_counter() - t0
+        answer = r.read()
+    return time.perf_counter() - t0, json.loads(answer)["predictions"]
+
+
+# The DIN's user side: sent once as ``params.context`` in the one user × N candidates request.
+USER_COLUMNS = ("user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level", "pvalue_level",
+                "shopping_level", "occupation", "new_user_class_level", "click_50_seq")  # fmt: skip
+
+
+def one_user_requests(records: list[dict], n: int) -> tuple[dict, dict]:
+    """One user (the first record with the longest history) × ``n`` candidates (the items of ``n`` records) as
+    ``(the context request, the same rows sent as full rows)``, both ``dataframe_split``."""
+    user = max(records[:200], key=lambda r: len(r.get("click_50_seq") or ""))
+    context = {c: user[c] for c in USER_COLUMNS if c in user}
+    items = [c for c in records[0] if c not in context]
+    rows = [records[i % len(records)] for i in range(n)]
+    tile = {"dataframe_split": {"columns": items, "data": [[r[c] for c in items] for r in rows]},
+            "params": {"context": json.dumps(context)}}  # fmt: skip
+    cols = items + list(context)
+    full = {
+        "dataframe_split": {
+            "columns": cols,
+            "data": [[r[c] for c in items] + list(context.values()) for r in rows],
+        }
+    }
+    return tile, full
 
 
 def serve(
@@ -76,7 +108,7 @@ def serve(
     server = subprocess.Popen(
         [str(recpipe), "serve", "--model", f"models:/{model}@champion", "--tracking-uri", uri,
          "--port", str(port), "--workers", str(workers), *extra],
-        stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        stdout=log, stderr=subprocess.STDOUT, cwd=work, env=_absolute_pythonpath(),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 300
@@ -88,6 +120,17 @@ def serve(
             if server.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"the scoring server did not start; see {work / 'server.log'}") from None
             time.sleep(0.5)
+
+
+def _absolute_pythonpath() -> dict[str, str]:
+    """This environment with ``PYTHONPATH`` made absolute: the server runs in ``work``, where ``PYTHONPATH=.`` would
+    serve another checkout's recpipe (the installed one) than the one benchmarked."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep)
+        )
+    return env
 
 
 class Trained(NamedTuple):
@@ -159,6 +202,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=300_000, help="generated rows for the pipeline run")
     ap.add_argument("--one-row-requests", type=int, default=300)
     ap.add_argument("--batch-requests", type=int, default=40)
+    ap.add_argument(
+        "--tile-requests", type=int, default=100, help="one user x 500 candidates requests (each form)"
+    )
     ap.add_argument("--batch-rows", type=int, default=8192, help="rows per batch for predict and eager")
     ap.add_argument("--predict-rows", type=int, default=400_000, help="rows scored by predict and eager")
     ap.add_argument("--min-auc", type=float, default=0.5, help="the pipeline gate's AUC floor")
@@ -166,7 +212,13 @@ def main() -> None:
         "--runs", type=Path, help="serve what `recpipe run` of the config left here (no training)"
     )
     ap.add_argument("--out", type=Path, default=RESULTS)
-    quick = {"rows": 20_000, "one_row_requests": 20, "batch_requests": 5, "batch_rows": 1024}
+    quick = {
+        "rows": 20_000,
+        "one_row_requests": 20,
+        "batch_requests": 5,
+        "batch_rows": 1024,
+        "tile_requests": 10,
+    }
     a = parse_args(ap, {**quick, "predict_rows": 20_000, "min_auc": 0.0, "out": quick_out(RESULTS.name)})
     load_before = os.getloadavg()
 
@@ -202,6 +254,22 @@ def main() -> None:
             pyfunc.predict(frames[i % len(frames)])
             inproc.append(time.perf_counter() - t0)
 
+        # One user x 500 candidates in this process too: what FG'ing the context once saves of the whole call.
+        import pandas as pd
+
+        tile, full = one_user_requests(records, 500)
+        frames_1x500 = [pd.DataFrame(r["dataframe_split"]["data"], columns=r["dataframe_split"]["columns"])
+                        for r in (tile, full)]  # fmt: skip
+        inproc_1x500: dict[str, list[float]] = {"tile": [], "rows": []}
+        for _ in range(a.tile_requests):
+            for name, frame, params in (
+                ("tile", frames_1x500[0], tile["params"]),
+                ("rows", frames_1x500[1], None),
+            ):
+                t0 = time.perf_counter()
+                pyfunc.predict(frame, params=params)
+                inproc_1x500[name].append(time.perf_counter() - t0)
+
         server, url = serve(uri, model, work)
         try:
             for r in records[:20]:  # warm-up
@@ -212,6 +280,15 @@ def main() -> None:
                 _post(url, records[(i * 256) % starts : (i * 256) % starts + 256])
                 for i in range(a.batch_requests)
             ]
+            # One user x 500 candidates: the context form against the same 500 rows as full rows.
+            _, p_tile = _invoke(url, tile)  # warm-up too
+            _, p_full = _invoke(url, full)
+            if not np.allclose(p_tile, p_full, rtol=0, atol=1e-6):
+                raise AssertionError("the context form scores differ from the full rows'")
+            tiles, fulls = [], []
+            for _ in range(a.tile_requests):  # interleaved: both see the same machine load
+                tiles.append(_post(url, tile))
+                fulls.append(_post(url, full))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -231,6 +308,14 @@ def main() -> None:
         "predict_rows_per_s": round(result.rows_per_second, 1),
         "eager_rows_per_s": round(eager, 1),
         "predict_vs_eager": round(result.rows_per_second / eager, 3),
+        "p50_ms_1x500": round(float(np.percentile(np.asarray(tiles) * 1e3, 50)), 2),
+        "p99_ms_1x500": round(float(np.percentile(np.asarray(tiles) * 1e3, 99)), 2),
+        "p50_ms_500rows": round(float(np.percentile(np.asarray(fulls) * 1e3, 50)), 2),
+        "tile_vs_rows_1x500": round(statistics.median(fulls) / statistics.median(tiles), 2),
+        "history_items_1x500": len(json.loads(tile["params"]["context"]).get("click_50_seq", "").split("|")),
+        "inprocess_p50_ms_1x500": round(statistics.median(inproc_1x500["tile"]) * 1e3, 2),
+        "inprocess_p50_ms_500rows": round(statistics.median(inproc_1x500["rows"]) * 1e3, 2),
+        "tile_requests": a.tile_requests,
         "predict_rows": result.rows_read,
         "one_row_requests": a.one_row_requests,
         "batch_requests": a.batch_requests,
@@ -245,7 +330,8 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(stats, indent=2) + "\n")
     print(json.dumps(stats))
-    keys = ("p50_ms_1row", "p99_ms_1row", "rows_per_s_batch256", "predict_rows_per_s", "predict_vs_eager")
+    keys = ("p50_ms_1row", "p99_ms_1row", "rows_per_s_batch256", "predict_rows_per_s", "predict_vs_eager",
+            "p50_ms_1x500", "p99_ms_1x500", "tile_vs_rows_1x500")  # fmt: skip
     print("serving: " + " ".join(f"{k}={stats[k]}" for k in keys))
 
 

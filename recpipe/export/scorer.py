@@ -16,6 +16,7 @@ from recpipe.export.manifest import ArtifactError, Manifest
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.raw import column_kinds, to_arrow
 from recpipe.features.spec import FG_JSON, FeatureSpec
+from recpipe.features.tile import TiledFG, context_table
 
 FG_NAME = FG_JSON
 OUTPUTS = ("probability", "logit")
@@ -73,6 +74,7 @@ class Scorer:
             raise ArtifactError(f"{self.folder}: {err}") from None
         self.keys = self.spec.sparse_keys()
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
+        self._tiled = TiledFG(self._fg)
 
     def predict_batch(self, dense: Any, values: Any, lengths: Any) -> np.ndarray:
         """Logits ``(B,)`` (``(B, T)`` for a multi-task model) for ``dense (B, D)`` float32, ``values (N,)``
@@ -93,7 +95,7 @@ class Scorer:
             out = self._logits(dense_t, as_tensor(values, torch.int64), lengths_t)
         return out.detach().to("cpu", torch.float32).numpy().reshape(shape)
 
-    def predict(self, rows: Any, output: str = "probability") -> np.ndarray:
+    def predict(self, rows: Any, output: str = "probability", context: Any = None) -> np.ndarray:
         """Click probabilities ``(B,)`` float64 for raw rows (``output="logit"``: the logits).
 
         Probabilities are mapped back to the un-sampled click rate when the model was trained on
@@ -103,8 +105,9 @@ class Scorer:
             rows: raw feature rows — a pandas DataFrame, a pyarrow Table, JSON records (a list of dicts);
                 values follow the raw-value contract (:mod:`recpipe.features.raw`).
             output (str): ``"probability"`` or ``"logit"``.
+            context: the columns every row shares, sent once (:meth:`predict_raw`).
         """
-        return self.to_output(self.predict_raw(rows), output)
+        return self.to_output(self.predict_raw(rows, context), output)
 
     def to_output(
         self, logits: np.ndarray, output: str = "probability", neg_sample_rate: float | None = None
@@ -138,16 +141,25 @@ class Scorer:
         columns = np.asarray(scores).reshape(len(scores), len(names))
         return {name: columns[:, t] for t, name in enumerate(names)}
 
-    def predict_raw(self, rows: Any) -> np.ndarray:
+    def predict_raw(self, rows: Any, context: Any = None) -> np.ndarray:
         """Logits ``(B,)`` float32 for raw feature rows (a DataFrame, an Arrow table or JSON records).
 
+        Args:
+            rows: the raw rows (with a ``context``: the candidates' own columns).
+            context: None, or the columns every row shares (one user × the candidate ``rows``), as JSON
+                object text or a dict of column → one value: the same logits as the full rows, the
+                context's keys FG'd once (:class:`~recpipe.features.tile.TiledFG`).
+
         Raises:
-            DataError: a bad value (naming its row and column), or rows without any of the model's columns.
+            DataError: a bad value (naming its row and column), rows without any of the model's columns, or
+                a refused context (:func:`~recpipe.features.tile.context_table`).
         """
         table = to_arrow(rows)
+        shared = None if context is None else context_table(context, self.spec, table.column_names)
+        columns = table.column_names + ([] if shared is None else shared.column_names)
         if table.num_rows:  # no rows, no answer to get wrong
-            check_known_columns(self.spec, table.column_names)
-        out = self._fg(table)
+            check_known_columns(self.spec, columns)
+        out = self._fg(table) if shared is None else self._tiled(shared, table)
         values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
         lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
         return self.predict_batch(out.dense, values, lengths)

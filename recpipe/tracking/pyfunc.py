@@ -43,7 +43,9 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
     # (the model's signature, derived from the FeatureSpec, declares the columns instead).
     def predict(self, context, model_input, params=None):  # noqa: ANN001, ANN201
         """Click probabilities of raw rows (the raw-value contract), or logits with
-        ``params={"output": "logit"}``. A bad row is an MlflowException with BAD_REQUEST (HTTP 400 from
+        ``params={"output": "logit"}``. One user × N candidates: ``params={"context": "<JSON object>"}`` holds
+        the columns every row shares, sent once; the rows hold the candidates' columns (the same scores as
+        the full rows). A bad row or a refused context is an MlflowException with BAD_REQUEST (HTTP 400 from
         the scoring server) naming its row and column."""
         from mlflow.exceptions import MlflowException
         from mlflow.protos.databricks_pb2 import BAD_REQUEST, INVALID_PARAMETER_VALUE
@@ -58,7 +60,7 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
                 f"params.output must be 'probability' or 'logit', got {output!r}", INVALID_PARAMETER_VALUE
             )
         try:
-            logits = self._scorer.predict_raw(model_input)
+            logits = self._scorer.predict_raw(model_input, (params or {}).get("context"))
         except DataError as err:
             raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
         scores = self._scorer.to_output(logits, output)
@@ -71,8 +73,9 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
 
 def model_signature(outputs: list[str] | None = None) -> Any:
     """The registered model's MLflow signature: the output (one probability, or logit, per row; a
-    multi-task model's named ``outputs`` columns, ``probability_<label>``) and the parameter ``output``
-    (``probability`` or ``logit``) — no input schema.
+    multi-task model's named ``outputs`` columns, ``probability_<label>``), the parameters ``output``
+    (``probability`` or ``logit``) and ``context`` (a JSON object's text: the columns shared by every row,
+    sent once; a string, the one type MLflow's param check lets carry it) — no input schema.
 
     The input columns are the raw-value contract (:func:`raw_columns`, stored as the model's metadata):
     every feature column optional, ids and raw values of any type (``123``, ``"123"`` and ``123.0`` are one
@@ -91,7 +94,9 @@ def model_signature(outputs: list[str] | None = None) -> Any:
         schema = Schema([TensorSpec(np.dtype(np.float64), (-1,), "prediction")])
     return ModelSignature(
         outputs=schema,
-        params=ParamSchema([ParamSpec("output", "string", "probability")]),
+        params=ParamSchema(
+            [ParamSpec("output", "string", "probability"), ParamSpec("context", "string", None)]
+        ),
     )
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given
+from one_user import one_user
 from raw_contract_check import SETTINGS, probabilities_agree
 from raw_rows import criteo_rows, taobao_rows
 
@@ -144,3 +145,15 @@ def test_aoti_scores_a_batch_without_any_history_item(aoti_export):
     want = trained.eager_logits(rows)
     np.testing.assert_allclose(scorer.predict_raw(rows), want, rtol=0, atol=1e-4)
     np.testing.assert_allclose(scorer.predict_raw(rows.slice(0, 1)), want[:1], rtol=0, atol=1e-4)
+
+
+def test_aoti_scores_one_user_times_candidates_as_the_full_rows(aoti_export):
+    """The context form (the user's columns once, FG'd once) through the compiled DIN: the full rows' scores."""
+    trained, result = aoti_export
+    if trained.name != "din":
+        return  # the context form is FG's, the same for every model: the DIN has a user side worth sending once
+    context, candidates, full = one_user(trained, 48)
+    scorer = load_backend(result.backends["aoti"].folder)
+    np.testing.assert_allclose(
+        scorer.predict(candidates, context=context), scorer.predict(full), rtol=0, atol=1e-6
+    )

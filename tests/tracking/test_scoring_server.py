@@ -1,7 +1,8 @@
 """MLflow's own scoring server (``mlflow models serve``, a real process on 127.0.0.1) for a registered
 recpipe version: single-row and batch requests in both JSON layouts clients use, nulls and absent optional
 columns (the raw-value contract), logits on request, and a bad request answered with HTTP 400 naming the
-row and column while the server keeps serving. Nothing is mocked."""
+row and column while the server keeps serving, one user x N candidates with the user's columns once in
+``params.context``. Nothing is mocked."""
 
 from __future__ import annotations
 
@@ -92,6 +93,27 @@ def test_logits_on_request(served):
     assert status == 200, body
     want = load_backend(served["export"] / "rtp").predict(records, output="logit")
     np.testing.assert_allclose(predictions(body), want, atol=1e-5)
+
+
+def test_one_user_times_candidates_in_params_context_scores_as_the_full_rows(served):
+    """The context form as a client sends it: the items' columns as ``dataframe_split``, the user's columns once
+    in ``params.context`` (JSON object text, through MLflow's param check); a mistaken context is a 400."""
+    records = _features(served["rows"])[:20]
+    user = ["user_id", "cms_segid", "age_level", "click_50_seq"]
+    context = {c: records[0][c] for c in user}
+    items = [c for c in records[0] if c not in user]
+    split = {"columns": items, "data": [[r[c] for c in items] for r in records]}
+    status, body = invoke(
+        served["url"], {"dataframe_split": split, "params": {"context": json.dumps(context)}}
+    )
+    assert status == 200, body
+    want = load_backend(served["export"] / "rtp").predict([r | context for r in records])
+    np.testing.assert_allclose(predictions(body), want, rtol=0, atol=1e-6)
+    mistaken = json.dumps({"user_id": 1, "adgroup_id": 2})  # adgroup_id is in the rows too
+    status, body = invoke(served["url"], {"dataframe_split": split, "params": {"context": mistaken}})
+    assert status == 400 and "['adgroup_id'] also in the rows" in body.get("message", ""), body
+    status, body = invoke(served["url"], {"dataframe_split": split, "params": {"context": {"user_id": 1}}})
+    assert status == 400, body  # not a string: MLflow's own param check refuses it
 
 
 def test_a_bad_request_is_a_400_naming_row_and_column_and_the_server_keeps_serving(served):

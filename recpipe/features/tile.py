@@ -1,0 +1,170 @@
+"""One user × N candidates: a request's shared columns (the *context*: a user's features and history) sent once,
+FG'd once and broadcast across the candidate rows (TorchEasyRec's INPUT_TILE).
+
+The FG output equals that of the N full rows (the context's columns repeated in every row): FG is row-wise, so a
+key whose input columns are all the context's is the same in every row; it is computed on the one context row
+and tiled. A key that also reads a candidate column (a cross of user and item, a lookup of the item in a user's
+map) is computed on the candidates with the context columns it reads repeated (``pa.Table.take`` of the parsed
+context row: no text parsed again). The context is refused, naming why, when it is probably a mistake: not a
+JSON object, a column that is no input column of the model, a column also in the rows, more than one value for
+a column (a list, or the same key twice).
+
+Example::
+
+    tiled = TiledFG(FeatureGenerator(spec, with_labels=False))
+    context = context_table('{"user_id": 7, "click_50_seq": "3\\x1d9"}', spec, ["adgroup_id", "price"])
+    tiled(context, candidates)   # FGOutput of len(candidates) rows, == FG of the full rows
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from recpipe.config.features import feature_output
+from recpipe.data.types import DataError
+from recpipe.features.fg import FeatureGenerator, FGOutput
+from recpipe.features.kinds.registry import feature_kind
+from recpipe.features.outputs import outputs_of
+from recpipe.features.raw import column_kinds, to_arrow
+from recpipe.features.spec import FeatureSpec
+
+WHERE = "params.context"
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise DataError(f"{WHERE}: column {k!r} is given twice; the context holds one value per column")
+        seen[k] = v
+    return seen
+
+
+def parse_context(context: str | Mapping[str, Any]) -> dict[str, Any]:
+    """The context as a dict of column → one value (JSON object text, or a mapping already).
+
+    Raises:
+        DataError: not JSON, not an object, a column given twice, or a list/object value.
+    """
+    if isinstance(context, str):
+        try:
+            context = json.loads(context, object_pairs_hook=_no_duplicates)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{WHERE}: not JSON ({err})") from None
+    if not isinstance(context, Mapping):
+        raise DataError(
+            f"{WHERE}: expected a JSON object of column → value (the columns shared by every row), "
+            f"got {type(context).__name__}"
+        )
+    for k, v in context.items():
+        if isinstance(v, (list, tuple, dict, Mapping)):
+            raise DataError(
+                f"{WHERE}: column {k!r} holds {type(v).__name__} {str(v)[:60]!r}; the context holds one value "
+                f"per column (a history or a multi-value id as its text, items joined by \\x1d); per-row "
+                f"values go in the rows"
+            )
+    return dict(context)
+
+
+def context_table(
+    context: str | Mapping[str, Any], spec: FeatureSpec, row_columns: Sequence[str]
+) -> pa.Table:
+    """The context as a one-row Arrow table, checked against the model's input columns and the rows' columns.
+
+    Args:
+        context (str | Mapping): JSON object text or a mapping of column → value.
+        spec (FeatureSpec): the model's features.
+        row_columns (Sequence[str]): the candidate rows' columns.
+
+    Raises:
+        DataError: see :func:`parse_context`; a column that is no input column of the model; a column that is
+            in the rows too (which one would win is a guess).
+    """
+    ctx = parse_context(context)
+    known = column_kinds(spec, with_labels=False)
+    unknown = [c for c in ctx if c not in known]
+    if unknown:
+        raise DataError(
+            f"{WHERE}: {unknown} {'is no' if len(unknown) == 1 else 'are no'} input column of the model; "
+            f"expected some of {list(known)[:10]}"
+        )
+    both = [c for c in ctx if c in set(row_columns)]
+    if both:
+        raise DataError(f"{WHERE}: {both} also in the rows; a column is either shared (context) or per row")
+    return to_arrow([ctx]) if ctx else pa.table({})
+
+
+class TiledFG:
+    """FG of one context row × N candidate rows, the context-only keys computed once.
+
+    Args:
+        fg (FeatureGenerator): the serving FG (``with_labels=False``).
+    """
+
+    def __init__(self, fg: FeatureGenerator) -> None:
+        self.fg = fg
+        spec = fg.spec
+        derived = outputs_of(spec)
+        reads: dict[
+            str, set[str]
+        ] = {}  # fg entry → the request columns it reads (a feature output: its source's)
+        for e in spec.fg_entries():
+            cols: set[str] = set()
+            for column in feature_kind(e.kind).columns(e):
+                if feature_output(column) is None:
+                    cols.add(column)
+                else:
+                    target = derived[column]
+                    cols |= {
+                        c for c in feature_kind(target.kind).columns(target) if feature_output(c) is None
+                    }
+            reads[e.name] = cols
+        self._sparse_reads = []
+        for f in spec.sparse:
+            owner = f.sequence or f.weights_of or f.name  # a history's items and a weights key: their entry's
+            self._sparse_reads.append(reads[owner])
+        self._dense_reads = [reads[d.name] for d in spec.dense]
+        # Histories a sequence group reads item by item are checked against each other: FG them together.
+        keys = spec.sparse_keys()
+        self._together = [(keys.index(a), keys.index(b)) for _, a, b in fg._aligned]
+
+    def __call__(self, context: pa.Table, rows: pa.Table) -> FGOutput:
+        """FG output of ``rows`` each with the one-row ``context``'s columns (no column in both)."""
+        shared = set(context.column_names)
+        n = rows.num_rows
+        once_sparse = [bool(r) and r <= shared for r in self._sparse_reads]
+        for a, b in self._together:
+            once_sparse[a] = once_sparse[b] = once_sparse[a] and once_sparse[b]
+        once_dense = [bool(r) and r <= shared for r in self._dense_reads]
+        # The context columns a per-row key reads, repeated per candidate (already parsed: a take, no JSON).
+        needed = set().union(
+            *(r for r, once in zip(self._sparse_reads, once_sparse) if not once),
+            *(r for r, once in zip(self._dense_reads, once_dense) if not once),
+        )
+        full = rows
+        idx = pa.array(np.zeros(n, np.int64))
+        for c in context.column_names:
+            if c in needed:
+                full = full.append_column(c, context.column(c).take(idx))
+        if not (any(once_sparse) or any(once_dense)):
+            return self.fg(full)
+        one = self.fg(context, file=WHERE)  # first: a bad context value is named as the context's
+        per_row = self.fg(full)
+        if n == 0:
+            return per_row
+        values, lengths = list(per_row.values), list(per_row.lengths)
+        for k, once in enumerate(once_sparse):
+            if once:
+                values[k] = np.tile(one.values[k], n)
+                lengths[k] = np.full(n, one.lengths[k][0], one.lengths[k].dtype)
+        dense = per_row.dense
+        if any(once_dense):
+            dense = dense.copy()
+            cols = np.flatnonzero(once_dense)
+            dense[:, cols] = one.dense[0, cols]
+        return FGOutput(dense, values, lengths, per_row.labels, per_row.weights, per_row.groups)
