@@ -419,19 +419,19 @@ def item_float_entries(
         vector = {"item_float": True, "vector_of": key, "value_dim": value_dim, "separator": separator}
         params = [{**vector, "index": i} for i in range(value_dim)]
     return [
-        SparseFeature(
-            name=key if value_dim == 1 else vector_key(key, i),
-            column=column,
-            mapping=IdMapping("identity", 1),
-            table="",
-            embedding_dim=1,
-            raw_default=default,
-            sequence=sequence,
-            kind=kind,
-            params=p,
+        _tableless(
+            key if value_dim == 1 else vector_key(key, i), column, sequence, kind, p, raw_default=default
         )
         for i, p in enumerate(params)
     ]
+
+
+def _tableless(name: str, column: str, sequence: str, kind: str, params: dict, **more: Any) -> SparseFeature:
+    """A history key that carries one number per item and has no table (an item's float, an id count)."""
+    return SparseFeature(
+        name=name, column=column, mapping=IdMapping("identity", 1), table="", embedding_dim=1,
+        sequence=sequence, kind=kind, params=params, **more,
+    )  # fmt: skip
 
 
 # The KJT key of a multi-value history key's id count per item: <key>__item_lengths.
@@ -460,16 +460,7 @@ def multi_value_entries(
         )
     lengths_key = key + ITEM_LENGTHS_SUFFIX
     params = {**entry.params, "item_lengths": lengths_key, "separator": cfg.separator}
-    counts = SparseFeature(
-        name=lengths_key,
-        column=column,
-        mapping=IdMapping("identity", 1),
-        table="",
-        embedding_dim=1,
-        sequence=sequence,
-        kind=kind,
-        params={"item_lengths_of": key},
-    )
+    counts = _tableless(lengths_key, column, sequence, kind, {"item_lengths_of": key})
     return [replace(entry, pooling=cfg.pooling, params=params), counts]
 
 
