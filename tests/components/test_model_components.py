@@ -135,7 +135,10 @@ def test_export_register_and_champion_reevaluation(flow, tmp_path):
                             "cate_id", "campaign_id", "customer", "brand", "pid", "price", "click_50_seq"}  # fmt: skip
     assert columns["click_50_seq"] == "sequence" and columns["user_id"] == "id"
     assert model.metadata.get_input_schema() is None
-    assert [p.name for p in model.metadata.get_params_schema().params] == ["output"]
+    assert [p.name for p in model.metadata.get_params_schema().params] == [
+        "output",
+        "context",
+    ]  # context: one user x N candidates
     assert model.metadata.saved_input_example_info["type"] == "dataframe"
     rows = pq.read_table(flow["eval"].path).slice(0, 64).to_pandas()
     p = np.asarray(model.predict(rows))
