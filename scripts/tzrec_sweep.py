@@ -95,11 +95,14 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000, help="generated rows (train + eval)")
     parser.add_argument("--max-rows", type=int, default=10_000, help="table rows cap for the runs")
     parser.add_argument("--no-train", action="store_true", help="import only")
+    parser.add_argument("--only", default="", help="only the configs whose path holds this text")
     args = parser.parse_args()
     torch.set_num_threads(1)
     counts: Counter[str] = Counter()
     print("| config | result | reasons |\n|---|---|---|")
     for name, text in _configs(args.checkout):
+        if args.only not in name:
+            continue
         counts["configs"] += 1
         try:
             imported = import_tzrec(text, source=name)

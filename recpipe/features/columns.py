@@ -84,12 +84,14 @@ def map_ids(
 ) -> tuple[np.ndarray, np.ndarray, BadRows | None]:
     """Map raw values to table rows. Returns ``(ids int64, present bool, bad or None)``.
 
-    With ``zch`` (``hash`` and ``mod`` mappings) the ids are not reduced to ``m.size`` rows: they are
-    63-bit keys (:func:`recpipe.features.hashing.zch_keys_from_ints` / ``zch_keys_from_hashes``) and
-    the model's managed-collision module maps them to rows.
+    With ``zch`` (``hash``, ``mod`` and pre-encoded ``identity`` mappings) the ids are not reduced to ``m.size``
+    rows: they are 63-bit keys (:func:`recpipe.features.hashing.zch_keys_from_ints` / ``zch_keys_from_hashes``)
+    and the model's managed-collision module maps them to rows.
     """
-    if zch and m.kind not in ("hash", "mod"):
-        raise ValueError(f"column {column!r}: a zch feature needs a hash or mod mapping, not {m.kind!r}")
+    if zch and m.kind not in ("hash", "mod", "identity"):
+        raise ValueError(
+            f"column {column!r}: a zch feature needs a hash, mod or identity mapping, not {m.kind!r}"
+        )
     if m.default_value is not None and arr.null_count:
         fill = pa.scalar(m.default_value).cast(arr.type) if not is_string(arr.type) else m.default_value
         arr = pc.fill_null(arr, fill)
@@ -123,6 +125,8 @@ def map_ids(
             if len(table)
             else np.zeros(len(arr), np.int64)
         )
+    elif m.kind == "identity" and zch:
+        ids, bad = _encoded_zch_keys(arr, present, column)
     elif m.kind == "identity":
         ids, bad = _encoded_ids(arr, m.size, present, column)
     elif m.kind == "vocab":
@@ -153,6 +157,31 @@ def _encoded_ids(
         raise DataError(f"column {column!r}: expected an integer or string column of ids, got {arr.type}")
     bad = BadRows(np.flatnonzero(wrong), column, encoded_expected(size), arr) if wrong.any() else None
     return np.where(wrong, 0, ids), bad
+
+
+ENCODED_ZCH_EXPECTED = "a pre-encoded zch id: an integer in [0, 2**63)"
+
+
+def _encoded_zch_keys(arr: pa.Array, present: np.ndarray, column: str) -> tuple[np.ndarray, BadRows | None]:
+    """The zch keys of pre-encoded ids (TorchEasyRec's FG_NONE column of a zch feature: the int64 id its FG
+    wrote, ``hash % (2**63 - 1)``, which the managed-collision module remaps): every non-negative int64 (or its
+    decimal text, 19 digits at most) keyed as an integer raw id is under FG (``zch_keys_from_ints``, a bijection,
+    so distinct ids keep distinct keys); no table-range check, the module gives any id a row. A negative id,
+    or text that is no such integer, is a bad row."""
+    if pa.types.is_integer(arr.type):
+        ids = as_numpy(pc.fill_null(arr, 0) if arr.null_count else arr).astype(np.int64, copy=False)
+        wrong = present & (ids < 0)
+    elif is_string(arr.type):
+        byte_len = as_numpy(pc.fill_null(pc.binary_length(arr), 0))
+        ok = as_numpy(pc.fill_null(pc.ascii_is_decimal(arr), False)).astype(bool) & (byte_len > 0)
+        ok &= byte_len <= 19  # below 10**19 < 2**64: the uint64 cast cannot overflow
+        unsigned = as_numpy(pc.cast(pc.if_else(pa.array(ok), arr, "0"), pa.uint64()))
+        ok &= unsigned < np.uint64(1 << 63)
+        ids, wrong = np.where(ok, unsigned, 0).astype(np.int64), present & ~ok
+    else:
+        raise DataError(f"column {column!r}: expected an integer or string column of ids, got {arr.type}")
+    bad = BadRows(np.flatnonzero(wrong), column, ENCODED_ZCH_EXPECTED, arr) if wrong.any() else None
+    return zch_keys_from_ints(np.where(wrong, 0, ids)), bad
 
 
 def to_float(arr: pa.Array, default: float, column: str) -> tuple[np.ndarray, BadRows | None]:

@@ -51,7 +51,8 @@ class IdMapping:
         kind (str): ``"hash"`` (stable 64-bit FNV-1a of the string form, mod ``size``), ``"mod"``
             (integer id mod ``size``), ``"vocab"`` (position in ``vocab`` plus one; 0 is UNK) or
             ``"identity"`` (already an id in ``[0, size)``: bucketized raw features, and every id of
-            pre-encoded input, whose ids outside the range are bad rows).
+            pre-encoded input, whose ids outside the range are bad rows; a pre-encoded zch feature's ids are
+            instead any non-negative int64, keyed for its managed-collision module).
         size (int): number of table rows the mapping can produce.
         vocab (list[str] | None): the vocabulary for ``"vocab"``.
         default_value (str | None): replaces nulls before mapping; ``None`` leaves the feature absent.
@@ -313,7 +314,7 @@ def _zch_size(table: str, feats: list[SparseFeature]) -> int | None:
             "would not match (FG keys vs id % size); set zch on all of them or none"
         )
     kinds = sorted({f.mapping.kind for f in feats})
-    if len(kinds) != 1 or kinds[0] not in ("hash", "mod"):
+    if len(kinds) != 1 or kinds[0] not in ("hash", "mod", "identity"):
         raise FeatureSpecError(
             f"table {table!r}: zch features need one id mapping, hash_bucket_size or num_buckets, for all "
             f"features sharing the table (their keys must match); got {kinds}"

@@ -9,6 +9,7 @@ no row.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -42,7 +43,7 @@ from recpipe.export.zch import zch_remaps
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.hashing import zch_key_py
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, IdMapping
 from recpipe.models.registry import build_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,6 +222,27 @@ def test_rtp_serves_zch_tables_without_torchrec(din_zch_export, tmp_path):
     proc = subprocess.run([sys.executable, "-c", server, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert np.abs(np.load(tmp_path / "out.npy") - trained.eager_logits(rows)).max() <= TOL
+
+
+def test_pre_encoded_zch_ids_export_and_serve_as_their_raw_ids(din_zch, tmp_path):
+    """Read as pre-encoded ids (``data.fg_encoded``: an ``identity`` mapping, no table-range check), the zch
+    table's ids key as the same raw ids do under FG: the trained DIN with its ``adgroup_id`` keys (candidate and
+    history) so exports to rtp with parity, its fg.json records them, and the scorer gives raw rows, unseen ids
+    included, the raw-mapped model's scores."""
+    encoded = [
+        dataclasses.replace(f, mapping=IdMapping("identity", f.mapping.size))
+        if f.table == "adgroup_id"
+        else f
+        for f in din_zch.spec.sparse
+    ]
+    spec = dataclasses.replace(din_zch.spec, sparse=encoded)
+    result = export(din_zch.model, spec, din_zch.cfg, ["rtp"], tmp_path, din_zch.held_out)
+    r = result.backends["rtp"]
+    assert r.status == "ok" and r.parity.passed and r.parity.max_abs_logit_diff <= TOL, r.reason
+    served = FeatureSpec.load(r.folder).feature("click_50_seq__adgroup_id")
+    assert served.mapping.kind == "identity" and served.zch
+    rows = pa.concat_tables([_unseen_rows(din_zch), din_zch.clean.slice(0, 24)])
+    assert np.abs(load_backend(r.folder).predict_raw(rows) - din_zch.eager_logits(rows)).max() <= TOL
 
 
 def test_aoti_exports_a_zch_model_with_parity(din_zch, tmp_path):

@@ -13,10 +13,16 @@ from recpipe.data.parquet import ParquetSource
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import BadRowError, FeatureGenerator
 from recpipe.features.fit import fit_feature_spec
-from recpipe.features.spec import FeatureSpecError
+from recpipe.features.hashing import zch_key_py
+from recpipe.features.spec import FeatureSpec, FeatureSpecError
 
 
-def _cfg(encoded: bool = True, extra_features: list | None = None, groups: list | None = None):
+def _cfg(
+    encoded: bool = True,
+    extra_features: list | None = None,
+    groups: list | None = None,
+    model: dict | None = None,
+):
     return parse_config(
         {
             "name": "enc",
@@ -33,7 +39,7 @@ def _cfg(encoded: bool = True, extra_features: list | None = None, groups: list 
                 {"name": "wide", "type": "wide", "features": ["cat_0", "cat_1", "int_1"]},
                 {"name": "deep", "type": "deep", "features": ["int_0", "int_1", "cat_0", "cat_1"]},
             ],
-            "model": {"type": "wide_and_deep", "deep": {"hidden_units": [4]}},
+            "model": model or {"type": "wide_and_deep", "deep": {"hidden_units": [4]}},
         }
     )
 
@@ -107,6 +113,69 @@ def test_what_encoded_input_cannot_describe_is_refused() -> None:
     seq = {"kind": "sequence", "name": "s", "sub_features": [{"name": "a", "vocab_list": ["x"]}]}
     with pytest.raises(FeatureSpecError, match="feature 'a': pre-encoded input .* needs num_buckets"):
         build_feature_spec(_cfg(extra_features=[seq]))
+
+
+# A zch id, a zch history sub-feature sharing its table, and a zch combo: pre-encoded, each column holds the raw
+# ids (FG's int64 output) the managed-collision modules remap.
+ZCH_FEATURES = [
+    {"kind": "id", "name": "uid", "hash_bucket_size": 4, "zch": True, "zch_size": 4, "default_value": "7",
+     "zch_eviction_policy": "lfu", "embedding_dim": 4},
+    {"kind": "combo", "name": "cross", "columns": ["cat_0", "cat_1"], "hash_bucket_size": 4, "zch": True,
+     "embedding_dim": 4},
+    {"kind": "sequence", "name": "seq", "sub_features": [
+        {"name": "uid", "hash_bucket_size": 4, "zch": True, "zch_size": 4, "zch_eviction_policy": "lfu",
+         "embedding_dim": 4, "embedding_name": "uid"}]},
+]  # fmt: skip
+ZCH_GROUPS = [
+    {"name": "deep", "type": "deep", "features": ["int_0", "uid", "cross"]},
+    {"name": "s", "type": "sequence", "features": ["uid", "seq__uid"]},
+]
+ZCH_DIN = {
+    "type": "multi_tower_din",
+    "towers": [{"group": "deep", "mlp": {"hidden_units": [4]}}],
+    "din_towers": [{"group": "s", "attn_mlp": {"hidden_units": [4]}}],
+    "final": {"hidden_units": [4]},
+}
+BIG = 2**63 - 2  # TorchEasyRec's zch FG writes hash % (2**63 - 1): ids up to 19 digits
+
+
+def test_pre_encoded_zch_ids_are_the_raw_ids_the_zch_table_remaps() -> None:
+    """TorchEasyRec's FG_NONE zch feature (``_parse_fg_encoded_sparse_feature_impl``, then ``mc_module``): its
+    column's int64 ids, any of them (no table-range check), keyed as an integer raw id is under FG (so the
+    keys match a model trained on raw ids); a null takes ``default_value``; a history sub-feature (its own
+    column ``seq__uid``) and a combo's crossed ids alike; the fg.json keeps it."""
+    spec = build_feature_spec(_cfg(True, ZCH_FEATURES, ZCH_GROUPS, ZCH_DIN))
+    assert spec.feature("uid").mapping.kind == "identity" and spec.feature("uid").zch
+    assert {t.name: t.num_embeddings for t in spec.tables()}["uid"] == 4
+    rows = ROWS.append_column("uid", pa.array([9, None, BIG, 0], pa.int64()))
+    rows = rows.append_column("cross", pa.array(["12\x1d5", "", None, str(BIG)]))
+    rows = rows.append_column("seq__uid", pa.array(["9|3", "", str(BIG), "0"]))
+    out = FeatureGenerator(spec)(rows)
+    got = {k: (out.values[i].tolist(), out.lengths[i].tolist()) for i, k in enumerate(spec.sparse_keys())}
+    keys = [zch_key_py(x) for x in (9, 7, BIG, 0)]
+    assert got["uid"] == (keys, [1, 1, 1, 1])
+    assert got["cross"] == ([zch_key_py(12), zch_key_py(5), zch_key_py(BIG)], [2, 0, 0, 1])
+    assert got["seq__uid"] == ([zch_key_py(9), zch_key_py(3), zch_key_py(BIG), zch_key_py(0)], [2, 0, 1, 1])
+    # the key of the raw id 9 under FG (num_buckets, raw input) is the pre-encoded id 9's
+    raw = _cfg(False, [{**ZCH_FEATURES[0], "hash_bucket_size": None, "num_buckets": 4}])
+    raw_out = FeatureGenerator(build_feature_spec(raw))(ROWS.append_column("uid", pa.array([9, None, 9, 0])))
+    assert raw_out.values[build_feature_spec(raw).sparse_keys().index("uid")].tolist()[0] == keys[0]
+    assert FeatureSpec.from_dict(spec.to_dict()).digest() == spec.digest()
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("uid", -1), ("cross", "-3"), ("cross", str(2**63)), ("seq__uid", "x")]
+)
+def test_a_pre_encoded_zch_id_that_is_no_int64_is_a_bad_row(column, value) -> None:
+    cfg = _cfg(True, ZCH_FEATURES, ZCH_GROUPS, ZCH_DIN)
+    rows = ROWS.append_column("uid", pa.array([1, 2, 3, 4], pa.int64()))
+    rows = rows.append_column("cross", pa.array(["1", "2", "3", "4"]))
+    rows = rows.append_column("seq__uid", pa.array(["1", "2", "3", "4"]))
+    values = rows.column(column).to_pylist()
+    values[1] = value
+    rows = rows.set_column(rows.schema.get_field_index(column), column, pa.array(values, rows[column].type))
+    with pytest.raises(BadRowError, match=rf"row 1, column '{column}': expected a pre-encoded zch id"):
+        FeatureGenerator(build_feature_spec(cfg))(rows)
 
 
 def test_wide_keys_repeat_their_features_ids() -> None:

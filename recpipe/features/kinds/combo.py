@@ -46,11 +46,12 @@ COMBO_JOIN = "_"
 
 def build(f: ComboFeatureConfig, parts: SpecParts) -> None:
     if parts.encoded:
-        # FG_NONE: the column named after the feature holds the crossed ids FG wrote (a multi-value id).
-        if f.hash_bucket_size is None or f.zch:
+        # FG_NONE: the column named after the feature holds the crossed ids FG wrote (a multi-value id; with
+        # zch the raw ids its managed-collision module remaps, as an id feature's).
+        if f.hash_bucket_size is None:
             raise FeatureSpecError(
                 f"combo feature {f.name!r}: pre-encoded input (data.fg_encoded) needs hash_bucket_size (the "
-                "table size) and no zch"
+                "table size)"
             )
         mapping, column, inputs, kind = IdMapping("identity", f.hash_bucket_size), f.name, [], "id"
     else:

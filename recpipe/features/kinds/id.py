@@ -1,5 +1,6 @@
 """Kind ``id``: a categorical column → one pooled KJT key, its ids mapped by hash, mod, a vocabulary (listed,
-from a file, or fitted with ``min_freq``) or zero-collision keys; pre-encoded ids used as they are.
+from a file, or fitted with ``min_freq``) or zero-collision keys; pre-encoded ids used as they are (a zch
+feature's keyed as an integer raw id is, :func:`recpipe.features.columns.map_ids`).
 
 Multi-value ids, as TorchEasyRec's ``id_feature`` reads them (docs/source/feature/feature.md, feature.proto):
 a text value holds several ids joined by ``separator`` (default ``"\\x1d"``), a list column (Parquet's
@@ -56,12 +57,13 @@ def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -
     if encoded:
         # TorchEasyRec's FG_NONE (tzrec/features/feature.py, _parse_fg_encoded_sparse_feature_impl): the
         # column holds the ids FG wrote, cast to int64 and used as they are; num_buckets/hash_bucket_size
-        # only size the table. recpipe checks each id against that size (TorchEasyRec does not).
+        # only size the table. recpipe checks each id against that size (TorchEasyRec does not). A zch
+        # feature's ids are the raw ids its managed-collision module remaps (mc_module): no range to check.
         size = cfg.num_buckets or cfg.hash_bucket_size
-        if size is None or cfg.zch:
+        if size is None:
             raise FeatureSpecError(
                 f"feature {cfg.name!r}: pre-encoded input (data.fg_encoded) needs num_buckets or "
-                "hash_bucket_size (the table size) and no zch; a vocabulary or zch maps raw values"
+                "hash_bucket_size (the table size, or with zch the default zch_size); a vocabulary maps raw values"
             )
         return IdMapping("identity", size, default_value=cfg.default_value)
     if cfg.hash_bucket_size is not None:
