@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recpipe.config.features import feature_output, feature_output_refusal, sub_feature_key
+from recpipe.tzrec.dynamicemb import map_dynamicemb
 from recpipe.tzrec.problems import Findings
 from recpipe.tzrec.value_features import (
     VALUE_FEATURES,
@@ -50,13 +51,6 @@ CUSTOM_FEATURE_REFUSED = (
     "custom_feature is not supported: it runs a compiled FG operator (operator_lib_file, a C++ plugin of "
     "pyfg such as libedit_distance.so) that recpipe's FG cannot load or reproduce; compute the value "
     "upstream into a column and read it as a raw_feature or id_feature"
-)
-
-
-DYNAMICEMB_REFUSED = (
-    "dynamicemb (dynamic embeddings: NVIDIA dynamicemb's GPU hash table, growing with the ids seen, with its "
-    "own admission, eviction and initializers) is not supported: recpipe's tables have a fixed number of rows; "
-    "give hash_bucket_size (or zch {} for a collision-free table of zch_size rows)"
 )
 
 
@@ -93,18 +87,22 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
     out: dict[str, Any] = {}
     mappings = [k for k in _MAPPINGS if k in cfg.DESCRIPTOR.fields_by_name]  # a combo has no num_buckets
     given = [k for k in mappings if (len(getattr(cfg, k)) > 0 if k == "vocab_list" else cfg.HasField(k))]
+    dynamic = cfg.DESCRIPTOR.fields_by_name.get("dynamicemb") is not None and cfg.HasField("dynamicemb")
     if cfg.DESCRIPTOR.fields_by_name.get("zch") is not None and cfg.HasField("zch"):
         given = _zch(cfg, path, found, out, given)
+        if dynamic:
+            found.problem(f"{path}.dynamicemb", "zch and dynamicemb both set: give one")
+    elif dynamic:
+        given = map_dynamicemb(
+            cfg, path, found, out, given
+        )  # zch's counterpart (recpipe/tzrec/dynamicemb.py)
     if encoded and given and given[0] in ("vocab_list", "vocab_file"):
         found.problem(
             f"{path}.{given[0]}",
             f"pre-encoded input (FG_NONE) with {given[0]}: TorchEasyRec's vocabulary ids reserve rows for the "
             "default and out-of-vocabulary values, which recpipe does not reproduce; use num_buckets",
         )
-    # dynamicemb {} (feature.proto DynamicEmbedding; NVIDIA's dynamicemb): a GPU hash table that grows with
-    # the ids seen, so the feature has no bucket setting. One problem, at its line, says so.
-    dynamic = found.refine(lambda q: q.path == f"{path}.dynamicemb", lambda q: DYNAMICEMB_REFUSED)
-    if len(given) != 1 and not (dynamic and not given):
+    if len(given) != 1:
         found.problem(
             path,
             f"id feature {cfg.feature_name!r} needs exactly one of {', '.join(mappings)}; "

@@ -1,6 +1,6 @@
 """Constructs of TorchEasyRec's own test and benchmark configs the importer maps (or refuses precisely), each
 in a snippet written here: a pre-encoded (FG_NONE) raw vector, lookup features embedded by ``mlp``/``autodis``,
-zch's ``lfu`` / ``lru`` eviction, ``dynamicemb``, FG_DAG's ``feature:X`` inputs, RTP's ``<sequence>_<feature>`` names in feature groups, and
+zch's ``lfu`` / ``lru`` eviction, ``dynamicemb`` as zch, FG_DAG's ``feature:X`` inputs, RTP's ``<sequence>_<feature>`` names in feature groups, and
 the training options (Adagrad's initial accumulator, gradient clipping, accumulation, task-space weights)."""
 
 from __future__ import annotations
@@ -105,16 +105,59 @@ def test_a_group_may_name_a_sub_feature_as_torcheasyrecs_rtp_mode_does() -> None
         import_tzrec(text.replace("click_50_seq_adgroup_id", "click_50_seq_brand"))
 
 
-def test_dynamicemb_is_refused_once_at_its_line_saying_why() -> None:
-    text = small_din().replace(
+def _dynamicemb(settings: str, mapping: str = "") -> str:
+    return small_din().replace(
         'expression: "user:user_id" num_buckets: 100 embedding_dim: 8',
-        'expression: "user:user_id" embedding_dim: 8 dynamicemb { }',
+        f'expression: "user:user_id" {mapping} embedding_dim: 8 dynamicemb {{ max_capacity: 64 {settings} }}',
     )
+
+
+def test_dynamicemb_imports_as_a_zch_table() -> None:
+    """docs/source/feature/dynamicemb.md, zch_to_dynamicemb_convert_tgt.config: a value-keyed table of
+    ``max_capacity`` rows (``num_embeddings``), ``STEP`` (the default) evicting the id updated longest ago (zch's
+    lru), ``LFU`` the least seen, admitted at once (every step); the storage settings are notes."""
+    imported = import_tzrec(_dynamicemb("init_capacity_per_rank: 128 cache_load_factor: 0.5"))
+    user = imported.config.features[0]
+    assert (user.zch, user.zch_size, user.hash_bucket_size) == (True, 64, 64)
+    assert (user.zch_eviction_policy, user.zch_decay_exponent, user.zch_eviction_interval) == ("lru", None, 1)
+    assert {n.path.rsplit(".", 1)[-1] for n in imported.notes} >= {
+        "init_capacity_per_rank",
+        "cache_load_factor",
+    }
+    spec = build_feature_spec(imported.config)
+    assert spec.feature("user_id").zch and spec.feature("user_id").zch_eviction_policy == "lru"
+    lfu = import_tzrec(
+        _dynamicemb('score_strategy: "LFU" initializer_args { mode: "UNIFORM" }', "num_buckets: 9")
+    )
+    assert (lfu.config.features[0].zch_eviction_policy, lfu.config.features[0].num_buckets) == ("lfu", 9)
+
+
+@pytest.mark.parametrize(
+    ("settings", "field", "why"),
+    [
+        ('initializer_args { mode: "NORMAL" std_dev: 0.05 }', "initializer_args", "the model's one init"),
+        ("initializer_args { lower: -0.1 }", "initializer_args", "the model's one init"),
+        ('eval_initializer_args { mode: "CONSTANT" }', "eval_initializer_args", "spare row"),
+        ("frequency_admission_strategy { threshold: 5 }", "frequency_admission_strategy", "admits every id"),
+        ("bucket_capacity: 64", "bucket_capacity", "over the whole table"),
+        ('init_table: "odps://p/tables/t"', "init_table", "train.init_from"),
+        ('score_strategy: "TIMESTAMP"', "score_strategy", "wall-clock"),
+        ('score_strategy: "NO_EVICTION"', "score_strategy", "always evict"),
+    ],
+)
+def test_a_dynamicemb_field_without_a_counterpart_is_refused_at_its_line(settings, field, why) -> None:
     with pytest.raises(TzrecImportError) as err:
-        import_tzrec(text)
+        import_tzrec(_dynamicemb(settings))
     [problem] = err.value.problems
-    assert (problem.line, problem.path) == (14, "feature_configs[0].id_feature.dynamicemb")
-    assert "dynamicemb (dynamic embeddings" in problem.message and "fixed number of rows" in problem.message
+    assert (problem.line, problem.path) == (14, f"feature_configs[0].id_feature.dynamicemb.{field}")
+    assert why in problem.message
+
+
+def test_dynamicemb_with_zch_or_a_vocabulary_is_refused() -> None:
+    with pytest.raises(TzrecImportError, match="zch and dynamicemb both set"):
+        import_tzrec(_dynamicemb("", "zch { zch_size: 8 lfu {} }"))
+    with pytest.raises(TzrecImportError, match="dynamicemb with vocab_list"):
+        import_tzrec(_dynamicemb("", 'vocab_list: ["a"]'))
 
 
 # TorchEasyRec's docs/source/feature/data.md example (and multi_tower_din_zch_fg_mock.config's raw_6_id /

@@ -1,0 +1,79 @@
+"""TorchEasyRec's ``dynamicemb {}`` (feature.proto ``DynamicEmbedding``, docs/source/feature/dynamicemb.md) as a
+recpipe zch table: each field that has a faithful counterpart maps, each other one is refused at its line.
+
+NVIDIA dynamicemb keys a GPU hash table by the id's value (no collisions) up to ``max_capacity`` rows and, when
+full, evicts by a score (``score_strategy``); TorchEasyRec builds it in ``build_dynamicemb_constraints``
+(tzrec/utils/dynamicemb_util.py) with ``num_embeddings = max_capacity`` (``IdFeature.num_embeddings``) and FG's
+``hash_bucket_size`` at 2**63 - 1 (``_fg_json``, tzrec/features/id_feature.py), as for ``zch {}``. recpipe's zch
+table (TorchRec's ``MCHManagedCollisionModule``) is the same kind of table: ``max_capacity`` → ``zch_size``,
+``STEP`` (evict the id updated longest ago) → ``lru`` (score 1 / steps since seen: the same order), ``LFU`` →
+``lfu``; dynamicemb admits at once, so the admission and eviction run every step (``zch_eviction_interval: 1``).
+Its default initializer, ``U(±1/sqrt(max_capacity))``, is recpipe's default table init (TorchRec's), which an
+evicted row is re-drawn from as dynamicemb draws a new id's row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recpipe.tzrec.problems import Findings
+
+# dynamicemb's score strategies recpipe's eviction policies reproduce (see the module docstring).
+SCORE_POLICIES = {"STEP": "lru", "LFU": "lfu"}
+_NO_POLICY = {
+    "TIMESTAMP": "wall-clock scores (the order of ids updated in one step, and across ranks, is not the step's)",
+    "NO_EVICTION": "a full table that admits no new id (recpipe's zch tables always evict)",
+    "CUSTOMIZED": "scores the caller sets",
+}
+_REFUSED = {
+    "initializer_args": "a new id's row drawn from its own initializer; recpipe's tables take the model's one "
+    "init (TorchRec's U(±sqrt(1/rows)), dynamicemb's default) — remove it for that default",
+    "eval_initializer_args": "an evaluation initializer for ids without a row; recpipe looks them up in the "
+    "table's spare row",
+    "frequency_admission_strategy": "frequency admission (an id gets a row after threshold sightings; GPU "
+    "counters); recpipe's zch admits every id",
+    "bucket_capacity": "the hash table's bucket size, which decides which ids a full table evicts (per "
+    "bucket); recpipe's zch evicts over the whole table",
+    "init_table": "rows loaded from a table before training (TorchEasyRec's create_dynamicemb_init_ckpt); "
+    "warm-start with train.init_from instead",
+}
+_IGNORED = {
+    "init_capacity_per_rank": "the hash table's starting size, grown up to max_capacity: storage, not the model",
+    "cache_load_factor": "the share of rows cached in GPU memory: storage, not the model",
+}
+
+
+def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[str]) -> list[str]:
+    """``cfg.dynamicemb`` into ``out``'s zch fields; ``given``: the feature's bucket settings. Returns the mapping
+    fields left to map (``hash_bucket_size: max_capacity`` when none is given: ids keyed by hash, as zch's)."""
+    d, dp = cfg.dynamicemb, f"{path}.dynamicemb"
+    out.update(zch=True, zch_size=d.max_capacity, zch_eviction_interval=1)
+    policy = SCORE_POLICIES.get(d.score_strategy)
+    if policy is None:
+        why = _NO_POLICY.get(d.score_strategy, "not one of dynamicemb's strategies")
+        found.problem(
+            f"{dp}.score_strategy",
+            f"dynamicemb score_strategy {d.score_strategy!r} ({why}) has no recpipe eviction policy; "
+            f"{' / '.join(f'{k} → {v}' for k, v in SCORE_POLICIES.items())} map",
+        )
+    elif policy != "distance_lfu":
+        out["zch_eviction_policy"] = policy
+    for name, why in _REFUSED.items():
+        if d.HasField(name) and not (name == "initializer_args" and _default_init(d.initializer_args)):
+            found.problem(f"{dp}.{name}", f"dynamicemb {name} has no recpipe counterpart, {why}")
+    for name, why in _IGNORED.items():
+        if d.HasField(name):
+            found.note(f"{dp}.{name}", f"ignored: {why}")
+    if given and given[0] in ("vocab_list", "vocab_file"):
+        found.problem(
+            f"{path}.{given[0]}", f"dynamicemb with {given[0]}: a vocabulary already gives each value its row"
+        )
+        return given
+    if not given:
+        out["hash_bucket_size"] = d.max_capacity
+    return given or ["hash_bucket_size"]
+
+
+def _default_init(args: Any) -> bool:
+    """Whether ``initializer_args`` asks for dynamicemb's default (UNIFORM, its bounds unset)."""
+    return args.mode in ("", "UNIFORM") and not any(args.HasField(f) for f in ("lower", "upper"))
