@@ -471,25 +471,31 @@ def test_a_lookup_keyed_by_a_bucket_id_finds_the_rows_bucket(generated) -> None:
 def test_histories_of_one_sequence_group_are_generated_item_by_item_alike() -> None:
     """A sequence group of standalone histories (TorchEasyRec's seq_item group: a sequence_id and a
     sequence_raw feature side by side) is read item by item, so FG refuses rows whose lengths differ: each row's
-    histories hold as many items (the shortest sequence_length caps them), and null together."""
+    histories hold as many items (the shortest sequence_length caps them), and null together. A history of
+    several ids per item (value_dim 0, multi_tower_din_fg_mock.config's buy_50_id_6_seq) has no empty item: a
+    one-item history of one would be "", no items."""
     features = [
         {"kind": "id", "name": "item", "num_buckets": 50, "embedding_dim": 4},
         {"kind": "sequence_id", "name": "buys", "num_buckets": 50, "embedding_dim": 4, "sequence_length": 6},
         {"kind": "sequence_raw", "name": "prices", "dense": True, "sequence_length": 4},
-    ]
+        {"kind": "sequence_id", "name": "tags", "hash_bucket_size": 20, "embedding_dim": 4, "sequence_length": 5,
+         "value_dim": 0},
+    ]  # fmt: skip
     din = {
         "type": "multi_tower_din",
         "towers": [],
         "din_towers": [{"group": "seq", "attn_mlp": {"hidden_units": [4]}}],
         "final": {"hidden_units": [4]},
     }
-    group = {"name": "seq", "type": "sequence", "features": ["item", "buys", "prices"]}
+    group = {"name": "seq", "type": "sequence", "features": ["item", "buys", "prices", "tags"]}
     cfg = parse_config({"name": "aligned", "data": {"label": "label"}, "features": features,
                         "feature_groups": [group], "model": din})  # fmt: skip
     table = make_chunk(build_model(cfg, seed=2, rows=2000), 2, 0, 2000)[0]
-    split = {c: pc.split_pattern(table[c], cfg.features[1].delimiter) for c in ("buys", "prices")}
+    split = {c: pc.split_pattern(table[c], cfg.features[1].delimiter) for c in ("buys", "prices", "tags")}
     count = [pc.fill_null(pc.list_value_length(items), 0).to_numpy() for items in split.values()]
-    assert np.array_equal(count[0], count[1]) and count[0].max() == 4 and (count[0] > 1).mean() > 0.3
+    assert np.array_equal(count[0], count[1]) and np.array_equal(count[0], count[2])
+    assert count[0].max() == 4 and (count[0] > 1).mean() > 0.3
+    assert all(t is None or t == "" or "" not in t.split("|") for t in table["tags"].to_pylist())
     assert np.array_equal(table["buys"].is_null().to_numpy(), table["prices"].is_null().to_numpy())
     assert FeatureGenerator(build_feature_spec(cfg), on_bad_row="error")(table).num_rows == 2000
 

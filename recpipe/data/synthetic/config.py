@@ -750,7 +750,8 @@ def build_model(
                 attrs.append(rng.permutation(s.size)[:n_items].astype(np.int64))
             else:
                 attrs.append(s.sampler.sample(rng, n_items))
-        parts = [_sub_text(s, a, sub) for s, a, sub in zip(subs, attrs, f.sub_features)]
+        lone = len(subs) == 1
+        parts = [_sub_text(s, a, sub, lone) for s, a, sub in zip(subs, attrs, f.sub_features)]
         text = pc.binary_join_element_wise(*parts, f.sub_delimiter) if len(parts) > 1 else parts[0]
         catalogues[col.name] = Catalogue(
             col.name, attrs, ZipfSampler(n_items, 0.9), text, f.sequence_length, f.delimiter
@@ -904,13 +905,15 @@ def _draw(model: ConfigModel, rng: np.random.Generator, n: int) -> _Draw:  # noq
     return d
 
 
-def _sub_text(space: Any, attrs: np.ndarray, sub: Any) -> pa.Array:
+def _sub_text(space: Any, attrs: np.ndarray, sub: Any, lone: bool = False) -> pa.Array:
     """Each catalogue item's text of one sub-feature: its value, or (value_dim floats per item) value_dim
-    values of its space joined by the sub-feature's separator."""
+    values of its space joined by the sub-feature's separator; ``lone``: the history's only sub-feature."""
     dim = getattr(sub, "value_dim", 1) if getattr(sub, "dense", False) else 1
     if not getattr(sub, "dense", False) and getattr(sub, "value_dim", 1) == 0:
-        # several ids per item (value_dim 0): 0 to 3 ids of its space by its separator, an empty item 1 in 4
-        counts = (attrs % 4).astype(np.int32)
+        # several ids per item (value_dim 0): 0 to 3 ids of its space by its separator, an empty item 1 in 4;
+        # 1 to 3 for a history's lone sub-feature, whose one empty item would be the text "" of no items (a
+        # sequence group's other histories, reading one item there, would disagree)
+        counts = (attrs % 3 + 1 if lone else attrs % 4).astype(np.int32)
         first = np.repeat(np.cumsum(counts) - counts, counts)
         ids = (np.repeat(attrs, counts) + 7 * (np.arange(int(counts.sum())) - first)) % space.size
         offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
