@@ -3,9 +3,12 @@
 For each ``*.config`` under ``tzrec/tests/configs`` and ``tzrec/benchmark/configs`` of a TorchEasyRec checkout
 (a work tree, or a bare git directory read with ``git show``), in order:
 
-1. ``recpipe.tzrec.import_tzrec`` — imported, or refused with every reason (each at its line);
+1. ``recpipe.tzrec.import_tzrec`` with ``drop_custom_features`` (``--drop-custom-features``: a user's compiled FG
+   operator recpipe cannot run is left out, and the row names each one dropped) — imported, or refused with
+   every reason (each at its line);
 2. an imported config trains ``--steps`` steps of ``--batch`` rows on ``synthetic:config`` rows generated for
-   it (``recpipe.data.synthetic``), with ``on_bad_row: error`` as imported, tables capped at ``--max-rows``
+   it (``recpipe.data.synthetic``; a relative ``vocab_file`` read from the checkout, as TorchEasyRec's tests
+   run from its root), with ``on_bad_row: error`` as imported, tables capped at ``--max-rows``
    rows (the 40M-bucket Criteo tables do not fit this machine; the model, features and optimizers are the
    imported ones), then evaluates on generated eval rows.
 
@@ -75,7 +78,36 @@ def _capped(data: dict[str, Any], max_rows: int, steps: int, batch: int) -> dict
     return data
 
 
+def _checkout_file(root: Path, name: str, tmp: Path) -> Path | None:
+    """A file of the checkout (a work tree's, or a bare git directory's ``HEAD:<name>`` written under ``tmp``),
+    or None when it has none."""
+    if (root / name).is_file():
+        return root / name
+    shown = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{name}"], capture_output=True)
+    if shown.returncode != 0:
+        return None
+    out = tmp / "checkout" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(shown.stdout)
+    return out
+
+
+def _with_checkout_files(data: dict[str, Any], root: Path, tmp: Path) -> dict[str, Any]:
+    """Relative ``vocab_file`` paths read from the checkout, as TorchEasyRec's tests run from its root
+    (``data/test/id_vocab_list_1``)."""
+    data = copy.deepcopy(data)
+    for f in data["features"]:
+        for item in (f, *f.get("sub_features", [])):
+            name = item.get("vocab_file")
+            if name and not Path(name).is_absolute() and not Path(name).exists():
+                found = _checkout_file(root, name, tmp)
+                if found is not None:
+                    item["vocab_file"] = str(found)
+    return data
+
+
 def _train(data: dict[str, Any], tmp: Path, args: argparse.Namespace) -> str:
+    data = _with_checkout_files(data, args.checkout, tmp)
     cfg = parse_config(_capped(data, args.max_rows, args.steps, args.batch))
     raw = tmp / "raw"
     generate("config", args.rows, raw, seed=0, config=cfg)
@@ -105,7 +137,7 @@ def main() -> None:
             continue
         counts["configs"] += 1
         try:
-            imported = import_tzrec(text, source=name)
+            imported = import_tzrec(text, source=name, drop_custom_features=True)
         except ConfigError as err:  # the importer wrote a config recpipe refuses: an importer bug, reported
             counts["refused"] += 1
             print(f"| `{name}` | import error | {str(err).splitlines()[-1].strip()[:200]} |", flush=True)
@@ -117,6 +149,8 @@ def main() -> None:
             continue
         counts["imported"] += 1
         result = f"imports (model `{imported.data['model']['type']}`)"
+        if imported.dropped:
+            result += f" with custom features dropped ({', '.join(imported.dropped)})"
         if not args.no_train:
             with tempfile.TemporaryDirectory(prefix="recpipe-tzrec-sweep-") as tmp:
                 try:

@@ -10,7 +10,7 @@ from pathlib import Path
 def cmd_import_tzrec(a: argparse.Namespace) -> int:
     from recpipe.tzrec import import_tzrec_file
 
-    imported = import_tzrec_file(a.config, name=a.name)
+    imported = import_tzrec_file(a.config, name=a.name, drop_custom_features=a.drop_custom_features)
     text = imported.to_yaml()
     if a.out == "-":
         sys.stdout.write(text)
@@ -39,4 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("config", help="TorchEasyRec config, e.g. multi_tower_din_taobao.config")
     t.add_argument("-o", "--out", required=True, help="recpipe YAML to write ('-' for stdout)")
     t.add_argument("--name", default=None, help="recpipe config name (default: the last part of model_dir)")
+    t.add_argument(
+        "--drop-custom-features",
+        action="store_true",
+        help="leave out each custom_feature (a compiled FG operator recpipe cannot run) and its uses in feature "
+        "groups, each dropped name printed as a note, instead of refusing the config",
+    )
     t.set_defaults(func=cmd_import_tzrec)

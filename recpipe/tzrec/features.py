@@ -47,13 +47,6 @@ class _Member:
     path: str
 
 
-CUSTOM_FEATURE_REFUSED = (
-    "custom_feature is not supported: it runs a compiled FG operator (operator_lib_file, a C++ plugin of "
-    "pyfg such as libedit_distance.so) that recpipe's FG cannot load or reproduce; compute the value "
-    "upstream into a column and read it as a raw_feature or id_feature"
-)
-
-
 def _column(expression: str, name: str, path: str, found: Findings, outputs: bool = True) -> str | None:
     """The column of an expression ``"<side>:<input>"`` (None: the feature's name, or a problem reported);
     ``"feature:X"`` as it is where ``outputs`` (a history's items read no feature output)."""
@@ -253,10 +246,9 @@ def map_features(
     for i, fc in enumerate(configs):
         kind = fc.WhichOneof("feature")
         path = f"feature_configs[{i}].{kind}" if kind else f"feature_configs[{i}]"
+        if kind == "custom_feature":  # refused or dropped by recpipe.tzrec.custom
+            continue
         if kind is None:
-            # custom_feature runs a compiled operator (operator_lib_file, a .so of pyfg's C++ plugin API) at
-            # FG time: a closed binary recpipe's FG (numpy/pyarrow) cannot load; said at its line.
-            found.refine(lambda q, p=path: q.path == f"{p}.custom_feature", lambda q: CUSTOM_FEATURE_REFUSED)
             # An unsupported feature type (sequence_id_feature) is already reported once, at its line.
             if not any(q.path.startswith(f"{path}.") for q in found.problems):
                 found.problem(

@@ -69,6 +69,7 @@ from recpipe.config import RecpipeConfig, parse_config
 from recpipe.config.features import sub_feature_key
 from recpipe.config.placeholders import PLACEHOLDER, placeholders
 from recpipe.data.odps import parse_odps_uri
+from recpipe.tzrec.custom import custom_features
 from recpipe.tzrec.features import map_features
 from recpipe.tzrec.models import (
     check_dlrm_groups,
@@ -116,6 +117,7 @@ class TzrecImport:
         notes (list[Problem]): fields read but ignored, with lines and reasons.
         source (str): where the TorchEasyRec config came from.
         summary (str): how many fields were mapped, ignored and refused.
+        dropped (list[str]): the custom features left out (``drop_custom_features``).
     """
 
     config: RecpipeConfig
@@ -123,6 +125,7 @@ class TzrecImport:
     notes: list[Problem] = field(default_factory=list)
     source: str = "<text>"
     summary: str = ""
+    dropped: list[str] = field(default_factory=list)
 
     def to_yaml(self) -> str:
         """The recpipe YAML, headed by comments on where it came from, what was ignored and what came
@@ -138,13 +141,17 @@ class TzrecImport:
         return "\n".join(head) + "\n" + render_yaml(self.data)
 
 
-def import_tzrec(text: str, source: str = "<text>", name: str | None = None) -> TzrecImport:
+def import_tzrec(
+    text: str, source: str = "<text>", name: str | None = None, drop_custom_features: bool = False
+) -> TzrecImport:
     """Import TorchEasyRec config text.
 
     Args:
         text (str): the protobuf text of a TorchEasyRec ``EasyRecConfig``.
         source (str): its name in messages (a path).
         name (str | None): the recpipe config ``name``; default: the last part of ``model_dir``.
+        drop_custom_features (bool): leave out each ``custom_feature`` (a compiled FG operator recpipe cannot
+            run) and its uses in feature groups, each named in ``notes`` and ``dropped``, instead of refusing.
 
     Raises:
         TzrecImportError: the config has unsupported fields or values, syntax errors or missing required
@@ -173,23 +180,26 @@ def import_tzrec(text: str, source: str = "<text>", name: str | None = None) -> 
         # configs write no expression, which is no separate problem.
         if not (encoded and path.endswith(".expression")):
             found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
-    data = _map(msg, found, name)
+    dropped = custom_features(msg, found, drop_custom_features)
+    data = _map(msg, found, name, set(dropped))
     if found.problems:
         raise TzrecImportError(source, found.problems, found.summary())
     config = parse_config(data, f"{source} (imported from TorchEasyRec)")
-    return TzrecImport(config, data, found.notes, source, found.summary())
+    return TzrecImport(config, data, found.notes, source, found.summary(), dropped)
 
 
-def import_tzrec_file(path: str | Path, name: str | None = None) -> TzrecImport:
+def import_tzrec_file(
+    path: str | Path, name: str | None = None, drop_custom_features: bool = False
+) -> TzrecImport:
     """:func:`import_tzrec` of the file at ``path``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"TorchEasyRec config {path} does not exist")
-    return import_tzrec(path.read_text(), str(path), name)
+    return import_tzrec(path.read_text(), str(path), name, drop_custom_features)
 
 
 # ------------------------------------------------------------------------------------------ sections
-def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
+def _map(msg: Any, found: Findings, name: str | None, dropped: set[str]) -> dict[str, Any]:
     if msg.HasField("model_dir"):
         found.note("model_dir", "ignored: recpipe writes runs under its own output folders")
     if msg.HasField("eval_config"):
@@ -208,7 +218,7 @@ def _map(msg: Any, found: Findings, name: str | None) -> dict[str, Any]:
             fg_mode(msg.data_config)[0] == "FG_NONE",
             msg.data_config.fg_encoded_multival_sep,
         ),
-        "feature_groups": _groups(msg, found),
+        "feature_groups": _groups(msg, found, dropped),
         "model": model,
         "train": _train(msg.train_config, found),
     }
@@ -461,7 +471,7 @@ def _step_options(tc: Any, out: dict[str, Any], found: Findings) -> None:
         out["sharding_types"] = types
 
 
-def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
+def _groups(msg: Any, found: Findings, dropped: set[str]) -> list[dict[str, Any]]:
     wide_dim = wide_embedding_dim(msg.model_config)
     known = set()
     # TorchEasyRec names a grouped sub-feature "<sequence>_<feature>" when run with USE_RTP=1 (feature.py,
@@ -481,8 +491,8 @@ def _groups(msg: Any, found: Findings) -> list[dict[str, Any]]:
             known.add(getattr(fc, kind).feature_name)
     rtp = {k: v for k, v in rtp.items() if k not in known}
 
-    def resolved(names: Any) -> list[str]:
-        return [rtp.get(n, n) for n in names]
+    def resolved(names: Any) -> list[str]:  # a dropped custom feature is left out (noted where it is defined)
+        return [rtp.get(n, n) for n in names if n not in dropped]
 
     # A feature of an unsupported type (sequence_id_feature) is reported once, where it is defined, not
     # again in every group that names it.

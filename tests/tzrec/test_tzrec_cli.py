@@ -32,3 +32,15 @@ def test_import_tzrec_lists_every_problem_and_exits_2(tmp_path, capsys):
     assert "  line 27: feature_configs[2].sequence_feature.features[0].id_feature.use_mask: " in err
     assert "  line 45: model_config.use_pareto_loss_weight: " in err
     assert not out.exists()
+
+
+def test_drop_custom_features_is_an_explicit_option_naming_each_dropped(tmp_path, capsys):
+    custom = 'feature_configs { custom_feature { feature_name: "c1" operator_name: "EditDistance" } }\n'
+    src = tmp_path / "custom.config"
+    src.write_text(small_din().replace("model_config {", custom + "model_config {", 1))
+    out = tmp_path / "custom.yaml"
+    assert main(["config", "import-tzrec", str(src), "-o", str(out)]) == 2
+    assert "custom_feature is not supported" in capsys.readouterr().err and not out.exists()
+    assert main(["config", "import-tzrec", str(src), "-o", str(out), "--drop-custom-features"]) == 0
+    assert "dropped (--drop-custom-features): custom_feature 'c1'" in capsys.readouterr().err
+    assert "c1" not in {f.name for f in load_config(out).features}

@@ -10,7 +10,7 @@ from tzrec_fixtures import HEAD, small_din
 
 from recpipe.config import OptimizerConfig
 from recpipe.tzrec import import_tzrec
-from recpipe.tzrec.features import CUSTOM_FEATURE_REFUSED
+from recpipe.tzrec.custom import CUSTOM_FEATURE_REFUSED
 from recpipe.tzrec.models import TRAIN_METRICS_NOTE
 from recpipe.tzrec.problems import TzrecImportError
 
@@ -137,8 +137,7 @@ def test_an_unknown_mixed_precision_is_refused() -> None:
         import_tzrec(text)
 
 
-def test_custom_feature_is_refused_saying_why() -> None:
-    custom = """\
+CUSTOM = """\
 feature_configs {
     custom_feature {
         feature_name: "edit_distance"
@@ -149,10 +148,36 @@ feature_configs {
     }
 }
 """
-    text = small_din().replace("model_config {", custom + "model_config {", 1)
+
+
+def _with_custom() -> str:
+    text = small_din().replace("model_config {", CUSTOM + "model_config {", 1)
+    return text.replace(
+        'feature_names: ["user_id", "adgroup_id"]',
+        'feature_names: ["user_id", "adgroup_id", "edit_distance"]',
+    )
+
+
+def test_custom_feature_is_refused_saying_why() -> None:
+    text = _with_custom()
+    assert text.count('"edit_distance"') == 2  # defined and used in a group
     with pytest.raises(TzrecImportError) as err:
         import_tzrec(text)
     (problem,) = err.value.problems
     assert problem.message == CUSTOM_FEATURE_REFUSED
-    assert "compiled FG operator" in problem.message
+    assert "compiled FG operator" in problem.message and "--drop-custom-features" in problem.message
     assert problem.line == text.splitlines().index("    custom_feature {") + 1
+
+
+def test_drop_custom_features_leaves_them_out_and_names_each() -> None:
+    """The opt-in: the custom feature and its uses in feature groups are left out, each named in a note at
+    its line and in ``dropped``; everything else imports as without it."""
+    text = _with_custom()
+    imported = import_tzrec(text, drop_custom_features=True)
+    assert imported.dropped == ["edit_distance"]
+    assert "edit_distance" not in {f.name for f in imported.config.features}
+    assert all("edit_distance" not in g.features for g in imported.config.feature_groups)
+    (note,) = [n for n in imported.notes if "edit_distance" in n.message]
+    assert note.line == text.splitlines().index("    custom_feature {") + 1
+    assert "dropped (--drop-custom-features)" in note.message and "EditDistance" in note.message
+    assert imported.data == import_tzrec(small_din()).data
