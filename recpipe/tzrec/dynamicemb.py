@@ -43,9 +43,8 @@ _IGNORED = {
 }
 
 
-def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[str]) -> list[str]:
-    """``cfg.dynamicemb`` into ``out``'s zch fields; ``given``: the feature's bucket settings. Returns the mapping
-    fields left to map (``hash_bucket_size: max_capacity`` when none is given: ids keyed by hash, as zch's)."""
+def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any]) -> None:
+    """``cfg.dynamicemb`` into ``out``'s zch fields (the bucket setting, as zch's, is the caller's)."""
     d, dp = cfg.dynamicemb, f"{path}.dynamicemb"
     out.update(zch=True, zch_size=d.max_capacity, zch_eviction_interval=1)
     policy = SCORE_POLICIES.get(d.score_strategy)
@@ -56,7 +55,7 @@ def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any], gi
             f"dynamicemb score_strategy {d.score_strategy!r} ({why}) has no recpipe eviction policy; "
             f"{' / '.join(f'{k} → {v}' for k, v in SCORE_POLICIES.items())} map",
         )
-    elif policy != "distance_lfu":
+    else:
         out["zch_eviction_policy"] = policy
     for name, why in _REFUSED.items():
         if d.HasField(name) and not (name == "initializer_args" and _default_init(d.initializer_args)):
@@ -64,14 +63,6 @@ def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any], gi
     for name, why in _IGNORED.items():
         if d.HasField(name):
             found.note(f"{dp}.{name}", f"ignored: {why}")
-    if given and given[0] in ("vocab_list", "vocab_file"):
-        found.problem(
-            f"{path}.{given[0]}", f"dynamicemb with {given[0]}: a vocabulary already gives each value its row"
-        )
-        return given
-    if not given:
-        out["hash_bucket_size"] = d.max_capacity
-    return given or ["hash_bucket_size"]
 
 
 def _default_init(args: Any) -> bool:

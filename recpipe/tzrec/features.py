@@ -86,9 +86,8 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
         if dynamic:
             found.problem(f"{path}.dynamicemb", "zch and dynamicemb both set: give one")
     elif dynamic:
-        given = map_dynamicemb(
-            cfg, path, found, out, given
-        )  # zch's counterpart (recpipe/tzrec/dynamicemb.py)
+        map_dynamicemb(cfg, path, found, out)  # zch's counterpart (recpipe/tzrec/dynamicemb.py)
+        given = _value_keyed("dynamicemb", cfg.dynamicemb.max_capacity, path, found, out, given)
     if encoded and given and given[0] in ("vocab_list", "vocab_file"):
         found.problem(
             f"{path}.{given[0]}",
@@ -141,13 +140,21 @@ def _zch(cfg: Any, path: str, found: Findings, out: dict[str, Any], given: list[
             "an admission function (a Python lambda TorchEasyRec evaluates) is not supported: recpipe's zch "
             "admits every id",
         )
+    return _value_keyed("zch", z.zch_size, path, found, out, given)
+
+
+def _value_keyed(
+    what: str, rows: int, path: str, found: Findings, out: dict[str, Any], given: list[str]
+) -> list[str]:
+    """The bucket setting of a table keyed by the id's value (``zch``, ``dynamicemb``) of ``rows`` rows: none
+    given keys the ids by hash (``hash_bucket_size: rows``); a vocabulary is refused. Returns the mapping fields."""
     if given and given[0] in ("vocab_list", "vocab_file"):
         found.problem(
-            f"{path}.{given[0]}", f"zch with {given[0]}: a vocabulary already gives each value its row"
+            f"{path}.{given[0]}", f"{what} with {given[0]}: a vocabulary already gives each value its row"
         )
         return given
     if not given:
-        out["hash_bucket_size"] = z.zch_size
+        out["hash_bucket_size"] = rows
     return given or ["hash_bucket_size"]
 
 
