@@ -18,6 +18,13 @@ from typing import Any
 
 from recpipe.tzrec.problems import Findings
 
+# Said at the dynamicemb line of every import: what the zch table does otherwise (the model can score new ids
+# differently), so nobody takes the mapping for an exact one.
+DIFFERENCES = (
+    "imported as a recpipe zch table, which differs in two ways: an id with no row is looked up in the table's "
+    "trained spare row (dynamicemb: a zero vector at evaluation), and a new id gets its row at the step's "
+    "eviction, across the whole table (dynamicemb: at once, evicting within its hash bucket)"
+)
 # dynamicemb's score strategies recpipe's eviction policies reproduce (see the module docstring).
 SCORE_POLICIES = {"STEP": "lru", "LFU": "lfu"}
 _NO_POLICY = {
@@ -47,6 +54,7 @@ def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any]) ->
     """``cfg.dynamicemb`` into ``out``'s zch fields (the bucket setting, as zch's, is the caller's)."""
     d, dp = cfg.dynamicemb, f"{path}.dynamicemb"
     out.update(zch=True, zch_size=d.max_capacity, zch_eviction_interval=1)
+    found.note(dp, DIFFERENCES)
     policy = SCORE_POLICIES.get(d.score_strategy)
     if policy is None:
         why = _NO_POLICY.get(d.score_strategy, "not one of dynamicemb's strategies")

@@ -124,6 +124,9 @@ def test_dynamicemb_imports_as_a_zch_table() -> None:
         "init_capacity_per_rank",
         "cache_load_factor",
     }
+    # the import says at the dynamicemb line where the zch table behaves otherwise
+    (differs,) = [n for n in imported.notes if n.path.endswith(".dynamicemb")]
+    assert "spare row" in differs.message and "zero vector" in differs.message
     spec = build_feature_spec(imported.config)
     assert spec.feature("user_id").zch and spec.feature("user_id").zch_eviction_policy == "lru"
     lfu = import_tzrec(
