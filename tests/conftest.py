@@ -1,5 +1,5 @@
-"""Fixtures shared by every test folder: planted payloads for the tamper tests. Also keeps pytest's log
-capture off torch's structured-trace logger (below)."""
+"""Fixtures shared by every test folder: planted payloads for the tamper tests. Also gives each xdist worker
+its share of the cores and keeps pytest's log capture off torch's structured-trace logger (below)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _a_share_of_the_cores_per_worker() -> None:
+    """Under pytest-xdist, each worker and every process it starts (training ranks, pipeline steps, servers)
+    get ``cores // workers`` threads through ``OMP_NUM_THREADS``, unless the caller exported one. Without it a
+    lone training process takes every core while the other worker computes too, and OpenMP's threads spin on
+    oversubscribed cores: tests/train/test_distributed.py's one- and two-rank runs took 134 s with 2 threads
+    per process and 21 s with 1 (2 cores, load ~5). Set at conftest import, before torch is imported; the
+    thread defaults themselves are tested with the environment given explicitly (tests/launch/test_local.py)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 0 and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+
+
+_a_share_of_the_cores_per_worker()
 
 
 def _keep_pytest_handlers_off_torch_trace() -> None:

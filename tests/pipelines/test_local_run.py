@@ -1,90 +1,15 @@
-"""The whole pipeline under kfp.local, twice on one MLflow store: the first run passes its gate and
-becomes champion; the second is gated against that champion (re-evaluated) and rejected."""
+"""``pipelines/local_run.py``: what ``recpipe run`` checks before it starts and how it shows the run. The whole
+pipeline under kfp.local on one MLflow store (both gate outcomes, a warm start) is
+tests/pipelines/test_replay.py's: its three runs are the daily loop."""
 
 import io
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from recpipe import tracking
-
 TINY_CONFIG = Path(__file__).parent / "data" / "tiny_din.yaml"
 SOURCE = "synthetic:taobao?rows=6000&seed=5"
-
-
-def _executor_output(summary, task):
-    (path,) = Path(summary.run_dir, "kfp").glob(f"*/{task}/executor_output.json")
-    return json.loads(path.read_text())
-
-
-@pytest.mark.slow
-def test_both_gate_outcomes_on_one_store(tmp_path, monkeypatch):
-    import yaml
-
-    from pipelines.local_run import run_local
-
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    # The gate threshold comes from the YAML when the run does not set it (the pipeline parameter
-    # defaults to "use the config"); the second run sets it and overrides the YAML.
-    doc = yaml.safe_load(TINY_CONFIG.read_text())
-    doc["eval"]["gate"]["min_auc"] = 0.0
-    config = tmp_path / "tiny_din_open_gate.yaml"
-    config.write_text(yaml.safe_dump(doc))
-    common = dict(
-        runs_dir=tmp_path / "runs",
-        config=str(config),
-        data_source=SOURCE,
-        gpus_per_worker=1,
-        backends="rtp",
-    )
-
-    first = run_local(**common)
-    assert first.status == "FINISHED", first.format()
-    params = tracking.run_summary(first.run_id, uri=first.tracking_uri)["params"]
-    assert params["eval.gate.min_auc"] == "0.0" and "PASS min_auc: auc " in first.gate_reasons[0]
-    assert first.gate_reasons[0].endswith(">= min_auc 0.000000")
-    assert first.gate_passed is True and first.champion_source == "none"
-    assert first.registered_version == 1 and first.backends["rtp"].startswith("parity ok")
-    assert first.outcome == (
-        "registered: tiny-din v1 (rtp) as challenger; promoted: tiny-din v1 is champion (first champion)"
-    )
-    assert [(v["version"], v["aliases"]) for v in first.versions] == [(1, ["challenger", "champion"])]
-    # The summary reads the numbers back from MLflow: the registered version carries the same AUC.
-    assert first.versions[0]["metrics"]["auc"] == pytest.approx(first.auc) and 0.6 < first.oracle_auc < 1.0
-    # kfp.local ran evaluate's KFP outputs: Metrics, ClassificationMetrics (ROC, confusion) and the decision.
-    out = _executor_output(first, "evaluate")
-    assert set(out["artifacts"]["metrics"]["artifacts"][0]["metadata"]) == {
-        "auc",
-        "gauc",
-        "logloss",
-        "oracle_auc",
-        "psi_max",  # the eval split's drift from the training split
-    }
-    assert set(out["artifacts"]["classification"]["artifacts"][0]["metadata"]) == {
-        "confidenceMetrics",
-        "confusionMatrix",
-    }
-    assert out["parameterValues"]["gate_passed"] is True
-
-    second = run_local(min_auc=0.99, **common)
-    assert second.status == "FINISHED", second.format()  # a failed gate is a normal outcome
-    params = tracking.run_summary(second.run_id, uri=second.tracking_uri)["params"]
-    assert params["eval.gate.min_auc"] == "0.99"
-    assert second.gate_passed is False and second.registered_version is None
-    assert second.champion_source.startswith("v1 re-evaluated on the same eval data")
-    assert second.outcome.startswith("rejected: FAIL min_auc: auc ")
-    assert "PASS auc_vs_champion" in "\n".join(second.gate_reasons)
-    assert not list(Path(second.run_dir, "kfp").glob("*/export"))  # the gate-passed branch did not run
-    assert [v["aliases"] for v in second.versions] == [["challenger", "champion"]]
-    run = tracking.run_summary(second.run_id, uri=second.tracking_uri)
-    assert run["tags"]["gate.decision"] == "rejected" and run["tags"]["pipeline.outcome"] == "rejected"
-    text = second.format()
-    assert (
-        "gate          FAILED (champion: v1 re-evaluated" in text
-        and "mlflow ui --backend-store-uri sqlite:///" in text
-    )
 
 
 @pytest.mark.parametrize(

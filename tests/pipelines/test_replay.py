@@ -1,5 +1,6 @@
 """``recpipe run --days`` (pipelines/replay.py): the daily loop replayed with kfp.local over generated days."""
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -75,26 +76,62 @@ def test_replay_refuses_the_settings_it_owns_and_a_selector_without_data(tmp_pat
     assert not (tmp_path / "replay-data").exists()
 
 
+def _executor_output(summary, task):
+    (path,) = Path(summary.run_dir, "kfp").glob(f"*/{task}/executor_output.json")
+    return json.loads(path.read_text())
+
+
 @pytest.mark.slow
-def test_three_generated_days_warm_start_each_day_and_promote_only_past_the_gate(tmp_path, monkeypatch):
-    """Three days: day 2's run trains on day 1 from scratch (no champion yet) and becomes champion; day 3's
-    warm-starts from it, trains on day 2 and is gated on day 3 against it. A replay of the last two days with
-    a rejected run (a failed gate leaves the champion where it was) is tests/pipelines/test_local_run.py's."""
+def test_three_generated_days_warm_start_promote_past_the_gate_and_keep_the_champion_past_a_rejection(
+    tmp_path, monkeypatch
+):
+    """The daily loop under kfp.local on one MLflow store, three pipeline runs. Three generated days: day 2's
+    run trains on day 1 from scratch (no champion yet) and becomes champion; day 3's warm-starts from it,
+    trains on day 2 and is gated on day 3 against it (re-evaluated) and promoted. A third run of day 3 with
+    the pipeline parameter ``min_auc`` 0.99 (over the YAML's 0.0) is rejected: nothing is exported or
+    registered and the champion stays where it was."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     doc = yaml.safe_load(TINY_CONFIG.read_text())
-    # an open gate (tiny data): the champion comparison still applies to day 3
+    # an open gate (tiny data): the champion comparison still applies to day 3. The gate threshold comes from
+    # the YAML when the run does not set it (the pipeline parameter defaults to "use the config").
     doc["eval"]["gate"].update(min_auc=0.0, max_auc_drop=1.0, max_logloss_rise=10.0)
     config = tmp_path / "tiny_din_daily.yaml"
     config.write_text(yaml.safe_dump(doc))
     runs = tmp_path / "runs"
     seen: list[str] = []
-    common = dict(config=str(config), runs_dir=runs, rows=9000, gpus_per_worker=1, backends="rtp")
-    summaries = replay_days("3", on_run=lambda sel, s: seen.append(sel), **common)
+    common = dict(config=str(config), runs_dir=runs, gpus_per_worker=1, backends="rtp")
+    summaries = replay_days("3", rows=9000, on_run=lambda sel, s: seen.append(sel), **common)
     assert seen == ["dt=20260101,20260102", "dt=20260102,20260103"]
     assert [s.status for s in summaries] == ["FINISHED", "FINISHED"], summaries[-1].format()
     first, second = summaries
     uri = first.tracking_uri
+
+    params = tracking.run_summary(first.run_id, uri=uri)["params"]
+    assert params["eval.gate.min_auc"] == "0.0" and "PASS min_auc: auc " in first.gate_reasons[0]
+    assert first.gate_reasons[0].endswith(">= min_auc 0.000000")
     assert first.gate_passed and first.registered_version == 1 and first.champion_source == "none"
+    assert first.backends["rtp"].startswith("parity ok")
+    assert first.outcome == (
+        "registered: tiny-din v1 (rtp) as challenger; promoted: tiny-din v1 is champion (first champion)"
+    )
+    assert [(v["version"], v["aliases"]) for v in first.versions] == [(1, ["challenger", "champion"])]
+    # The summary reads the numbers back from MLflow: the registered version carries the same AUC.
+    assert first.versions[0]["metrics"]["auc"] == pytest.approx(first.auc) and 0.5 < first.oracle_auc < 1.0
+    # kfp.local ran evaluate's KFP outputs: Metrics, ClassificationMetrics (ROC, confusion) and the decision.
+    out = _executor_output(first, "evaluate")
+    assert set(out["artifacts"]["metrics"]["artifacts"][0]["metadata"]) == {
+        "auc",
+        "gauc",
+        "logloss",
+        "oracle_auc",
+        "psi_max",  # the eval split's drift from the training split
+    }
+    assert set(out["artifacts"]["classification"]["artifacts"][0]["metadata"]) == {
+        "confidenceMetrics",
+        "confusionMatrix",
+    }
+    assert out["parameterValues"]["gate_passed"] is True
+
     assert second.gate_passed and second.registered_version == 2
     assert second.champion_source.startswith("v1 re-evaluated on the same eval data")
     tags = [tracking.run_summary(s.run_id, uri=uri)["tags"] for s in summaries]
@@ -109,3 +146,22 @@ def test_three_generated_days_warm_start_each_day_and_promote_only_past_the_gate
     v2 = tracking.get_version(uri, "tiny-din", 2)
     assert v2["tags"]["parent_version"] == "1" and v2["tags"]["partitions"] == "dt=20260101,dt=20260102"
     assert tracking.get_version_by_alias(uri, "tiny-din", tracking.ALIAS_CHAMPION)["version"] == 2
+
+    from pipelines.local_run import run_local
+
+    third = run_local(min_auc=0.99, data_source=second.data_source, partitions=seen[-1], **common)
+    assert third.status == "FINISHED", third.format()  # a failed gate is a normal outcome
+    run = tracking.run_summary(third.run_id, uri=uri)
+    assert run["params"]["eval.gate.min_auc"] == "0.99"
+    assert third.gate_passed is False and third.registered_version is None
+    assert third.champion_source.startswith("v2 re-evaluated on the same eval data")
+    assert third.outcome.startswith("rejected: FAIL min_auc: auc ")
+    assert "PASS auc_vs_champion" in "\n".join(third.gate_reasons)
+    assert not list(Path(third.run_dir, "kfp").glob("*/export"))  # the gate-passed branch did not run
+    assert tracking.get_version_by_alias(uri, "tiny-din", tracking.ALIAS_CHAMPION)["version"] == 2
+    assert run["tags"]["gate.decision"] == "rejected" and run["tags"]["pipeline.outcome"] == "rejected"
+    text = third.format()
+    assert (
+        "gate          FAILED (champion: v2 re-evaluated" in text
+        and "mlflow ui --backend-store-uri sqlite:///" in text
+    )
