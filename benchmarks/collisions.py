@@ -27,7 +27,7 @@ last line gives the means over the seeds; the JSON has every seed and the paired
 Run: ``.venv/bin/python benchmarks/collisions.py`` (about 8 minutes on 2 shared cores; ``--seeds 0`` for
 one world). The JSON goes to ``benchmarks/results/collisions.json``; the last line is
 ``collisions: shared_row_fraction_buckets=… shared_row_fraction_zch=… tail_auc_buckets=… tail_auc_zch=…``.
-``--quick``: one seed of 20,000 rows, both variants trained and scored as in the full run.
+``--quick``: one seed of 6,000 rows, both variants trained and scored as in the full run.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def main() -> None:
         "--work", type=Path, default=None, help="keep data and runs here (default: a temp dir)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parse_args(parser, {"rows": 20_000, "seeds": "0", "out": quick_out(RESULTS.name)})
+    args = parse_args(parser, {"rows": 6_000, "seeds": "0", "out": quick_out(RESULTS.name)})
     torch.set_num_threads(args.threads)
     seeds = [int(x) for x in args.seeds.split(",")]
     started, load_before = time.perf_counter(), os.getloadavg()

@@ -51,7 +51,7 @@ results in ``--out``). The last line is ``quality: din_auc=… din_oracle_auc=�
 buy_oracle_auc=… dbmtl_clk_auc=… dbmtl_buy_auc=… …``.
 
 ``--quick``: every model and run of the full benchmark (DIN, its ablation with one training seed, the
-default-density run, the multi-task models, the four Criteo models) on 20,000 generated rows (10,000 for the
+default-density run, the multi-task models, the four Criteo models) on 6,000 generated rows (4,000 for the
 ablation and the default-density run), one evaluation per epoch; AUCs at that size mean nothing.
 """
 
@@ -404,9 +404,9 @@ def main() -> None:
         help=f"comma-separated models to run, of {', '.join(MODELS)} (the others' results in --out are kept)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    quick = {"taobao_rows": 20_000, "criteo_rows": 20_000, "ablation_rows": 10_000, "ablation_seeds": 1}
+    quick = {"taobao_rows": 6_000, "criteo_rows": 6_000, "ablation_rows": 4_000, "ablation_seeds": 1}
     args = parse_args(
-        parser, {**quick, "default_density_rows": 10_000, "evals": 1, "out": quick_out(RESULTS.name)}
+        parser, {**quick, "default_density_rows": 4_000, "evals": 1, "out": quick_out(RESULTS.name)}
     )
     only = MODELS if args.only is None else tuple(m.strip() for m in args.only.split(","))
     unknown = [m for m in only if m not in MODELS]

@@ -17,7 +17,7 @@ Run: ``.venv/bin/python benchmarks/shuffle.py`` (about 12 minutes on 2 idle core
 ``shuffle: auc_sorted=… auc_shuffled=… auc_sorted_by_time=… auc_sorted_unshuffled=… sorted_minus_shuffled=…``
 (``auc_sorted``: by user).
 
-``--quick``: 20,000 rows, the same runs; AUCs at that size mean nothing.
+``--quick``: 6,000 rows, the same runs; AUCs at that size mean nothing.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parse_args(parser, {"rows": 20_000, "out": quick_out(RESULTS.name)})
+    args = parse_args(parser, {"rows": 6_000, "out": quick_out(RESULTS.name)})
     torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), os.getloadavg()
     runs: dict[str, dict[str, Any]] = {}
