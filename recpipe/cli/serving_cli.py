@@ -17,7 +17,8 @@ def cmd_predict(a: argparse.Namespace) -> int:
 
     r = predict.run(
         a.model, a.data, a.out, keep=a.keep, on_bad_row=a.on_bad_row, output=a.output,
-        batch_rows=a.batch_rows, progress=sys.stderr.isatty() or a.progress,
+        batch_rows=a.batch_rows, progress=sys.stderr.isatty() or a.progress, request_key=a.request_key,
+        context_columns=_column_list(a.context_columns),
     )  # fmt: skip
     print(
         f"wrote {r.out}: rows_read={r.rows_read} rows_scored={r.rows_scored} rows_skipped={r.rows_skipped}"
@@ -26,6 +27,10 @@ def cmd_predict(a: argparse.Namespace) -> int:
     if r.skipped_by_column:
         print(f"skipped by column: {dict(sorted(r.skipped_by_column.items()))}")
     return 0
+
+
+def _column_list(text: str | None) -> list[str] | None:
+    return None if text is None else [c.strip() for c in text.split(",") if c.strip()]
 
 
 def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
@@ -104,6 +109,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", choices=["probability", "logit"], default="probability", help="what to write")
     p.add_argument("--batch-rows", type=int, default=65_536, help="rows read and scored at a time")
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
+    p.add_argument(
+        "--request-key",
+        metavar="COLUMN",
+        help="with --context-columns: consecutive rows with the same value are one request (a log sorted by "
+        "request; a value that comes back later is another request)",
+    )
+    p.add_argument(
+        "--context-columns",
+        metavar="A,B,...",
+        help="with --request-key: the columns every row of a request shares (the user's features and history), "
+        "FG'd once per request; a row holding another value is an error; the same output as without",
+    )
     p.set_defaults(func=cmd_predict)
 
     v = sub.add_parser(

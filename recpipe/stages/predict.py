@@ -5,6 +5,10 @@ one source batch at a time, so memory stays bounded whatever the source's size. 
 input's order: ``row`` (0-based position in the source), the ``keep`` columns, then ``probability``
 (or ``logit``; a multi-task model's ``probability_<label>`` for each of its labels). Under ``on_bad_row="skip"`` bad rows are left out and counted
 (``rows_read = rows_scored + rows_skipped``).
+
+A log sorted by request (one user × its candidates) is scored request by request with ``request_key`` and
+``context_columns``: the user's columns are FG'd once per request and tiled over its candidates
+(:mod:`recpipe.features.request_groups`), the same output as the row form.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ def run(
     batch_rows: int = 65_536,
     progress: bool = False,
     log: RunLog = NULL_LOG,
+    request_key: str | None = None,
+    context_columns: list[str] | None = None,
 ) -> PredictResult:
     """Score ``data`` with the exported model ``model``; write ``out`` (Parquet).
 
@@ -73,6 +79,17 @@ def run(
         batch_rows (int): rows read and scored at a time (memory is bounded by it).
         progress (bool): a progress bar on stderr.
         log (RunLog): records the row counts and the throughput.
+        request_key (str | None): with ``context_columns``: the column whose runs of consecutive equal values
+            are one request each (a log sorted by request; a key that comes back later is another request).
+        context_columns (list[str] | None): the columns every row of a request shares (the user's features
+            and history), FG'd once per request; a row of a request holding another value is an error naming
+            its row and column whatever ``on_bad_row`` says (a contract error of the grouping, not a bad
+            value). A request longer than ``batch_rows`` is scored in pieces (the same output).
+
+    Raises:
+        ValueError: a bad row (``on_bad_row="error"``), a ``keep`` or grouping column not in the data, a context
+            column that is no input column of the model, ``request_key`` without ``context_columns`` or the
+            other way round.
 
     Example::
 
@@ -85,8 +102,14 @@ def run(
     from recpipe.export.loaders import load_backend, served_folder
     from recpipe.export.scorer import check_known_columns
     from recpipe.features.fg import FeatureGenerator
+    from recpipe.features.request_groups import Grouped, RequestGroups
 
     keep = list(keep or [])
+    if (request_key is None) != (context_columns is None):
+        raise ValueError(
+            "request_key (--request-key) and context_columns (--context-columns) go together: the requests "
+            "and the columns their rows share"
+        )
     with failing(log, "predict"):
         t0 = time.perf_counter()
         folder = served_folder(model)
@@ -97,30 +120,48 @@ def run(
             raise ValueError(f"{data}: no column(s) {missing} to keep; the data has {source.schema().names}")
         check_known_columns(scorer.spec, source.schema().names, where=data)
         fg = FeatureGenerator(scorer.spec, on_bad_row=on_bad_row, with_labels=False)
+        groups = None
+        if request_key is not None:
+            groups = RequestGroups(
+                fg, request_key, list(context_columns or []), source.schema().names, data, batch_rows
+            )
         t_loaded = time.perf_counter()
         out_path = Path(out)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         writer: pq.ParquetWriter | None = None
         position = 0
         bar = tqdm(total=_total_rows(source), unit="row", disable=not progress, desc="predict")
+
+        def write(done: Grouped | None) -> None:
+            nonlocal writer
+            if done is None:
+                return
+            values = np.concatenate(done.out.values) if done.out.values else np.zeros(0, np.int64)
+            lengths = np.concatenate(done.out.lengths) if done.out.lengths else np.zeros(0, np.int32)
+            scores = scorer.to_output(scorer.predict_batch(done.out.dense, values, lengths), output)
+            columns = {"row": pa.array(done.positions, pa.int64())}
+            for c in keep:
+                columns[c] = done.rows.column(c)
+            for name, column in scorer.output_by_column(scores, output).items():
+                columns[name] = pa.array(column, pa.float64())
+            table = pa.table(columns)
+            if writer is None:
+                writer = pq.ParquetWriter(out_path, table.schema)
+            writer.write_table(table)
+
         try:
             for sb in source.iter_batches(Shard(0, 1), batch_rows=batch_rows):
-                features = fg(sb.batch, file=sb.file, first_row=sb.first_row)
-                kept = np.arange(sb.num_rows) if fg.last_kept is None else np.flatnonzero(fg.last_kept)
-                values = np.concatenate(features.values) if features.values else np.zeros(0, np.int64)
-                lengths = np.concatenate(features.lengths) if features.lengths else np.zeros(0, np.int32)
-                scores = scorer.to_output(scorer.predict_batch(features.dense, values, lengths), output)
-                columns = {"row": pa.array(position + kept, pa.int64())}
-                for c in keep:
-                    columns[c] = sb.batch.column(c).take(pa.array(kept))
-                for name, column in scorer.output_by_column(scores, output).items():
-                    columns[name] = pa.array(column, pa.float64())
-                table = pa.table(columns)
-                if writer is None:
-                    writer = pq.ParquetWriter(out_path, table.schema)
-                writer.write_table(table)
+                if groups is not None:
+                    write(groups.feed(sb, position))
+                else:
+                    features = fg(sb.batch, file=sb.file, first_row=sb.first_row)
+                    kept = np.arange(sb.num_rows) if fg.last_kept is None else np.flatnonzero(fg.last_kept)
+                    rows = pa.Table.from_batches([sb.batch.select(keep)]).take(pa.array(kept))
+                    write(Grouped(features, rows, position + kept))
                 position += sb.num_rows
                 bar.update(sb.num_rows)
+            if groups is not None:
+                write(groups.finish())
         finally:
             bar.close()
             if writer is not None:
@@ -129,12 +170,12 @@ def run(
             empty = {name: pa.array([], pa.float64()) for name in scorer.output_columns(output)}
             pq.write_table(pa.table({"row": pa.array([], pa.int64()), **empty}), out_path)
         t1 = time.perf_counter()
-        st = fg.stats
+        st = fg.stats  # grouped: only the requests with a bad value went through ``fg`` (row by row)
         result = PredictResult(
-            out=str(out_path), model=str(folder), rows_read=st.rows_read, rows_scored=st.rows_emitted,
+            out=str(out_path), model=str(folder), rows_read=position, rows_scored=position - st.rows_skipped,
             rows_skipped=st.rows_skipped, skipped_by_column=dict(st.skipped_by_column),
             seconds=round(t1 - t0, 3), load_seconds=round(t_loaded - t0, 3),
-            rows_per_second=round(st.rows_read / (t1 - t_loaded), 1) if t1 > t_loaded else 0.0,
+            rows_per_second=round(position / (t1 - t_loaded), 1) if t1 > t_loaded else 0.0,
         )  # fmt: skip
         log.log_metrics(
             {
