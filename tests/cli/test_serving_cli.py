@@ -35,7 +35,7 @@ def test_malloc_keeps_freed_buffers_unless_exported():
 def test_the_cluster_deployment_sets_the_same_malloc_settings():
     text = (Path(__file__).resolve().parents[2] / "manifests/base/serving/scoring.yaml").read_text()
     for name, value in SERVER_MALLOC.items():
-        assert f"- name: {name}\n              value: \"{value}\"" in text
+        assert f'- name: {name}\n              value: "{value}"' in text
 
 
 def test_store_and_path_and_the_rest_of_the_environment_kept():

@@ -37,7 +37,8 @@ LENGTHS = [5, 0, 100, 1, 0, 37, 1, 5, 100, 2, 0, 13]
 
 @pytest.mark.parametrize("weighting", ["softmax", "sigmoid"])
 @pytest.mark.parametrize(
-    ("first_layer", "grad_rtol"), [("folded", 1e-3), ("per_row", 1e-3), ("accumulate", 1e-3), ("concat", 1e-4)]
+    ("first_layer", "grad_rtol"),
+    [("folded", 1e-3), ("per_row", 1e-3), ("accumulate", 1e-3), ("concat", 1e-4)],
 )
 def test_jagged_equals_padded_outputs_and_gradients(
     first_layer: str, grad_rtol: float, weighting: str
