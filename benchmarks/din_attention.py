@@ -12,7 +12,7 @@ History length scenarios (most recent 100 clicks at most):
 Times are medians over repeats; the two implementations alternate within every repeat so machine
 noise hits both, and short calls are repeated within a sample. Speedup = padded time / jagged time.
 "jagged" is ``DinAttention``'s default (``first_layer="auto"``: the per-row split under autograd, the
-folded layer under no_grad); its first-layer variants are compared one by one at the smaller batch
+accumulating split under no_grad); its first-layer variants are compared one by one at the smaller batch
 size (mean4, mean20).
 
 Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores; ``--quick``: batches

@@ -15,7 +15,9 @@ trains, exports, registers and promotes a MultiTowerDIN into a fresh sqlite stor
 
 Last line: ``serving: p50_ms_1row=… p99_ms_1row=… rows_per_s_batch256=… predict_rows_per_s=…
 predict_vs_eager=… p50_ms_1x500=… p99_ms_1x500=… tile_vs_rows_1x500=…`` (the 500 rows' median latency over the
-context form's); JSON in ``benchmarks/results/serving.json``.
+context form's); JSON in ``benchmarks/results/serving.json``, with ``server_cpu_ms_1x500`` /
+``server_cpu_ms_500rows``: the server processes' CPU time per request of each form (from ``/proc``), which a
+loaded machine does not inflate as it does latency.
 
 Run: ``.venv/bin/python benchmarks/serving.py`` (about 5 minutes on 2 cores, most of it the pipeline run).
 ``--quick``: the same pipeline, server and batch scoring at 20,000 generated rows (the gate's floor at 0: a
@@ -120,6 +122,30 @@ def serve(
             if server.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"the scoring server did not start; see {work / 'server.log'}") from None
             time.sleep(0.5)
+
+
+def tree_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` and its descendants (the server and the uvicorn worker it
+    starts), from ``/proc``; None where there is no ``/proc``. Unlike latency, it does not count the time a
+    loaded machine keeps the server off the cores."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, cpu seconds)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a process that ended meanwhile
+            continue
+        stats[int(stat.parent.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+    if pid not in stats:
+        return None
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, (parent, _) in stats.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(stats[p][1] for p in tree)
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _absolute_pythonpath() -> dict[str, str]:
@@ -286,9 +312,13 @@ def main() -> None:
             if not np.allclose(p_tile, p_full, rtol=0, atol=1e-6):
                 raise AssertionError("the context form scores differ from the full rows'")
             tiles, fulls = [], []
+            cpu = {"tile": 0.0, "rows": 0.0}  # the server's CPU seconds per form, summed over the requests
             for _ in range(a.tile_requests):  # interleaved: both see the same machine load
-                tiles.append(_post(url, tile))
-                fulls.append(_post(url, full))
+                for name, request, times in (("tile", tile, tiles), ("rows", full, fulls)):
+                    c0 = tree_cpu_seconds(server.pid)
+                    times.append(_post(url, request))
+                    c1 = tree_cpu_seconds(server.pid)
+                    cpu[name] += (c1 - c0) if c0 is not None and c1 is not None else float("nan")
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -312,6 +342,9 @@ def main() -> None:
         "p99_ms_1x500": round(float(np.percentile(np.asarray(tiles) * 1e3, 99)), 2),
         "p50_ms_500rows": round(float(np.percentile(np.asarray(fulls) * 1e3, 50)), 2),
         "tile_vs_rows_1x500": round(statistics.median(fulls) / statistics.median(tiles), 2),
+        # CPU ms the server spent per request (mean; /proc's clock ticks summed over the requests)
+        "server_cpu_ms_1x500": round(cpu["tile"] * 1e3 / a.tile_requests, 2),
+        "server_cpu_ms_500rows": round(cpu["rows"] * 1e3 / a.tile_requests, 2),
         "history_items_1x500": len(json.loads(tile["params"]["context"]).get("click_50_seq", "").split("|")),
         "inprocess_p50_ms_1x500": round(statistics.median(inproc_1x500["tile"]) * 1e3, 2),
         "inprocess_p50_ms_500rows": round(statistics.median(inproc_1x500["rows"]) * 1e3, 2),

@@ -41,11 +41,19 @@ def serve_command(model: str, host: str, port: int, workers: int) -> list[str]:
             "--host", host, "-p", str(port), "--workers", str(workers)]  # fmt: skip
 
 
+# glibc's malloc settings for the server (an exported value wins): a request's large buffers (a 1 x 500
+# request's attention inputs, ~9 MB each) stay in the heap once freed, instead of being unmapped after every
+# request and faulted in page by page on the next one (~5,000 page faults and a third of a 1 x 500 request's
+# CPU time in the server; benchmarks/RESULTS.md, "Serving one user x 500 candidates"). The heap keeps its peak.
+SERVER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 32)}
+
+
 def serve_environment(
     uri: str, workers: int, threads: int | None, environ: Mapping[str, str]
 ) -> dict[str, str]:
     """The environment ``mlflow models serve`` runs in: recpipe's store, this environment's scripts first on
-    ``PATH`` (MLflow starts uvicorn by name), and each worker's torch threads (``OMP_NUM_THREADS``).
+    ``PATH`` (MLflow starts uvicorn by name), each worker's torch threads (``OMP_NUM_THREADS``) and glibc's
+    malloc keeping freed buffers (:data:`SERVER_MALLOC`, unless exported).
 
     Args:
         uri (str): the tracking URI.
@@ -59,6 +67,7 @@ def serve_environment(
     if workers < 1 or (threads is not None and threads < 1):
         raise ValueError(f"--workers and --threads must be positive, got {workers} and {threads}")
     return {
+        **SERVER_MALLOC,
         **environ,
         "MLFLOW_TRACKING_URI": uri,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}",

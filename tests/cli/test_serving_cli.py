@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recpipe.cli.main import build_parser
-from recpipe.cli.serving_cli import serve_environment
+from recpipe.cli.serving_cli import SERVER_MALLOC, serve_environment
 
 URI = "sqlite:///runs/mlflow.db"
 
@@ -23,6 +23,19 @@ def test_threads_per_worker_setting_then_exported_then_cores_split(monkeypatch):
     assert serve_environment(URI, 32, None, {})["OMP_NUM_THREADS"] == "1"  # never 0
     assert serve_environment(URI, 2, None, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
     assert serve_environment(URI, 2, 1, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "1"
+
+
+def test_malloc_keeps_freed_buffers_unless_exported():
+    env = serve_environment(URI, 1, 1, {})
+    assert env["MALLOC_MMAP_THRESHOLD_"] == str(1 << 30) and env["MALLOC_TRIM_THRESHOLD_"] == str(1 << 32)
+    mine = serve_environment(URI, 1, 1, {"MALLOC_TRIM_THRESHOLD_": "1048576"})
+    assert mine["MALLOC_TRIM_THRESHOLD_"] == "1048576" and mine["MALLOC_MMAP_THRESHOLD_"] == str(1 << 30)
+
+
+def test_the_cluster_deployment_sets_the_same_malloc_settings():
+    text = (Path(__file__).resolve().parents[2] / "manifests/base/serving/scoring.yaml").read_text()
+    for name, value in SERVER_MALLOC.items():
+        assert f'- name: {name}\n              value: "{value}"' in text
 
 
 def test_store_and_path_and_the_rest_of_the_environment_kept():

@@ -184,6 +184,20 @@ def test_clean_histories_take_the_one_pass_path_and_equal_the_reference(taobao_r
     _assert_same(fg(part), rowwise_fg(din_spec, part)[0])
 
 
+def test_histories_without_any_item_take_the_one_pass_path_and_equal_the_reference(taobao_rows, din_spec):
+    seq = din_spec.sequences[0]
+    rows = [{**r, seq.column: [None, ""][i % 2]} for i, r in enumerate(taobao_rows[:6])]
+    table = pa.Table.from_pylist(rows)
+    feats = [din_spec.feature(k) for k in seq.sub_features]
+    fast = _sequence_fast(pa.array([None, "", None], pa.string()), seq, feats, 3)
+    assert fast is not None and fast[1].tolist() == [0, 0, 0] and all(v.dtype == np.int64 for v in fast[0])
+    got = FeatureGenerator(din_spec)(table)
+    _assert_same(got, rowwise_fg(din_spec, table)[0])
+    keys = din_spec.sparse_keys()
+    for k in seq.sub_features:
+        assert got.lengths[keys.index(k)].tolist() == [0] * 6 and got.values[keys.index(k)].size == 0
+
+
 def test_generated_criteo_has_no_bad_rows_for_the_shipped_config(tmp_path):
     generate("criteo", rows=3000, out=tmp_path, seed=0, chunk_rows=3000)
     spec = build_feature_spec(load_config("configs/dlrm_criteo_small.yaml"))

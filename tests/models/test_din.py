@@ -37,7 +37,8 @@ LENGTHS = [5, 0, 100, 1, 0, 37, 1, 5, 100, 2, 0, 13]
 
 @pytest.mark.parametrize("weighting", ["softmax", "sigmoid"])
 @pytest.mark.parametrize(
-    ("first_layer", "grad_rtol"), [("folded", 1e-3), ("per_row", 1e-3), ("concat", 1e-4)]
+    ("first_layer", "grad_rtol"),
+    [("folded", 1e-3), ("per_row", 1e-3), ("accumulate", 1e-3), ("concat", 1e-4)],
 )
 def test_jagged_equals_padded_outputs_and_gradients(
     first_layer: str, grad_rtol: float, weighting: str
@@ -134,12 +135,14 @@ def test_first_layer_variants_agree_and_validate() -> None:
     query, values, offsets = _jagged(LENGTHS, seed=5)
     ref = DinAttention(DIM, HIDDEN, first_layer="concat")
     _randomize(ref)
-    for variant in ("folded", "per_row"):
+    for variant in ("folded", "per_row", "accumulate", "auto"):
         other = DinAttention(DIM, HIDDEN, first_layer=variant)
         other.load_state_dict(ref.state_dict())
-        torch.testing.assert_close(
-            other(query, values, offsets), ref(query, values, offsets), rtol=1e-5, atol=1e-6
-        )
+        for grad in (True, False):  # auto: per_row while autograd records, accumulate without
+            with torch.set_grad_enabled(grad):
+                torch.testing.assert_close(
+                    other(query, values, offsets), ref(query, values, offsets), rtol=1e-5, atol=1e-6
+                )
     with pytest.raises(ValueError, match="first_layer"):
         DinAttention(DIM, HIDDEN, first_layer="split")
 

@@ -369,6 +369,9 @@ def _sequence_fast(
     if (counts > s.max_length).any():
         return None
     total = int(counts.sum())
+    if total == 0:  # no item in any row (the candidates of a context request): nothing for the CSV reader
+        empty = np.zeros(0, np.int64)
+        return [bucket_ids(empty, f.mapping, f.zch) for f in feats], counts.astype(np.int32)
     text = np.insert(raw, rel[1:], d)  # one item per line, every row ends with a newline
     text[text == d] = 10
     names = [f"s{j}" for j in range(len(feats))]

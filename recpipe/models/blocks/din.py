@@ -46,7 +46,7 @@ def _attention_layers(
     return attn_mlp, attn_out
 
 
-FIRST_LAYERS = ("auto", "folded", "per_row", "concat")
+FIRST_LAYERS = ("auto", "folded", "per_row", "accumulate", "concat")
 # How item scores become weights: a softmax over the row's items (TorchEasyRec's DINEncoder), or each
 # score through a sigmoid on its own (unnormalized, as the DIN paper argues in its §4.3: the sum of the
 # weights then tells how strongly the history matches the candidate).
@@ -67,13 +67,17 @@ class DinAttention(nn.Module):
     * ``"folded"``: one matmul over ``[q, s, q⊙s]`` per item (``3·D`` inputs instead of ``4·D``);
     * ``"per_row"``: ``(W_q + W_d)·q + b`` once per row, gathered to the items, plus a matmul over
       ``[s, q⊙s]`` per item (``2·D`` inputs, but one more ``(T, H)`` gather and add);
+    * ``"accumulate"``: ``per_row``'s gathered per-row term, into which ``(W_s − W_d)·s`` and ``W_p·(q⊙s)`` are
+      added in place (two GEMMs of ``D`` inputs): no ``(T, 2·D)`` or ``(T, 3·D)`` concatenation is built;
     * ``"concat"``: the literal ``[q, s, q−s, q⊙s]`` concatenation;
-    * ``"auto"`` (default): ``per_row`` while autograd records (training), ``folded`` otherwise.
+    * ``"auto"`` (default): ``per_row`` while autograd records (training), ``accumulate`` otherwise.
 
     All use the unsplit layer's parameters, so weights load into :class:`PaddedDinAttention`
     unchanged. ``benchmarks/din_attention.py`` compares them: on CPU the per-row split saves ~10% of
-    forward+backward (the backward GEMMs shrink with the input width) but costs ~15% of a
-    no-grad forward (the ``(T, H)`` gather outweighs ``D`` fewer inputs), hence ``auto``.
+    forward+backward (the backward GEMMs shrink with the input width); without autograd the concatenations
+    dominate at a small attention MLP (one user × 500 candidates of 68 items, MLP 64-32, one thread:
+    ``accumulate`` 12-17 ms, ``folded`` 38-54 ms, its ``(T, 3·D)`` input a fresh allocation every call),
+    hence ``auto``.
 
     Args:
         dim (int): ``D``, width of the query and of every history item.
@@ -124,7 +128,7 @@ class DinAttention(nn.Module):
         mode = self.first_layer
         if mode == "auto":
             # A trace-time constant under torch.export, not data-dependent control flow.
-            mode = "per_row" if torch.is_grad_enabled() else "folded"
+            mode = "per_row" if torch.is_grad_enabled() else "accumulate"
         if mode == "concat":
             h = F.linear(torch.cat([q_t, values, q_t - values, qs], dim=1), weight, bias)
         else:
@@ -133,6 +137,9 @@ class DinAttention(nn.Module):
                 h = F.linear(
                     torch.cat([q_t, values, qs], dim=1), torch.cat([w_q + w_d, w_s - w_d, w_p], 1), bias
                 )
+            elif mode == "accumulate":
+                h = F.linear(query, w_q + w_d, bias).index_select(0, seg)  # (T, H), a fresh tensor
+                h.addmm_(values, (w_s - w_d).t()).addmm_(qs, w_p.t())
             else:
                 per_row = F.linear(query, w_q + w_d, bias)  # (B, H)
                 # The gathered per-row term is the GEMM's accumulator: no separate (T, H) add.
