@@ -140,7 +140,9 @@ def to_arrow(rows: Any) -> pa.Table:
 def _series_to_arrow(series: Any) -> pa.Array:
     try:
         return pa.array(series, from_pandas=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # an object column mixing numbers and text
+    # an object column mixing numbers and text, or holding an integer no 64-bit type holds (a JSON id of 2**70
+    # is its digits, as the same id sent as text)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pa.array([_as_text(v) for v in series], type=pa.string())
 
 

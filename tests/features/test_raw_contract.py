@@ -94,6 +94,19 @@ def test_the_deepctr_one_row_request_with_a_null_scores() -> None:
     assert out.lengths[keys.index("C3")][0] == 0 and out.lengths[keys.index("C7")][0] == 0
 
 
+def test_an_integer_id_beyond_64_bits_is_its_digits() -> None:
+    """A JSON id of 2**70 (no 64-bit type holds it) reads as its digits, the same id as that text: the request
+    used to fail with OverflowError instead of scoring or naming a bad row."""
+    row = {f"I{i}": i for i in range(1, 14)} | {f"C{i}": f"{i:08x}" for i in range(1, 27)}
+    big = 2**70
+    assert to_arrow([{"C1": big}, {"C1": 7}]).column("C1").to_pylist() == [str(big), "7"]
+    _same(
+        _fg(CRITEO, to_arrow(pd.DataFrame([row | {"C1": str(big)}]))),
+        _fg(CRITEO, to_arrow([row | {"C1": big}])),
+        "C1 = 2**70 as JSON number and as text",
+    )
+
+
 def test_an_absent_optional_column_is_missing_at_serving_but_an_error_at_training() -> None:
     row = {f"I{i}": 1 for i in range(1, 14)} | {f"C{i}": "a" for i in range(1, 27)}
     without = {k: v for k, v in row.items() if k not in ("I5", "C9")}
