@@ -47,7 +47,25 @@ class FocalLossConfig(Strict):
     alpha: float = Field(0.5, gt=0.0, lt=1.0)
 
 
-LossConfig = Annotated[BceLossConfig | FocalLossConfig, Field(discriminator="type")]
+class JrcLossConfig(Strict):
+    """TorchEasyRec's ``jrc_loss`` (tzrec/loss/jrc_loss.py, arXiv 2208.06164) of a two-class task tower
+    (``num_class: 2``, logits ``l0``, ``l1``): ``alpha · CE + (1 - alpha) · session term``, the session term
+    each row's softmax cross-entropy among the rows of its session (the first id of feature ``session`` in
+    the batch) of the other label: a positive's ``l1`` against its session's negatives' ``l1``, a negative's
+    ``l0`` against its session's positives' ``l0``.
+
+    Example::
+
+        num_class: 2
+        loss: {type: jrc, session: user_id, alpha: 0.5}   # TorchEasyRec's default alpha
+    """
+
+    type: Literal["jrc"]
+    session: str
+    alpha: float = Field(0.5, ge=0.0, le=1.0)
+
+
+LossConfig = Annotated[BceLossConfig | FocalLossConfig | JrcLossConfig, Field(discriminator="type")]
 
 
 class VariationalDropoutConfig(Strict):

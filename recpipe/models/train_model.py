@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from recpipe.batch import Batch
+from recpipe.models.blocks.multitask import TwoClassLogit
+
+if TYPE_CHECKING:  # annotations only: no torchrec at import
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 
 class TrainModel(nn.Module):
     """Wraps a ranking model with binary cross-entropy on its logits (sample-weighted when given), or a focal
-    loss per task, plus the model's regularization term.
+    or JRC loss per task, plus the model's regularization term.
 
     ``forward(batch)`` returns ``(loss, logits)``, the shape TorchRec's train pipelines expect.
 
     Args:
         model (nn.Module): a ranking model with ``predict(batch) -> (B,)`` logits, or ``(B, T)`` for a
             multi-task model (whose ``task_weights`` weigh each task's loss and whose ``task_losses``, when
-            set, give a task's focal ``(gamma, alpha)``, None for BCE); a ``regularization(batch_size)``
-            (a variational dropout's term, or None) is added to the loss.
+            set, give a task's focal ``(gamma, alpha)``, None for BCE, and whose ``task_jrc``, when set,
+            give a task's JRC ``(session feature, alpha)``: that task's tower ends in a
+            :class:`~recpipe.models.blocks.multitask.TwoClassLogit`, whose ``(l0, l1)`` the loss reads during
+            the forward); a ``regularization(batch_size)`` (a variational dropout's term, or None) is added
+            to the loss.
 
     Example::
 
@@ -50,17 +61,97 @@ class TrainModel(nn.Module):
             if losses is None
             else torch.tensor([(1.0, *f) if f else (0.0, 0.0, 0.5) for f in losses], dtype=torch.float32),
         )
+        # Per task the JRC loss's alpha (1: none), its session feature and its TwoClassLogit's pair layer.
+        jrc = getattr(model, "task_jrc", None)
+        self.register_buffer(
+            "jrc_alpha", None if jrc is None else torch.tensor([1.0 if j is None else j[1] for j in jrc])
+        )
+        self.jrc_sessions = [] if jrc is None else [None if j is None else j[0] for j in jrc]
+        self.jrc_pairs = [] if jrc is None else _pair_paths(model, list(model.task_names), jrc)
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self.model.predict(batch)
+        jrc = None
+        if self.jrc_alpha is None:
+            logits = self.model.predict(batch)
+        else:
+            pairs = [None if p is None else self.model.get_submodule(p) for p in self.jrc_pairs]
+            with _outputs_of(pairs) as seen:
+                logits = self.model.predict(batch)
+            terms = [
+                torch.zeros_like(batch.labels[:, t], dtype=torch.float32)
+                if key is None
+                else jrc_session_loss(seen[t][-1], batch.labels[:, t], session_ids(batch.sparse, key))
+                for t, key in enumerate(self.jrc_sessions)
+            ]
+            jrc = (self.jrc_alpha, torch.stack(terms, dim=1))
         weights = batch.weights
         if self.task_space is not None:
             weights = task_space_weights(batch.labels, self.task_space, weights)
-        loss = bce_loss(logits, batch.labels, weights, self.task_weights, self.focal)
+        loss = bce_loss(logits, batch.labels, weights, self.task_weights, self.focal, jrc)
         term = self.model.regularization(logits.shape[0]) if hasattr(self.model, "regularization") else None
         if term is not None:  # TorchEasyRec sums every loss of the model (tzrec/main.py)
             loss = loss + term.to(loss.dtype)
         return loss, logits.detach()
+
+
+def _pair_paths(model: nn.Module, tasks: list[str], jrc: list[tuple[str, float] | None]) -> list[str | None]:
+    """Per task, the path in ``model`` of its TwoClassLogit's ``pair`` layer (None: a task without JRC)."""
+    found = {m.task: f"{name}.pair" for name, m in model.named_modules() if isinstance(m, TwoClassLogit)}
+    missing = [t for t, j in zip(tasks, jrc) if j is not None and t not in found]
+    if missing:
+        raise ValueError(f"tasks {missing} have a jrc loss but their towers are not two-class (num_class: 2)")
+    return [None if j is None else found[t] for t, j in zip(tasks, jrc)]
+
+
+@contextmanager
+def _outputs_of(modules: list[nn.Module | None]) -> Iterator[list[list[torch.Tensor]]]:
+    """Collects each module's outputs while the block runs (forward hooks, removed after it)."""
+    seen: list[list[torch.Tensor]] = [[] for _ in modules]
+    handles = [
+        m.register_forward_hook(lambda _m, _in, out, box=box: box.append(out))
+        for m, box in zip(modules, seen)
+        if m is not None
+    ]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def session_ids(sparse: KeyedJaggedTensor, key: str) -> torch.Tensor:
+    """``(B,)`` each row's session: the first id of feature ``key``, 0 for a row without one (TorchEasyRec's
+    ``to_padded_dense(1)[:, 0]``, tzrec/models/rank_model.py: such rows share session 0 with id 0's rows)."""
+    return sparse[key].to_padded_dense(1)[:, 0]
+
+
+def jrc_session_loss(pair: torch.Tensor, labels: torch.Tensor, sessions: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` JRC's session term per row (TorchEasyRec's ``JRCLoss``, tzrec/loss/jrc_loss.py, arXiv
+    2208.06164): a positive row's cross-entropy of its ``l1`` among the ``l1`` of itself and its session's
+    negatives; a negative row's of its ``l0`` among the ``l0`` of itself and its session's positives. The
+    batch's mean of it is TorchEasyRec's ``loss_pos · pos_num / B + loss_neg · neg_num / B``; a batch without
+    positives (or negatives) gives 0 here, where TorchEasyRec's mean over no rows is NaN.
+
+    Args:
+        pair (torch.Tensor): ``(B, 2)`` logits ``(l0, l1)``.
+        labels (torch.Tensor): ``(B,)`` 0/1 (a row is a positive where it is 1).
+        sessions (torch.Tensor): ``(B,)`` session ids.
+
+    Example::
+
+        # one session, rows 0 (negative) and 1 (positive); each row competes with the other
+        jrc_session_loss(torch.tensor([[0.9, 0.1], [0.3, 0.7]]), torch.tensor([0.0, 1.0]), torch.tensor([1, 1]))
+        # tensor([0.4375, 0.4375]): -log softmax(0.9, 0.3)[0], -log softmax(0.7, 0.1)[0]
+    """
+    pair = pair.float()
+    pos = labels == 1
+    same = sessions.unsqueeze(1) == sessions.unsqueeze(0)
+    rivals = pos.unsqueeze(1) != pos.unsqueeze(0)
+    itself = torch.eye(len(labels), dtype=torch.bool, device=pair.device)
+    # row i's scores: the l1 of every row for a positive i, the l0 for a negative i
+    scores = torch.where(pos.unsqueeze(1), pair[:, 1].unsqueeze(0), pair[:, 0].unsqueeze(0))
+    scores = scores.masked_fill(~(same & (rivals | itself)), float("-inf"))
+    return torch.logsumexp(scores, dim=1) - torch.where(pos, pair[:, 1], pair[:, 0])
 
 
 def focal_factor(logits: torch.Tensor, labels: torch.Tensor, focal: torch.Tensor) -> torch.Tensor:
@@ -119,6 +210,7 @@ def bce_loss(
     weights: torch.Tensor | None = None,
     task_weights: torch.Tensor | None = None,
     focal: torch.Tensor | None = None,
+    jrc: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Mean binary cross-entropy with logits; with ``weights`` the weighted mean ``Σ w·l / Σ w`` (0 where every
     weight is 0); for ``(B, T)`` logits (a multi-task model) each task's mean, summed with ``task_weights``
@@ -132,6 +224,10 @@ def bce_loss(
         weights (torch.Tensor | None): ``(B,)`` non-negative sample weights, or ``(B, T)`` per task.
         task_weights (torch.Tensor | None): ``(T,)`` loss weight of each task.
         focal (torch.Tensor | None): ``(T, 3)`` per task ``on``, ``gamma``, ``alpha`` (:func:`focal_factor`).
+        jrc (tuple[torch.Tensor, torch.Tensor] | None): ``(alpha (T,), session terms (B, T))``: each row's
+            loss is ``alpha · BCE + (1 - alpha) · term`` (TorchEasyRec's ``JRCLoss``: its two-class
+            cross-entropy equals BCE on the logit ``l1 - l0``; :func:`jrc_session_loss`), averaged as BCE is
+            (TorchEasyRec's weighted mean of its per-row loss); alpha 1 and term 0 for a task without JRC.
     """
     if labels.shape != logits.shape:
         raise ValueError(f"labels {tuple(labels.shape)} do not match logits {tuple(logits.shape)}")
@@ -140,6 +236,9 @@ def bce_loss(
     per_row = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
     if focal is not None:
         per_row = per_row * focal_factor(logits, labels, focal)
+    if jrc is not None:
+        alpha, term = jrc[0].to(per_row.dtype), jrc[1].to(per_row.dtype)
+        per_row = alpha * per_row + (1 - alpha) * term
     if weights is None:
         per_task = per_row.mean(dim=0)
     else:

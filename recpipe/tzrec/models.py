@@ -12,6 +12,12 @@ _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice":
 MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "mmoe", "dbmtl", "ple")
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
+# A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
+SINGLE_TASK_REFUSED = {
+    "binary_focal_loss": "focal loss",
+    "jrc_loss": "jrc loss",
+    "softmax_cross_entropy": "two-class softmax cross-entropy",
+}
 VARIATIONAL_DROPOUT = ("multi_tower_din", "multi_tower", "mmoe", "dbmtl", "ple")
 
 
@@ -126,10 +132,12 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
     else:
         model = {}
     for i, loss in enumerate(mc.losses):
-        if kind in MODELS and kind not in MULTI_TASK and loss.WhichOneof("loss") == "binary_focal_loss":
+        which = loss.WhichOneof("loss")
+        if kind in MODELS and kind not in MULTI_TASK and which in SINGLE_TASK_REFUSED:
             found.problem(
-                f"{p}.losses[{i}].binary_focal_loss",
-                f"recpipe's {kind} trains binary cross-entropy; a focal loss is a multi-task model's task tower's",
+                f"{p}.losses[{i}].{which}",
+                f"recpipe's {kind} trains binary cross-entropy; a {SINGLE_TASK_REFUSED[which]} is a multi-task "
+                "model's task tower's",
             )
     if mc.HasField("variational_dropout") and kind in MODELS:
         model.update(_variational_dropout(mc.variational_dropout, kind, f"{p}.variational_dropout", found))
@@ -154,7 +162,8 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
     """MMoE / DBMTL / PLE: TorchEasyRec's multi-task models read their one feature group's embeddings
     (``embedding_group.group_names()[0]``, tzrec/models/mmoe.py, dbmtl.py, ple.py): a tower without an MLP
     over it; their task towers name their labels and their loss (``binary_cross_entropy`` or
-    ``binary_focal_loss``; any other is an unsupported field of the schema, refused there)."""
+    ``binary_focal_loss``, or with ``num_class: 2`` ``jrc_loss`` or ``softmax_cross_entropy``; any other is
+    an unsupported field of the schema, refused there)."""
     m = getattr(mc, kind)
     groups = [g.group_name for g in mc.feature_groups]
     if len(groups) != 1:
@@ -171,13 +180,13 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
         loss = _task_loss(t.losses, f"{tp}.losses", found)
         if loss is not None:
             tower["loss"] = loss
+        if _task_classes(t.num_class, t.losses, tp, found) == 2:
+            tower["num_class"] = 2
         if t.HasField("task_space_indicator_label"):  # MultiTaskRank.loss's task space (multi_task_rank.py)
             tower["task_space_indicator_label"] = t.task_space_indicator_label
         for key in ("in_task_space_weight", "out_task_space_weight"):
             if getattr(t, key) != 1.0:
                 tower[key] = getattr(t, key)
-        if t.num_class != 1:
-            found.problem(f"{tp}.num_class", f"num_class {t.num_class}: recpipe's task towers are binary")
         if t.metrics:
             found.note(f"{tp}.metrics", "ignored: recpipe reports every task's AUC, GAUC and logloss")
         if t.train_metrics:
@@ -243,7 +252,14 @@ def _task_loss(losses: Any, path: str, found: Findings) -> dict[str, Any] | None
                 path, f"recpipe trains one loss per task; TorchEasyRec would sum these {len(losses)} losses"
             )
         return None
-    if not losses or losses[0].WhichOneof("loss") != "binary_focal_loss":
+    kind = losses[0].WhichOneof("loss") if losses else None
+    if kind == "jrc_loss":
+        jrc = losses[0].jrc_loss
+        if not 0 <= jrc.alpha <= 1:  # alpha · CE + (1 - alpha) · session term: a mix
+            found.problem(f"{path}[0].jrc_loss.alpha", f"alpha {jrc.alpha} must be in [0, 1]")
+            return None
+        return {"type": "jrc", "session": jrc.session_name, "alpha": jrc.alpha}
+    if kind != "binary_focal_loss":  # binary / two-class softmax cross-entropy: recpipe's bce
         return None
     focal = losses[0].binary_focal_loss
     if focal.gamma < 0 or not 0 < focal.alpha < 1:  # TorchEasyRec's BinaryFocalLoss asserts these
@@ -253,6 +269,25 @@ def _task_loss(losses: Any, path: str, found: Findings) -> dict[str, Any] | None
         )
         return None
     return {"type": "focal", "gamma": focal.gamma, "alpha": focal.alpha}
+
+
+def _task_classes(num_class: int, losses: Any, path: str, found: Findings) -> int:
+    """A task tower's ``num_class`` as recpipe's: 1, or 2 with a ``jrc_loss`` or ``softmax_cross_entropy``
+    (the tower's ``Linear(·, 2)``; its logit ``l1 - l0``, ``sigmoid(l1 - l0)`` TorchEasyRec's ``probs1``,
+    two-class softmax cross-entropy BCE on it); the pairs TorchEasyRec asserts (rank_model.py) refused."""
+    kinds = [loss.WhichOneof("loss") for loss in losses]
+    two_class = [k for k in kinds if k in ("jrc_loss", "softmax_cross_entropy")]
+    if num_class == 1 and two_class:
+        found.problem(f"{path}.losses", f"{two_class[0]} needs num_class 2 (TorchEasyRec asserts it)")
+    elif num_class == 2 and (not kinds or len(two_class) != len(kinds)):
+        found.problem(
+            f"{path}.num_class",
+            f"num_class 2 with losses {kinds or ['binary_cross_entropy (the default)']}: a two-class tower "
+            "takes jrc_loss or softmax_cross_entropy (TorchEasyRec asserts num_class 1 for the binary losses)",
+        )
+    elif num_class > 2:
+        found.problem(f"{path}.num_class", f"num_class {num_class}: recpipe's task towers have 1 or 2 classes")
+    return num_class
 
 
 def sequence_group_name(g: Any, j: int) -> str:

@@ -1,4 +1,4 @@
-"""A multi-task model (DBMTL, labels clk and buy) through every backend: parity per task, one output
+"""A multi-task model (DBMTL, labels clk and buy, buy's tower two-class) through every backend: parity per task, one output
 column per task from the scorer, the registered pyfunc and ``recpipe predict``."""
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import pytest
 from small_training import train_small
 
 from recpipe.config import load_config
+from recpipe.config.sections import JrcLossConfig
 from recpipe.eval.metrics import sigmoid
 from recpipe.export.api import export
 from recpipe.export.layout import backend_folder
 from recpipe.export.loaders import load_backend
 from recpipe.export.manifest import read_manifest
+from recpipe.models.blocks.multitask import TwoClassLogit
 from recpipe.tracking.pyfunc import ARTIFACT, RawRowsModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def dbmtl(tmp_path_factory):
+    """cvr's tower is two-class with a JRC loss (Linear(·, 2), its logit l1 - l0): the exported graph too."""
     cfg = load_config(ROOT / "configs" / "dbmtl_taobao_small.yaml")
-    return cfg, train_small(cfg, "taobao", tmp_path_factory.mktemp("dbmtl_data"))
+    towers = cfg.model.task_towers
+    towers[1] = towers[1].model_copy(update={"num_class": 2, "loss": JrcLossConfig(type="jrc", session="user_id")})
+    small = train_small(cfg, "taobao", tmp_path_factory.mktemp("dbmtl_data"))
+    assert isinstance(small.model.dense.head.towers.outputs[1], TwoClassLogit)
+    return cfg, small
 
 
 def _check(result, backend: str) -> None:

@@ -2,13 +2,22 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from recpipe.batch import Batch
-from recpipe.models.train_model import TrainModel, bce_loss, focal_factor, task_space_weights
+from recpipe.models.blocks.multitask import TwoClassLogit
+from recpipe.models.train_model import (
+    TrainModel,
+    bce_loss,
+    focal_factor,
+    jrc_session_loss,
+    session_ids,
+    task_space_weights,
+)
 
 
 class _Fixed(nn.Module):
@@ -129,3 +138,108 @@ def test_a_multi_task_model_mixes_bce_and_focal_tasks() -> None:
     p = [1 / (1 + math.exp(1.0)), 1 / (1 + math.exp(-0.3))]
     cvr = (0.75 * p[0] * -math.log(1 - p[0]) + 0.25 * (1 - p[1]) * -math.log(p[1])) / 2
     torch.testing.assert_close(loss, _tzrec_task_loss(logits, labels, 0) + torch.tensor(2 * cvr))
+
+
+# Eight rows in two sessions of two negatives and two positives each, as logits (l0, l1).
+JRC_LOGITS = torch.tensor(
+    [[0.9, 0.1], [0.5, 0.5], [0.3, 0.7], [0.2, 0.8], [0.8, 0.2], [0.55, 0.45], [0.33, 0.67], [0.55, 0.45]]
+)
+JRC_LABELS = torch.tensor([0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0])
+JRC_SESSIONS = torch.tensor([1, 1, 1, 1, 2, 2, 2, 2], dtype=torch.int8)
+
+
+def _tzrec_jrc(logits, labels, sessions, alpha=0.5) -> torch.Tensor:
+    """TorchEasyRec's JRCLoss (reduction mean, tzrec/loss/jrc_loss.py) row by row: alpha · CE + (1 - alpha) ·
+    (mean positive term · pos_num / B + mean negative term · neg_num / B), a positive's term its CE among the
+    l1 of itself and its session's negatives, a negative's among the l0 of itself and its session's positives."""
+    b = len(labels)
+    parts = []
+    for cls in (1, 0):
+        terms = []
+        for i in (i for i in range(b) if labels[i] == cls):
+            rivals = [j for j in range(b) if sessions[j] == sessions[i] and (j == i or labels[j] != cls)]
+            terms.append(torch.logsumexp(logits[rivals, cls], 0) - logits[i, cls])
+        parts.append(torch.stack(terms).sum() / b if terms else torch.tensor(0.0))
+    return alpha * F.cross_entropy(logits, labels.long()) + (1 - alpha) * (parts[0] + parts[1])
+
+
+def test_jrc_loss_reproduces_torcheasyrecs_value() -> None:
+    """TorchEasyRec's own check of JRCLoss (alpha 0.5) on these rows is 0.7199, reduced or the mean of its
+    per-row losses; recpipe's is alpha · BCE on l1 - l0 + (1 - alpha) · the session terms' mean."""
+    d = (JRC_LOGITS[:, 1] - JRC_LOGITS[:, 0]).unsqueeze(1)
+    terms = jrc_session_loss(JRC_LOGITS, JRC_LABELS, JRC_SESSIONS)
+    loss = bce_loss(d, JRC_LABELS.unsqueeze(1), jrc=(torch.tensor([0.5]), terms.unsqueeze(1)))
+    assert round(loss.item(), 4) == 0.7199
+    torch.testing.assert_close(loss, _tzrec_jrc(JRC_LOGITS, JRC_LABELS, JRC_SESSIONS))
+    # row 0 (negative, session 1): its l0 0.9 among the positives' l0 0.3, 0.2
+    torch.testing.assert_close(terms[0], torch.logsumexp(torch.tensor([0.9, 0.3, 0.2]), 0) - 0.9)
+
+
+def test_jrc_session_terms_match_torcheasyrecs_on_uneven_sessions() -> None:
+    """Sessions of one row, of positives only and mixed; alpha 0.2; sample weights give the weighted mean."""
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(12, 2, generator=g)
+    labels = torch.tensor([1.0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 1, 0])
+    sessions = torch.tensor([5, 5, 5, 5, 7, 7, 9, 3, 3, 3, 3, 4])
+    terms = jrc_session_loss(logits, labels, sessions)
+    assert terms[[4, 5, 6, 11]].abs().max() == 0  # nobody to compete with: -log softmax of one logit
+    d = (logits[:, 1] - logits[:, 0]).unsqueeze(1)
+    loss = bce_loss(d, labels.unsqueeze(1), jrc=(torch.tensor([0.2]), terms.unsqueeze(1)))
+    torch.testing.assert_close(loss, _tzrec_jrc(logits, labels, sessions, alpha=0.2))
+    w = torch.rand(12, generator=g)
+    per_row = 0.2 * F.binary_cross_entropy_with_logits(d[:, 0], labels, reduction="none") + 0.8 * terms
+    weighted = bce_loss(d, labels.unsqueeze(1), w, jrc=(torch.tensor([0.2]), terms.unsqueeze(1)))
+    torch.testing.assert_close(weighted, (per_row * w).sum() / w.sum())
+    # no positives at all: 0 (TorchEasyRec's mean over no positive rows is NaN)
+    assert jrc_session_loss(logits, torch.zeros(12), sessions).abs().max() == 0
+
+
+def test_session_ids_are_each_rows_first_id_and_0_without_one() -> None:
+    kjt = KeyedJaggedTensor(keys=["s"], values=torch.tensor([4, 9, 6]), lengths=torch.tensor([2, 0, 1]))
+    assert session_ids(kjt, "s").tolist() == [4, 0, 6]
+
+
+class _TwoTasks(nn.Module):
+    """ctr: one logit; cvr: a two-class tower over the same fixed rows."""
+
+    task_names = ["ctr", "cvr"]
+
+    def __init__(self, x: torch.Tensor) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.x = x
+        self.ctr = nn.Linear(x.shape[1], 1)
+        self.cvr = TwoClassLogit(x.shape[1], "cvr")
+
+    def predict(self, batch: Batch) -> torch.Tensor:
+        return torch.cat([self.ctr(self.x), self.cvr(self.x)], dim=1)
+
+
+def test_train_model_gives_a_jrc_task_its_pair_and_sessions() -> None:
+    """cvr's loss is TorchEasyRec's JRCLoss on its (l0, l1), sessions from feature sid (the empty row: 0);
+    the eval logit is l1 - l0; the pair's two rows get gradients BCE on l1 - l0 alone would make opposite."""
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(1))
+    model = _TwoTasks(x)
+    model.task_weights, model.task_jrc = [1.0, 1.0], [None, ("sid", 0.3)]
+    sparse = KeyedJaggedTensor(
+        keys=["sid"], values=torch.tensor([1, 1, 2, 2, 0]), lengths=torch.tensor([1, 1, 1, 1, 1, 0])
+    )
+    labels = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    loss, logits = TrainModel(model)(Batch(dense=torch.zeros(6, 0), sparse=sparse, labels=labels, weights=None))
+    pair = model.cvr.pair(x)
+    torch.testing.assert_close(logits[:, 1], (pair[:, 1] - pair[:, 0]).detach())
+    sessions = torch.tensor([1, 1, 2, 2, 0, 0])
+    want = F.binary_cross_entropy_with_logits(logits[:, 0], labels[:, 0]) + _tzrec_jrc(
+        pair, labels[:, 1], sessions, alpha=0.3
+    )
+    torch.testing.assert_close(loss, want)
+    loss.backward()
+    grad = model.cvr.pair.weight.grad
+    assert (grad[0] + grad[1]).abs().max() > 1e-3
+
+
+def test_a_jrc_task_needs_a_two_class_tower() -> None:
+    model = _Fixed(torch.zeros(2, 2))
+    model.task_names, model.task_weights, model.task_jrc = ["a", "b"], [1.0, 1.0], [None, ("sid", 0.5)]
+    with pytest.raises(ValueError, match=r"tasks \['b'\] have a jrc loss but their towers are not two-class"):
+        TrainModel(model)

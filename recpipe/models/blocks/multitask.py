@@ -12,7 +12,7 @@ task, ``(B, T)``, in the order of its task towers. They reproduce TorchEasyRec's
 - :class:`TaskTowers` — ``tzrec/models/dbmtl.py`` and ``tzrec/modules/task_tower.py``: an optional MLP per
   task, then for a tower with ``relation_mlp`` the concatenation of its own output and the relation
   outputs of the towers it depends on (``relation_tower_names``, earlier towers: e.g. buy after click)
-  through that MLP, then ``Linear(·, 1)``.
+  through that MLP, then ``Linear(·, 1)`` (a two-class tower: :class:`TwoClassLogit`).
 
 Example::
 
@@ -42,12 +42,39 @@ class TowerSpec:
         relation_to (tuple[str, ...]): towers this one depends on (DBMTL), each earlier in the list.
         relation_mlp (MlpSpec | None): the MLP over ``[own output, related towers' outputs]``; required
             with ``relation_to``.
+        num_class (int): 1: the tower ends in ``Linear(·, 1)``; 2: in a :class:`TwoClassLogit`.
     """
 
     name: str
     mlp: MlpSpec | None = None
     relation_to: tuple[str, ...] = ()
     relation_mlp: MlpSpec | None = None
+    num_class: int = 1
+
+
+class TwoClassLogit(nn.Module):
+    """A two-class tower's output (TorchEasyRec's ``num_class: 2``): ``pair = Linear(·, 2)`` gives ``(l0, l1)``
+    and the module returns the one logit ``l1 - l0`` ``(B, 1)``, ``sigmoid(l1 - l0) = softmax(l0, l1)[1]``;
+    a loss that needs ``l0`` and ``l1`` apart (JRC) reads ``pair``'s output (the training wrapper hooks it).
+
+    Args:
+        in_features (int): the tower's width.
+        task (str): the task's name (the training wrapper finds the task's pair by it).
+
+    Example::
+
+        out = TwoClassLogit(64, "ctr")
+        out(torch.randn(8, 64)).shape   # (8, 1): l1 - l0
+    """
+
+    def __init__(self, in_features: int, task: str, device: torch.device | None = None) -> None:
+        super().__init__()
+        self.task = task
+        self.pair = nn.Linear(in_features, 2, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pair = self.pair(x)
+        return pair[:, 1:2] - pair[:, 0:1]
 
 
 def _mix(gate_logits: torch.Tensor, experts: list[torch.Tensor]) -> torch.Tensor:
@@ -218,7 +245,11 @@ class TaskTowers(nn.Module):
             else:
                 self.relation_mlps.append(nn.Identity())
             widths.append(own)
-            self.outputs.append(nn.Linear(own, 1, device=device))
+            if tower.num_class not in (1, 2):
+                raise ValueError(f"task tower {tower.name!r}: num_class {tower.num_class}, expected 1 or 2")
+            self.outputs.append(
+                nn.Linear(own, 1, device=device) if tower.num_class == 1 else TwoClassLogit(own, tower.name, device)
+            )
 
     def forward(self, task_inputs: list[torch.Tensor]) -> torch.Tensor:
         nets: list[torch.Tensor] = []

@@ -4,14 +4,15 @@ builder that puts a multi-task head on MultiTowerDIN's towers (:mod:`recpipe.mod
 
 A multi-task model's ``task_towers`` name the labels they predict, in ``data.label_fields`` order
 (TorchEasyRec's ``task_towers[].label_name``), each with its loss weight (``weight``). The model's output is
-one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · loss_t``, each task's loss (``loss``: BCE, or
-binary focal loss) over its rows weighted by its task space (``task_space_indicator_label``,
+one logit per task, ``(B, T)``; the loss is ``Σ_t weight_t · loss_t``, each task's loss (``loss``: BCE,
+binary focal loss, or JRC on a two-class tower) over its rows weighted by its task space (``task_space_indicator_label``,
 ``in_task_space_weight``, ``out_task_space_weight``), plus the variational dropout's term when the model has one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -44,8 +45,14 @@ class TaskTowerConfig(ConfigSection):
         label (str): its label column, one of ``data.label_fields`` (same order as the towers).
         mlp (MlpConfig | None): the tower's MLP.
         weight (float): the task's loss weight.
-        loss (LossConfig): ``{type: bce}`` (default) or ``{type: focal, gamma: 2.0, alpha: 0.5}``
-            (:class:`~recpipe.config.sections.FocalLossConfig`).
+        loss (LossConfig): ``{type: bce}`` (default), ``{type: focal, gamma: 2.0, alpha: 0.5}``
+            (:class:`~recpipe.config.sections.FocalLossConfig`) or, with ``num_class: 2``,
+            ``{type: jrc, session: user_id, alpha: 0.5}`` (:class:`~recpipe.config.sections.JrcLossConfig`).
+        num_class (int): 1 (default): the tower ends in ``Linear(·, 1)``; 2: in ``Linear(·, 2)``, logits
+            ``(l0, l1)``, as TorchEasyRec's ``num_class: 2`` tower, and the task's logit (what evaluation, gates,
+            export and serving see) is ``l1 - l0``, so ``sigmoid(l1 - l0) = softmax(l0, l1)[1]``; with ``bce``
+            that is TorchEasyRec's two-class ``softmax_cross_entropy`` (equal to BCE on ``l1 - l0``), with ``jrc``
+            the loss reads ``l0`` and ``l1`` apart.
         relation_tower_names (list[str]): DBMTL only: earlier towers this one depends on.
         relation_mlp (MlpConfig | None): DBMTL only: the MLP over own + related towers' outputs.
         task_space_indicator_label (str | None): a label of ``data.label_fields`` splitting the rows into this
@@ -62,11 +69,21 @@ class TaskTowerConfig(ConfigSection):
     mlp: MlpConfig | None = None
     weight: float = Field(1.0, gt=0.0)
     loss: LossConfig = Field(default_factory=BceLossConfig)
+    num_class: Literal[1, 2] = 1
     relation_tower_names: list[str] = Field(default_factory=list)
     relation_mlp: MlpConfig | None = None
     task_space_indicator_label: str | None = None
     in_task_space_weight: float = Field(1.0, ge=0.0)
     out_task_space_weight: float = Field(1.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _classes(self) -> TaskTowerConfig:
+        # TorchEasyRec asserts the same pairs (tzrec/models/rank_model.py, _init_loss_impl)
+        if self.loss.type == "jrc" and self.num_class != 2:
+            raise ValueError(f"task tower {self.name!r}: a jrc loss needs num_class: 2 (its logits l0, l1)")
+        if self.loss.type == "focal" and self.num_class != 1:
+            raise ValueError(f"task tower {self.name!r}: a focal loss needs num_class: 1 (one logit)")
+        return self
 
     @model_validator(mode="after")
     def _task_space(self) -> TaskTowerConfig:
@@ -129,6 +146,10 @@ class MultiTaskSection(ModelSection):
     def task_losses(self) -> list[tuple[float, float] | None]:
         """Per task, the focal loss's ``(gamma, alpha)``, or None for binary cross-entropy."""
         return [(t.loss.gamma, t.loss.alpha) if t.loss.type == "focal" else None for t in self.task_towers]
+
+    def task_jrc(self) -> list[tuple[str, float] | None]:
+        """Per task, the jrc loss's ``(session feature, alpha)``, or None."""
+        return [(t.loss.session, t.loss.alpha) if t.loss.type == "jrc" else None for t in self.task_towers]
 
     def task_spaces(self) -> list[tuple[int, float, float] | None]:
         """Per task, ``(index of its indicator label among the tasks' labels, in weight, out weight)``, or None

@@ -24,6 +24,7 @@ def tower_spec(t: TaskTowerConfig, with_relations: bool) -> TowerSpec:
         optional_mlp_spec(t.mlp),
         tuple(t.relation_tower_names),
         optional_mlp_spec(t.relation_mlp),
+        t.num_class,
     )
 
 
@@ -36,8 +37,9 @@ def build_multitask(
     """MultiTowerDIN's embeddings and towers with ``head(width)`` instead of its final MLP: logits ``(B, T)``.
 
     The model carries ``task_names``, ``task_weights`` and, when a task has one, ``task_spaces``
-    (:meth:`MultiTaskSection.task_spaces`) and ``task_losses`` (a focal loss: :meth:`MultiTaskSection.task_losses`);
-    the training loss reads them."""
+    (:meth:`MultiTaskSection.task_spaces`), ``task_losses`` (a focal loss: :meth:`MultiTaskSection.task_losses`)
+    and ``task_jrc`` (a jrc loss's session feature and alpha: :meth:`MultiTaskSection.task_jrc`); the training
+    loss reads them."""
     if spec.labels != [t.label for t in cfg.task_towers]:
         raise ValueError(
             f"model {cfg.type}: task_towers predict {[t.label for t in cfg.task_towers]}, the features' labels "
@@ -62,4 +64,14 @@ def build_multitask(
         model.task_spaces = cfg.task_spaces()
     if any(loss is not None for loss in cfg.task_losses()):
         model.task_losses = cfg.task_losses()
+    jrc = cfg.task_jrc()
+    if any(j is not None for j in jrc):
+        floats = set(spec.item_float_keys())
+        for t, j in zip(cfg.task_towers, jrc):
+            if j is not None and (j[0] not in spec.sparse_keys() or j[0] in floats):
+                raise ValueError(
+                    f"task tower {t.name!r}: the jrc loss's session {j[0]!r} is not an id feature of the model; "
+                    f"its sparse features: {[k for k in spec.sparse_keys() if k not in floats]}"
+                )
+        model.task_jrc = jrc
     return model
