@@ -286,7 +286,9 @@ def _task_classes(num_class: int, losses: Any, path: str, found: Findings) -> in
             "takes jrc_loss or softmax_cross_entropy (TorchEasyRec asserts num_class 1 for the binary losses)",
         )
     elif num_class > 2:
-        found.problem(f"{path}.num_class", f"num_class {num_class}: recpipe's task towers have 1 or 2 classes")
+        found.problem(
+            f"{path}.num_class", f"num_class {num_class}: recpipe's task towers have 1 or 2 classes"
+        )
     return num_class
 
 

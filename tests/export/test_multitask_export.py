@@ -29,7 +29,9 @@ def dbmtl(tmp_path_factory):
     """cvr's tower is two-class with a JRC loss (Linear(·, 2), its logit l1 - l0): the exported graph too."""
     cfg = load_config(ROOT / "configs" / "dbmtl_taobao_small.yaml")
     towers = cfg.model.task_towers
-    towers[1] = towers[1].model_copy(update={"num_class": 2, "loss": JrcLossConfig(type="jrc", session="user_id")})
+    towers[1] = towers[1].model_copy(
+        update={"num_class": 2, "loss": JrcLossConfig(type="jrc", session="user_id")}
+    )
     small = train_small(cfg, "taobao", tmp_path_factory.mktemp("dbmtl_data"))
     assert isinstance(small.model.dense.head.towers.outputs[1], TwoClassLogit)
     return cfg, small

@@ -225,7 +225,9 @@ def test_train_model_gives_a_jrc_task_its_pair_and_sessions() -> None:
         keys=["sid"], values=torch.tensor([1, 1, 2, 2, 0]), lengths=torch.tensor([1, 1, 1, 1, 1, 0])
     )
     labels = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
-    loss, logits = TrainModel(model)(Batch(dense=torch.zeros(6, 0), sparse=sparse, labels=labels, weights=None))
+    loss, logits = TrainModel(model)(
+        Batch(dense=torch.zeros(6, 0), sparse=sparse, labels=labels, weights=None)
+    )
     pair = model.cvr.pair(x)
     torch.testing.assert_close(logits[:, 1], (pair[:, 1] - pair[:, 0]).detach())
     sessions = torch.tensor([1, 1, 2, 2, 0, 0])

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 import torch
-from torch import nn
 from test_tzrec_sequences import DBMTL, FEATURES, MULTITASK_HEAD, _problems, rows
+from torch import nn
 from tzrec_fixtures import tzrec_dlrm, tzrec_multi_tower
 
 from recpipe.batch import to_batch
@@ -157,13 +157,16 @@ def test_a_jrc_task_tower_imports_and_trains_one_step():
 def test_two_class_softmax_cross_entropy_is_bce_on_the_logit_difference():
     """softmax_cross_entropy with num_class 2: the tower's pair (l0, l1); its CE equals BCE on l1 - l0."""
     imported = import_tzrec(
-        _dbmtl(DBMTL.replace(BCE, "num_class: 2 losses { softmax_cross_entropy {} }", 1)), "dbmtl_softmax.config"
+        _dbmtl(DBMTL.replace(BCE, "num_class: 2 losses { softmax_cross_entropy {} }", 1)),
+        "dbmtl_softmax.config",
     )
     towers = imported.data["model"]["task_towers"]
     assert towers[0]["num_class"] == 2 and "loss" not in towers[0]
     spec = build_feature_spec(imported.config)
     model = build_model(spec, imported.config.model)
-    batch = to_batch(FeatureGenerator(spec)(rows().append_column("buy", pa.array([0, 1, 1]))), spec.sparse_keys())
+    batch = to_batch(
+        FeatureGenerator(spec)(rows().append_column("buy", pa.array([0, 1, 1]))), spec.sparse_keys()
+    )
     x = torch.randn(3, 8, generator=torch.Generator().manual_seed(2))
     pair = model.dense.head.towers.outputs[0]
     ce = torch.nn.functional.cross_entropy(pair.pair(x), batch.labels[:, 0].long())
@@ -177,8 +180,16 @@ def test_two_class_softmax_cross_entropy_is_bce_on_the_logit_difference():
         ("num_class: 2 " + BCE, "num_class 2 with losses ['binary_cross_entropy']", "num_class"),
         ("num_class: 2", "num_class 2 with losses ['binary_cross_entropy (the default)']", "num_class"),
         ('losses { jrc_loss { session_name: "user_id" } }', "jrc_loss needs num_class 2", "losses"),
-        ("num_class: 3 losses { softmax_cross_entropy {} }", "num_class 3: recpipe's task towers have 1 or 2", ""),
-        ('num_class: 2 losses { jrc_loss { session_name: "user_id" alpha: 1.5 } }', "alpha 1.5 must be in", ""),
+        (
+            "num_class: 3 losses { softmax_cross_entropy {} }",
+            "num_class 3: recpipe's task towers have 1 or 2",
+            "",
+        ),
+        (
+            'num_class: 2 losses { jrc_loss { session_name: "user_id" alpha: 1.5 } }',
+            "alpha 1.5 must be in",
+            "",
+        ),
         ("num_class: 2 losses { softmax_cross_entropy { label_smoothing: 0.1 } }", "label_smoothing", ""),
     ],
 )

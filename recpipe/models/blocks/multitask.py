@@ -248,7 +248,9 @@ class TaskTowers(nn.Module):
             if tower.num_class not in (1, 2):
                 raise ValueError(f"task tower {tower.name!r}: num_class {tower.num_class}, expected 1 or 2")
             self.outputs.append(
-                nn.Linear(own, 1, device=device) if tower.num_class == 1 else TwoClassLogit(own, tower.name, device)
+                nn.Linear(own, 1, device=device)
+                if tower.num_class == 1
+                else TwoClassLogit(own, tower.name, device)
             )
 
     def forward(self, task_inputs: list[torch.Tensor]) -> torch.Tensor:
