@@ -49,6 +49,7 @@ from recpipe.features.kinds.base import (
     SpecParts,
 )
 from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
+from recpipe.features.text import split_once, split_pieces
 
 
 def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -> IdMapping:
@@ -214,6 +215,9 @@ def split_values(arr: pa.Array, separator: str) -> tuple[pa.Array, np.ndarray, n
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
         flat = _list_values(pc.list_flatten(arr))
         counts = as_numpy(pc.fill_null(pc.list_value_length(arr), 0)).astype(np.int64)
+    elif is_string(arr.type) and (split := split_pieces(arr, separator)) is not None:
+        rows, flat = split
+        return flat, rows, np.bincount(rows, minlength=n).astype(np.int64)
     elif is_string(arr.type):
         items = pc.split_pattern(pc.fill_null(arr, "") if arr.null_count else arr, pattern=separator)
         flat = pc.list_flatten(items)
@@ -356,14 +360,12 @@ def weighted_pairs(
         )
     flat, rows, counts = split_values(arr, separator)
     flat = to_string_array(flat)
-    # Each piece split once at its last ':' (Arrow's split from the right: several times faster than a regex).
-    parts = pc.split_pattern(flat, ":", max_splits=1, reverse=True)
-    starts = np.frombuffer(parts.buffers()[1], np.int32)[parts.offset : parts.offset + len(parts) + 1]
-    pair = np.diff(starts) == 2
-    keys = parts.values.take(pa.array(starts[:-1]))
-    weights, bad_w = to_float(
-        parts.values.take(pa.array(np.where(pair, starts[:-1] + 1, starts[:-1]))), 0.0, column
-    )
+    # Each piece cut once at its last ':' (a piece without one is all id, no weight: a bad row).
+    cut = split_once(flat, ":", last=True)
+    if cut is None:  # flat is text and ":" one byte: cannot happen
+        raise AssertionError(f"weighted ids of column {column!r}: {flat.type} is not text")
+    keys, weight_text, pair = cut
+    weights, bad_w = to_float(weight_text, 0.0, column)
     bad = ~pair | as_numpy(pc.equal(keys, ""))
     if bad_w is not None:
         bad[bad_w.rows] = True

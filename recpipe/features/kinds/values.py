@@ -30,6 +30,7 @@ from recpipe.features.columns import BadRows, as_numpy, is_string, map_ids, to_f
 from recpipe.features.kinds.base import DenseOut, FitNeeds, SparseOut, SpecParts
 from recpipe.features.kinds.raw import parse_normalizer
 from recpipe.features.spec import DenseFeature, FeatureSpecError, IdMapping, SparseFeature
+from recpipe.features.text import split_once, split_pieces
 
 _EMPTY = pa.array([], pa.string())
 
@@ -64,6 +65,9 @@ def multi_values(arr: pa.Array, sep: str, column: str) -> tuple[np.ndarray, pa.A
     """(row of each value, values) of a multi-value column: text split by ``sep`` (empty parts are no
     value), a list column's items, or one value per non-null row of any other column."""
     if is_string(arr.type):
+        split = split_pieces(arr, sep)
+        if split is not None:
+            return split
         text = pc.fill_null(arr, "") if arr.null_count else arr
         parts = pc.split_pattern(text, sep)
         rows, items = _ints(pc.list_parent_indices(parts)), pc.list_flatten(parts)
@@ -92,6 +96,17 @@ def kv_pairs(
     item_type = arr.type.value_type if is_list(arr.type) and not pa.types.is_map(arr.type) else None
     if is_string(arr.type) or (item_type is not None and is_string(item_type)):
         rows, items = multi_values(arr, pair_sep, column)
+        cut = split_once(items, kv_sep)
+        if cut is not None:
+            keys, values, has = cut
+            bad = None
+            if not has.all():
+                if bare_value is None:
+                    expected = f"key{kv_sep}value pairs separated by {pair_sep!r}"
+                    bad = BadRows(rows[~has], column, expected, items, np.flatnonzero(~has))
+                elif bare_value:
+                    values = pc.if_else(pa.array(has), values, pa.scalar(bare_value, values.type))
+            return rows, keys, values, bad
         has = as_numpy(pc.match_substring(items, kv_sep)).astype(bool) if len(items) else np.zeros(0, bool)
         bad = None
         if not has.all():
