@@ -147,6 +147,19 @@ def test_first_layer_variants_agree_and_validate() -> None:
         DinAttention(DIM, HIDDEN, first_layer="split")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_first_layer_variants_agree_under_autocast(dtype: torch.dtype) -> None:
+    # The accumulate GEMMs run in place, which autocast does not cast: the mixed-precision eval path.
+    query, values, offsets = _jagged(LENGTHS, seed=6)
+    ref = DinAttention(DIM, HIDDEN, first_layer="concat")
+    _randomize(ref)
+    other = DinAttention(DIM, HIDDEN, first_layer="accumulate")
+    other.load_state_dict(ref.state_dict())
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        got, want = other(query, values, offsets), ref(query, values, offsets)
+    torch.testing.assert_close(got.float(), want.float(), rtol=0.05, atol=0.05)
+
+
 def test_mean_pool_sequence() -> None:
     query, values, offsets = _jagged([2, 0, 3])
     out = MeanPoolSequence(DIM)(query, values, offsets)

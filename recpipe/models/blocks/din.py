@@ -139,7 +139,9 @@ class DinAttention(nn.Module):
                 )
             elif mode == "accumulate":
                 h = F.linear(query, w_q + w_d, bias).index_select(0, seg)  # (T, H), a fresh tensor
-                h.addmm_(values, (w_s - w_d).t()).addmm_(qs, w_p.t())
+                # In-place GEMMs are not autocast: under mixed precision h is the autocast dtype, the rest not.
+                dt = h.dtype
+                h.addmm_(values.to(dt), (w_s - w_d).t().to(dt)).addmm_(qs.to(dt), w_p.t().to(dt))
             else:
                 per_row = F.linear(query, w_q + w_d, bias)  # (B, H)
                 # The gathered per-row term is the GEMM's accumulator: no separate (T, H) add.
