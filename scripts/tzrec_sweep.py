@@ -66,6 +66,27 @@ def _configs(root: Path) -> list[tuple[str, str]]:
     return out
 
 
+REASON_CHARS = 120
+
+
+def reason(message: str, limit: int = REASON_CHARS) -> str:
+    """A problem's message as a table reason: its first clause (before ``"; "``), then, past ``limit``
+    characters, the phrase before its first ``": "`` when that has three words or more (``unsupported field 'x'``,
+    not ``num_class 2``), and past ``limit`` still, whole words with ``…``.
+
+    Example::
+
+        reason("model 'dssm' is not supported; supported: dlrm, …")   # "model 'dssm' is not supported"
+    """
+    clause = message.split("; ", 1)[0].strip()
+    head = clause.split(": ", 1)[0]
+    if len(clause) > limit and head != clause and len(head.split()) >= 3:
+        clause = head
+    if len(clause) > limit:
+        clause = clause[: limit + 1].rsplit(" ", 1)[0].rstrip(" ,;:(") + " …"
+    return clause
+
+
 def _capped(data: dict[str, Any], max_rows: int, steps: int, batch: int) -> dict[str, Any]:
     data = copy.deepcopy(data)
     for f in data["features"]:
@@ -144,7 +165,7 @@ def main() -> None:
             continue
         except TzrecImportError as err:
             counts["refused"] += 1
-            reasons = sorted({p.message.split(":")[0][:90] for p in err.problems})
+            reasons = sorted({reason(p.message) for p in err.problems})
             print(f"| `{name}` | refused ({len(err.problems)}) | {'; '.join(reasons)} |", flush=True)
             continue
         counts["imported"] += 1

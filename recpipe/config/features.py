@@ -9,6 +9,7 @@ config class in its own module.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -113,14 +114,79 @@ def check_feature_outputs(features: list[FeatureSection]) -> None:
                 raise ValueError(f"feature {f.name!r}: {why}")
 
 
+# An embedding table's initializers and the fields each reads (TorchEasyRec's dynamicemb ``initializer_args``
+# modes NORMAL / TRUNCATED_NORMAL / UNIFORM / CONSTANT, feature.proto ``DynamicEmbInitializerArgs``).
+TABLE_INIT_FIELDS: dict[str, tuple[str, ...]] = {
+    "normal": ("mean", "std"),
+    "truncated_normal": ("mean", "std", "lower", "upper"),
+    "uniform": ("lower", "upper"),
+    "constant": ("value",),
+}
+
+
+def table_init_error(init: dict[str, Any]) -> str | None:
+    """Why ``init`` (``{mode, mean, std, lower, upper, value}``, None for a field not given) is not an embedding
+    table initializer, or None when it is: a known mode, only that mode's fields, finite numbers, ``std > 0``,
+    ``lower < upper``, and a truncated normal's two bounds given (it has no default interval)."""
+    mode = init.get("mode")
+    if mode not in TABLE_INIT_FIELDS:
+        return f"init mode {mode!r} is not one of {list(TABLE_INIT_FIELDS)}"
+    given = {k: v for k, v in init.items() if k != "mode" and v is not None}
+    stray = sorted(set(given) - set(TABLE_INIT_FIELDS[mode]))
+    if stray:
+        return f"init mode {mode!r} reads {list(TABLE_INIT_FIELDS[mode])}, not {stray}"
+    bad = sorted(k for k, v in given.items() if not isinstance(v, (int, float)) or not math.isfinite(v))
+    if bad:
+        return f"init {bad} must be finite numbers"
+    if given.get("std", 1.0) <= 0:
+        return f"init std must be > 0, got {given['std']}"
+    if mode == "truncated_normal" and ("lower" not in given or "upper" not in given):
+        return (
+            "init mode 'truncated_normal' needs lower and upper (the interval the normal is conditioned on)"
+        )
+    if "lower" in given and "upper" in given and not given["lower"] < given["upper"]:
+        return f"init lower {given['lower']} must be below upper {given['upper']}"
+    return None
+
+
+class TableInitConfig(Strict):
+    """How a feature's embedding table is initialized (every row, and a zch row re-drawn when its id is evicted).
+
+    ``mode``: ``normal`` N(mean, std²); ``truncated_normal`` N(mean, std²) conditioned on [lower, upper];
+    ``uniform`` U(lower, upper); ``constant`` every weight ``value``. Defaults: ``mean`` 0, ``std``
+    1/sqrt(embedding_dim), ``lower`` / ``upper`` ∓/± sqrt(1/rows) (TorchRec's default table init), ``value`` 0
+    (TorchEasyRec dynamicemb's defaults, docs/source/feature/dynamicemb.md). Not set: the model's table init.
+
+    Example::
+
+        init: {mode: normal, std: 0.05}      # N(0, 0.05²)
+    """
+
+    mode: str
+    mean: float | None = None
+    std: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    value: float | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> TableInitConfig:
+        why = table_init_error(self.model_dump())
+        if why is not None:
+            raise ValueError(why)
+        return self
+
+
 class _TableMixin(Strict):
-    """The settings of a feature's embedding table (TorchEasyRec's common ``data_type`` and ``trainable``,
-    docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16`` (TorchEasyRec's
-    FP32 / FP16); ``trainable: false`` freezes the table (TorchEasyRec's frozen tables: SGD with lr 0, so the
-    optimizer never changes it). Features sharing a table must agree on both."""
+    """The settings of a feature's embedding table (TorchEasyRec's common ``data_type``, ``trainable`` and
+    ``init_fn``, docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16``
+    (TorchEasyRec's FP32 / FP16); ``trainable: false`` freezes the table (TorchEasyRec's frozen tables: SGD with lr
+    0, so the optimizer never changes it); ``init`` its initializer (:class:`TableInitConfig`). Features sharing a
+    table must agree on all three."""
 
     data_type: Literal["fp32", "fp16"] = "fp32"
     trainable: bool = True
+    init: TableInitConfig | None = None
 
     def has_table(self) -> bool:
         """The feature looks up an embedding table (its output is ids)."""
@@ -129,7 +195,8 @@ class _TableMixin(Strict):
     @model_validator(mode="after")
     def _table_settings(self) -> _TableMixin:
         if not self.has_table():
-            set_ = [k for k, d in (("data_type", "fp32"), ("trainable", True)) if getattr(self, k) != d]
+            defaults = (("data_type", "fp32"), ("trainable", True), ("init", None))
+            set_ = [k for k, d in defaults if getattr(self, k) != d]
             if set_:
                 raise ValueError(
                     f"{' and '.join(set_)} set a feature's embedding table; this feature is a dense value "

@@ -9,7 +9,7 @@ from recpipe.config import RecpipeConfig
 from recpipe.config.features import sub_feature_key
 from recpipe.features.kinds.base import SpecParts
 from recpipe.features.kinds.registry import feature_kind
-from recpipe.features.spec import FeatureGroup, FeatureSpec, FeatureSpecError
+from recpipe.features.spec import FeatureGroup, FeatureSpec, FeatureSpecError, TableInit
 
 # TorchEasyRec's wide_embedding_dim default (tzrec/protos/models/rank_model.proto: DeepFM, WideAndDeep).
 WIDE_EMBEDDING_DIM = 4
@@ -60,13 +60,16 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
 
 
 def _table_settings(f: object, parts: SpecParts, start: int) -> None:
-    """The ``data_type`` / ``trainable`` of the section (a history's: each sub-feature's) on the KJT keys its
-    kind just appended: table settings, the same for every kind."""
+    """The ``data_type`` / ``trainable`` / ``init`` of the section (a history's: each sub-feature's) on the KJT
+    keys its kind just appended: table settings, the same for every kind."""
     subs = {sub_feature_key(f.name, s.name): s for s in getattr(f, "sub_features", [])}  # type: ignore[attr-defined]
     for i in range(start, len(parts.sparse)):
         entry = parts.sparse[i]
         section = subs.get(entry.name, f)
         settings = {k: getattr(section, k) for k in ("data_type", "trainable") if hasattr(section, k)}
+        init = getattr(section, "init", None)
+        if init is not None:
+            settings["init"] = TableInit(**init.model_dump())
         if settings:
             parts.sparse[i] = dataclasses.replace(entry, **settings)
 

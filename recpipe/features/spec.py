@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from recpipe.config.features import feature_output
+from recpipe.config.features import feature_output, table_init_error
 
 # The FeatureSpec's file name wherever one is written (a dataset, a checkpoint, an export folder).
 FG_JSON = "fg.json"
@@ -34,6 +34,7 @@ _TABLE_DEFAULTS: dict[str, Any] = {
     "zch_eviction_policy": "distance_lfu",
     "zch_decay_exponent": 1.0,
     "embedding": None,
+    "init": None,
 }
 # A zch table's eviction policies (torchrec.modules.mc_modules' LFU / LRU / DistanceLFU_EvictionPolicy).
 ZCH_EVICTION_POLICIES = ("distance_lfu", "lfu", "lru")
@@ -78,6 +79,38 @@ class IdMapping:
 
 
 @dataclass(frozen=True)
+class TableInit:
+    """An embedding table's initializer (the config's ``init``, :class:`recpipe.config.features.TableInitConfig`).
+
+    Args:
+        mode (str): ``"normal"`` N(mean, std²), ``"truncated_normal"`` N(mean, std²) conditioned on
+            [lower, upper], ``"uniform"`` U(lower, upper), ``"constant"`` every weight ``value``.
+        mean, std, lower, upper, value (float | None): the mode's fields; None: its default (``mean`` 0,
+            ``std`` 1/sqrt(dim), ``lower`` / ``upper`` ∓/± sqrt(1/rows), ``value`` 0).
+
+    Example::
+
+        TableInit("normal", std=0.05)     # fg.json: "init": {"mode": "normal", "std": 0.05}
+    """
+
+    mode: str
+    mean: float | None = None
+    std: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    value: float | None = None
+
+    def __post_init__(self) -> None:
+        why = table_init_error(asdict(self))
+        if why is not None:
+            raise FeatureSpecError(why)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mode and the fields given (fg.json's ``init``)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class SparseFeature:
     """One KeyedJaggedTensor key: a single-valued id feature, a bucketized raw feature, or one
     sub-feature of a sequence (then ``sequence`` names the parent and values are jagged per row).
@@ -101,6 +134,7 @@ class SparseFeature:
         params (dict): the kind's own settings (JSON values: separators, combiners, an expression…).
         data_type (str): the table's weights, ``"fp32"`` or ``"fp16"`` (TorchEasyRec's ``data_type``).
         trainable (bool): False freezes the table (TorchEasyRec's ``trainable``: the optimizer never moves it).
+        init (TableInit | None): the table's initializer; None: the model's.
     """
 
     name: str
@@ -125,6 +159,7 @@ class SparseFeature:
     # the steps since an id was seen (lfu ignores it); written to fg.json only when not these defaults.
     zch_eviction_policy: str = "distance_lfu"
     zch_decay_exponent: float = 1.0
+    init: TableInit | None = None
 
     @property
     def item_float(self) -> bool:
@@ -268,6 +303,8 @@ class TableSpec:
     # Multi-value history keys → [their id counts key, "sum" | "mean"] (SparseFeature.item_lengths_key): the
     # EmbeddingCollection's per-id rows pooled item by item. Empty: one id per item.
     items: dict[str, list[str]] = field(default_factory=dict)
+    # The table's initializer (SparseFeature.init); None: the model's.
+    init: TableInit | None = None
 
 
 @dataclass(frozen=True)
@@ -439,7 +476,7 @@ class FeatureSpec:
                     "supported yet"
                 )
             zch_settings = ("zch_eviction_interval", "zch_eviction_policy", "zch_decay_exponent")
-            for setting in ("data_type", "trainable", *zch_settings):
+            for setting in ("data_type", "trainable", "init", *zch_settings):
                 values = {getattr(f, setting) for f in feats}
                 if len(values) > 1:
                     raise FeatureSpecError(
@@ -460,6 +497,7 @@ class FeatureSpec:
                     zch_eviction_policy=feats[0].zch_eviction_policy,
                     zch_decay_exponent=feats[0].zch_decay_exponent,
                     weights=weights,
+                    init=feats[0].init,
                     items={
                         f.name: [f.item_lengths_key, f.pooling]
                         for f in feats
@@ -506,6 +544,8 @@ class FeatureSpec:
                 for setting, default in _TABLE_DEFAULTS.items():  # written when not the default, likewise
                     if d.get(setting, default) == default:
                         d.pop(setting, None)
+                if getattr(entry, "init", None) is not None:
+                    d["init"] = entry.init.to_dict()  # type: ignore[union-attr]
         return out
 
     @classmethod
@@ -516,7 +556,16 @@ class FeatureSpec:
                 f"fg.json format version {version} is newer than this recpipe understands ({FG_FORMAT_VERSION})"
             )
         try:
-            sparse = [SparseFeature(**{**f, "mapping": IdMapping(**f["mapping"])}) for f in d["sparse"]]
+            sparse = [
+                SparseFeature(
+                    **{
+                        **f,
+                        "mapping": IdMapping(**f["mapping"]),
+                        **({"init": TableInit(**f["init"])} if f.get("init") else {}),
+                    }
+                )
+                for f in d["sparse"]
+            ]
             return cls(
                 sparse=sparse,
                 dense=[DenseFeature(**f) for f in d["dense"]],

@@ -8,8 +8,15 @@ full, evicts by a score (``score_strategy``); TorchEasyRec builds it in ``build_
 table (TorchRec's ``MCHManagedCollisionModule``) is the same kind of table: ``max_capacity`` → ``zch_size``,
 ``STEP`` (evict the id updated longest ago) → ``lru`` (score 1 / steps since seen: the same order), ``LFU`` →
 ``lfu``; dynamicemb admits at once, so the admission and eviction run every step (``zch_eviction_interval: 1``).
-Its default initializer, ``U(±1/sqrt(max_capacity))``, is recpipe's default table init (TorchRec's), which an
-evicted row is re-drawn from as dynamicemb draws a new id's row.
+Its ``initializer_args`` become the table's ``init`` (recpipe/tzrec/table_init.py; the default,
+``U(±1/sqrt(max_capacity))``, is recpipe's default table init, TorchRec's), which an evicted row is re-drawn from
+as dynamicemb draws a new id's row.
+
+``frequency_admission_strategy`` stays refused: dynamicemb counts each id's sightings across steps in a counter
+table and gives it a row once the count reaches ``threshold`` (until then it reads the strategy's initializer,
+zeros); TorchRec's nearest hook, ``MCHEvictionPolicy``'s ``threshold_filtering_func``
+(torchrec/modules/mc_modules.py ``_coalesce_history``), filters by the counts of one eviction interval only, so
+an id seen once a step is never admitted there and would be at once here — not the same table.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from recpipe.tzrec.problems import Findings
+from recpipe.tzrec.table_init import map_initializer_args
 
 # Said at the dynamicemb line of every import: what the zch table does otherwise (the model can score new ids
 # differently), so nobody takes the mapping for an exact one.
@@ -33,12 +41,11 @@ _NO_POLICY = {
     "CUSTOMIZED": "scores the caller sets",
 }
 _REFUSED = {
-    "initializer_args": "a new id's row drawn from its own initializer; recpipe's tables take the model's one "
-    "init (TorchRec's U(±sqrt(1/rows)), dynamicemb's default) — remove it for that default",
     "eval_initializer_args": "an evaluation initializer for ids without a row; recpipe looks them up in the "
     "table's spare row",
-    "frequency_admission_strategy": "frequency admission (an id gets a row after threshold sightings; GPU "
-    "counters); recpipe's zch admits every id",
+    "frequency_admission_strategy": "frequency admission (an id gets a row once its sightings, counted across "
+    "steps, reach threshold); recpipe's zch admits every id, and TorchRec's threshold filter counts within one "
+    "eviction interval",
     "bucket_capacity": "the hash table's bucket size, which decides which ids a full table evicts (per "
     "bucket); recpipe's zch evicts over the whole table",
     "init_table": "rows loaded from a table before training (TorchEasyRec's create_dynamicemb_init_ckpt); "
@@ -65,14 +72,13 @@ def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any]) ->
         )
     else:
         out["zch_eviction_policy"] = policy
+    if d.HasField("initializer_args"):
+        init = map_initializer_args(d.initializer_args, f"{dp}.initializer_args", found)
+        if init is not None:
+            out["init"] = init
     for name, why in _REFUSED.items():
-        if d.HasField(name) and not (name == "initializer_args" and _default_init(d.initializer_args)):
-            found.problem(f"{dp}.{name}", f"dynamicemb {name} has no recpipe counterpart, {why}")
+        if d.HasField(name):
+            found.problem(f"{dp}.{name}", f"dynamicemb {name} has no recpipe counterpart: {why}")
     for name, why in _IGNORED.items():
         if d.HasField(name):
             found.note(f"{dp}.{name}", f"ignored: {why}")
-
-
-def _default_init(args: Any) -> bool:
-    """Whether ``initializer_args`` asks for dynamicemb's default (UNIFORM, its bounds unset)."""
-    return args.mode in ("", "UNIFORM") and not any(args.HasField(f) for f in ("lower", "upper"))

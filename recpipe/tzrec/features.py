@@ -21,6 +21,7 @@ from typing import Any
 from recpipe.config.features import feature_output, feature_output_refusal, sub_feature_key
 from recpipe.tzrec.dynamicemb import map_dynamicemb
 from recpipe.tzrec.problems import Findings
+from recpipe.tzrec.table_init import map_init_fn
 from recpipe.tzrec.value_features import (
     VALUE_FEATURES,
     map_value_feature,
@@ -105,7 +106,10 @@ def _id_fields(cfg: Any, path: str, found: Findings, encoded: bool = False) -> d
             continue
         value = getattr(cfg, key)
         out[key] = list(value) if key == "vocab_list" else value
-    out["embedding_dim"] = cfg.embedding_dim
+    # An ungrouped id_feature may leave its required dim unset (recpipe.tzrec.importer, _ungrouped_without_dim):
+    # recpipe's default dim is written, and no table is built for it.
+    if cfg.HasField("embedding_dim") or not cfg.DESCRIPTOR.fields_by_name["embedding_dim"].is_required:
+        out["embedding_dim"] = cfg.embedding_dim
     if cfg.pooling not in ("sum", "mean"):
         found.problem(f"{path}.pooling", f"pooling {cfg.pooling!r} is not 'sum' or 'mean'")
     elif cfg.pooling != "sum":
@@ -476,8 +480,11 @@ def _standalone_sequence(
 
 def _table_shape(member: _Member) -> tuple[Any, ...]:
     t = member.target
-    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim", "data_type", "trainable"))
-    return tuple(tuple(v) if isinstance(v, list) else v for v in values)
+    values = (t.get(k) for k in (*_MAPPINGS, "boundaries", "embedding_dim", "data_type", "trainable", "init"))
+    return tuple(
+        tuple(v) if isinstance(v, list) else tuple(sorted(v.items())) if isinstance(v, dict) else v
+        for v in values
+    )
 
 
 def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
@@ -489,7 +496,7 @@ def _assign_tables(tables: dict[str, list[_Member]], found: Findings) -> None:
             for m in members:
                 found.problem(
                     m.path,
-                    f"features sharing embedding {table!r} ({names}) differ in their buckets, embedding_dim, data_type or trainable",
+                    f"features sharing embedding {table!r} ({names}) differ in their buckets, embedding_dim, data_type, trainable or init",
                 )
         for m in members:
             if m.is_sub or m.name != owner.name:
@@ -605,8 +612,9 @@ def _combo(cfg: Any, path: str, found: Findings, encoded: bool) -> dict[str, Any
 
 
 def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) -> None:
-    """The common ``data_type`` (FP32 / FP16, tzrec/features/feature.py ``_dtype_str_to_data_type``) and
-    ``trainable`` of a feature's embedding table; a dense value has no table (a note says so)."""
+    """The common ``data_type`` (FP32 / FP16, tzrec/features/feature.py ``_dtype_str_to_data_type``),
+    ``trainable`` and ``init_fn`` (→ ``init``, recpipe/tzrec/table_init.py) of a feature's embedding table; a dense
+    value has no table (a note says so)."""
     has_table = not out.get("dense") and (  # a dense per-item history value has no table either
         out.get("kind") in ("id", "bool_mask", None)
         or "boundaries" in out
@@ -618,7 +626,8 @@ def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) ->
             f"{path}.data_type", f"data_type {data_type!r} is not 'FP32' or 'FP16' (TorchEasyRec's)"
         )
         return
-    given = [k for k in ("data_type", "trainable") if cfg.HasField(k)]
+    init_fn = "init_fn" in cfg.DESCRIPTOR.fields_by_name and cfg.HasField("init_fn")
+    given = [k for k in ("data_type", "trainable", *(["init_fn"] if init_fn else [])) if cfg.HasField(k)]
     if not has_table:
         for k in given:
             found.note(f"{path}.{k}", "ignored: a dense value has no embedding table")
@@ -627,3 +636,13 @@ def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) ->
         out["data_type"] = "fp16"
     if not cfg.trainable:
         out["trainable"] = False
+    if init_fn and "dynamicemb" in cfg.DESCRIPTOR.fields_by_name and cfg.HasField("dynamicemb"):
+        found.note(
+            f"{path}.init_fn",
+            "ignored: a dynamicemb table draws from dynamicemb's initializer_args (TorchEasyRec does not convert "
+            "init_fn, build_dynamicemb_constraints)",
+        )
+    elif init_fn:
+        init = map_init_fn(cfg.init_fn, f"{path}.init_fn", found)  # recpipe/tzrec/table_init.py
+        if init is not None:
+            out["init"] = init

@@ -175,17 +175,58 @@ def import_tzrec(
         raise TzrecImportError(source, [*scanned.unknown, parse_error_problem(err)]) from None
     found = Findings(scanned.lines, problems=list(scanned.unknown))
     encoded = fg_mode(msg.data_config)[0] in ("FG_NONE", "FG_BUCKETIZE")
+    grouped = _grouped_names(msg)
     for path in msg.FindInitializationErrors():
         # Pre-encoded input (FG_NONE; FG_BUCKETIZE is refused once, at fg_mode) is read by feature name: its
         # configs write no expression, which is no separate problem.
-        if not (encoded and path.endswith(".expression")):
-            found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
+        if encoded and path.endswith(".expression"):
+            continue
+        if _ungrouped_without_dim(msg, path, grouped, found):
+            continue
+        found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
     dropped = custom_features(msg, found, drop_custom_features)
     data = _map(msg, found, name, set(dropped))
     if found.problems:
         raise TzrecImportError(source, found.problems, found.summary())
     config = parse_config(data, f"{source} (imported from TorchEasyRec)")
     return TzrecImport(config, data, found.notes, source, found.summary(), dropped)
+
+
+_ID_DIM = re.compile(r"^feature_configs\[(\d+)\]\.id_feature\.embedding_dim$")
+
+
+def _grouped_names(msg: Any) -> set[str]:
+    """Every feature name a feature group or sequence group lists."""
+    return {
+        n
+        for g in msg.model_config.feature_groups
+        for names in (g.feature_names, *(sg.feature_names for sg in g.sequence_groups))
+        for n in names
+    }
+
+
+def _ungrouped_without_dim(msg: Any, path: str, grouped: set[str], found: Findings) -> bool:
+    """An id_feature without ``embedding_dim`` that no group lists (a note, True): TorchEasyRec's loader
+    (``text_format.Merge``, tzrec/utils/config_util.py) does not check required fields, the dim reads 0, and only
+    a grouped feature builds a table (``Feature.emb_bag_config`` asserts ``embedding_dim > 0``, tzrec/features/
+    feature.py), so FG computes the feature and nothing embeds it: recpipe's table for it is never built either."""
+    match = _ID_DIM.match(path)
+    if match is None:
+        return False
+    name = msg.feature_configs[int(match.group(1))].id_feature.feature_name
+    if name in grouped:
+        found.problem(
+            path,
+            f"required field 'embedding_dim' is missing: id_feature {name!r} is in a feature group, where "
+            "TorchEasyRec asserts embedding_dim > 0 (Feature._embedding_dim)",
+        )
+    else:
+        found.note(
+            path,
+            f"embedding_dim not set: id_feature {name!r} is in no feature group, so neither TorchEasyRec (which "
+            "reads the missing dim as 0) nor recpipe builds its table; FG still computes it",
+        )
+    return True
 
 
 def import_tzrec_file(

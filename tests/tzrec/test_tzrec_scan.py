@@ -18,7 +18,7 @@ feature_configs {
     id_feature {
         feature_name: "f"  # a comment
         vocab_dict: [{key: "a" value: 2}, {key: "b" value: 3}]
-        init_fn: "x" "y"
+        fg_value_type: "x" "y"
         embedding_dim: 4
     }
 }
@@ -35,7 +35,7 @@ def test_every_unsupported_field_is_listed_with_its_line():
         (4, "data_config.shuffle"),
         (7, "export_config"),
         (14, "feature_configs[0].id_feature.vocab_dict"),
-        (15, "feature_configs[0].id_feature.init_fn"),
+        (15, "feature_configs[0].id_feature.fg_value_type"),
         (20, "[some.extension]"),
     ]
     assert "'shuffle'" in problems[0].message and "label_fields" in problems[0].message

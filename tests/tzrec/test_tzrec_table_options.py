@@ -40,7 +40,7 @@ def test_a_shared_table_with_different_settings_is_refused() -> None:
     # The history's adgroup_id shares the target's table by its embedding_name.
     text = small_din(sequence_extra='data_type: "FP16"\n                embedding_name: "adgroup_id_emb"')
     with pytest.raises(
-        TzrecImportError, match="differ in their buckets, embedding_dim, data_type or trainable"
+        TzrecImportError, match="differ in their buckets, embedding_dim, data_type, trainable or init"
     ):
         import_tzrec(text)
 

@@ -25,7 +25,7 @@ from torchrec.modules.mc_modules import (
 )
 from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
 
-from recpipe.features.spec import TableSpec
+from recpipe.features.spec import TableInit, TableSpec
 from recpipe.models.blocks.item_floats import item_floats
 from recpipe.models.blocks.items import pool_items
 
@@ -47,6 +47,60 @@ def _xavier_uniform(weight: torch.Tensor, gain: float) -> torch.Tensor:
 
 def _normal(weight: torch.Tensor, std: float) -> torch.Tensor:
     return nn.init.normal_(weight, 0.0, std)
+
+
+def _normal_at(weight: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+    return nn.init.normal_(weight, mean, std)
+
+
+def _constant(weight: torch.Tensor, value: float) -> torch.Tensor:
+    return nn.init.constant_(weight, value)
+
+
+@torch.no_grad()
+def _truncated_normal(
+    weight: torch.Tensor, mean: float, std: float, lower: float, upper: float
+) -> torch.Tensor:
+    """N(mean, std²) conditioned on [lower, upper] by the inverse CDF, in place (torch <= 2.11's trunc_normal_,
+    which TorchEasyRec's init_util keeps for large tables: no table-sized temporaries; half-precision tables
+    draw in float32, where erfinv is defined on every device)."""
+    low, up = (0.5 * (1.0 + math.erf((x - mean) / (std * math.sqrt(2.0)))) for x in (lower, upper))
+    out = (
+        weight
+        if weight.dtype in (torch.float32, torch.float64)
+        else torch.empty_like(weight, dtype=torch.float32)
+    )
+    out.uniform_(2 * low - 1, 2 * up - 1).erfinv_().mul_(std * math.sqrt(2.0)).add_(mean).clamp_(lower, upper)
+    return weight if out is weight else weight.copy_(out)
+
+
+def table_init_fn(
+    init: TableInit, num_embeddings: int, embedding_dim: int, table: str = ""
+) -> partial[torch.Tensor]:
+    """A picklable ``init_fn(weight)`` drawing a table's own initializer (``TableSpec.init``), its unset fields
+    at their defaults: ``mean`` 0, ``std`` 1/sqrt(dim), ``lower`` / ``upper`` ∓/± sqrt(1/rows), ``value`` 0.
+
+    Example::
+
+        table_init_fn(TableInit("normal", std=0.05), 1000, 16)   # partial drawing N(0, 0.05²)
+    """
+    mean = init.mean if init.mean is not None else 0.0
+    std = init.std if init.std is not None else 1.0 / math.sqrt(embedding_dim)
+    bound = math.sqrt(1.0 / num_embeddings)
+    lower = init.lower if init.lower is not None else -bound
+    upper = init.upper if init.upper is not None else bound
+    if init.mode in ("uniform", "truncated_normal") and not lower < upper:
+        raise ValueError(
+            f"table {table!r}: init {init.mode} lower {lower} is not below upper {upper} (an unset bound is "
+            f"∓/± sqrt(1/rows) = {bound:.6g})"
+        )
+    if init.mode == "normal":
+        return partial(_normal_at, mean=mean, std=std)
+    if init.mode == "truncated_normal":
+        return partial(_truncated_normal, mean=mean, std=std, lower=lower, upper=upper)
+    if init.mode == "uniform":
+        return partial(nn.init.uniform_, a=lower, b=upper)
+    return partial(_constant, value=init.value if init.value is not None else 0.0)
 
 
 @dataclass(frozen=True)
@@ -76,8 +130,13 @@ class EmbeddingInit:
         if self.scale is not None and not self.scale > 0.0:
             raise ValueError(f"embedding init scale must be > 0, got {self.scale}")
 
-    def init_fn(self, num_embeddings: int, embedding_dim: int) -> partial[torch.Tensor]:
-        """A picklable ``init_fn(weight)`` for one table (sharded tables call it on each local shard)."""
+    def init_fn(
+        self, num_embeddings: int, embedding_dim: int, table: TableInit | None = None, name: str = ""
+    ) -> partial[torch.Tensor]:
+        """A picklable ``init_fn(weight)`` for one table (sharded tables call it on each local shard); a table
+        with its own initializer (``table``, ``TableSpec.init``) takes that instead (:func:`table_init_fn`)."""
+        if table is not None:
+            return table_init_fn(table, num_embeddings, embedding_dim, name)
         if self.kind == "uniform":
             return partial(_uniform, bound=self.scale or math.sqrt(1.0 / num_embeddings))
         if self.kind == "xavier_uniform":
@@ -290,7 +349,7 @@ class EmbeddingGroup(nn.Module):
             their tables must be sequence tables.
         pooling (dict[str, str] | None): ``"sum"`` or ``"mean"`` per pooled key (default ``"sum"``).
         device (torch.device | None): table device; ``meta`` builds without allocating.
-        init (EmbeddingInit): table initialization.
+        init (EmbeddingInit): table initialization, for the tables without their own (``TableSpec.init``).
 
     Example::
 
@@ -358,7 +417,7 @@ class EmbeddingGroup(nn.Module):
                             num_embeddings=t.num_embeddings,
                             embedding_dim=t.embedding_dim,
                             feature_names=feats,
-                            init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                            init_fn=init.init_fn(t.num_embeddings, t.embedding_dim, t.init, t.name),
                             data_type=DATA_TYPES[t.data_type],
                         )
                     )
@@ -381,7 +440,7 @@ class EmbeddingGroup(nn.Module):
                     embedding_dim=t.embedding_dim,
                     feature_names=feats,
                     pooling=PoolingType.SUM if t.weights else POOLINGS[modes.pop()],
-                    init_fn=init.init_fn(t.num_embeddings, t.embedding_dim),
+                    init_fn=init.init_fn(t.num_embeddings, t.embedding_dim, t.init, t.name),
                     data_type=DATA_TYPES[t.data_type],
                 )
             )
