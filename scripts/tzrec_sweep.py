@@ -70,9 +70,9 @@ REASON_CHARS = 120
 
 
 def reason(message: str, limit: int = REASON_CHARS) -> str:
-    """A problem's message as a table reason: its first clause (before ``"; "``), then, past ``limit``
-    characters, the phrase before its first ``": "`` when that has three words or more (``unsupported field 'x'``,
-    not ``num_class 2``), and past ``limit`` still, whole words with ``…``.
+    """A problem's message as a table reason: its first clause (before ``"; "``), of that the phrase before its
+    first ``": "`` when the phrase has three words or more (``unsupported field 'x'``, not ``num_class 2``: the
+    detail after it is a list or an explanation), and past ``limit`` characters whole words with ``…``.
 
     Example::
 
@@ -80,7 +80,7 @@ def reason(message: str, limit: int = REASON_CHARS) -> str:
     """
     clause = message.split("; ", 1)[0].strip()
     head = clause.split(": ", 1)[0]
-    if len(clause) > limit and head != clause and len(head.split()) >= 3:
+    if head != clause and len(head.split()) >= 3:
         clause = head
     if len(clause) > limit:
         clause = clause[: limit + 1].rsplit(" ", 1)[0].rstrip(" ,;:(") + " …"

@@ -24,7 +24,11 @@ _SPEC.loader.exec_module(sweep)
             "num_class 2: recpipe trains binary CTR models (num_class: 1)",
             "num_class 2: recpipe trains binary CTR models (num_class: 1)",
         ),
-        # a long one keeps the phrase before its list
+        # the phrase before the list of fields read (one reason for MetricConfig's and TrainMetricConfig's)
+        (
+            "unsupported field 'recall_at_k': MetricConfig fields the importer reads are auc, grouped_auc",
+            "unsupported field 'recall_at_k'",
+        ),
         (
             "unsupported field 'negative_sampler': DataConfig fields the importer reads are batch_size, dataset_type, "
             "fg_encoded, fg_encoded_multival_sep, label_fields, num_workers",
