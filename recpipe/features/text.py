@@ -222,3 +222,31 @@ def equal_ranges(
         if not idx.size:
             break
     return same
+
+
+def decimal_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value int64, ok) of byte ranges read as an integer's canonical decimal text, as Arrow casts an integer
+    to text: an optional ``-``, 1 to 18 digits, no leading zero (``"0"`` itself, never ``"-0"``); ``ok`` False
+    (value 0) for any other text, so a range equals ``str(k)`` of an integer ``|k| < 10**18`` exactly when
+    ``ok`` and its value is ``k``."""
+    n = starts.size
+    value = np.zeros(n, np.int64)
+    if not n or not data.size:
+        return value, np.zeros(n, bool)
+    last = data.size - 1
+    neg = (ends > starts) & (data[np.minimum(starts, last)] == ord("-"))
+    ds = starts + neg
+    digits = ends - ds
+    first = data[np.minimum(ds, last)]
+    ok = (digits >= 1) & (digits <= 18) & ~((first == ord("0")) & (neg | (digits > 1)))
+    idx = np.flatnonzero(ok)
+    for k in range(int(digits[idx].max(initial=0))):
+        idx = idx[digits[idx] > k]
+        d = data[ds[idx] + k].astype(np.int64) - ord("0")
+        bad = (d < 0) | (d > 9)
+        if bad.any():
+            ok[idx[bad]] = False
+            idx, d = idx[~bad], d[~bad]
+        value[idx] = value[idx] * 10 + d
+    value = np.where(neg, -value, value)
+    return np.where(ok, value, 0), ok

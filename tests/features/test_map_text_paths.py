@@ -13,9 +13,17 @@ import pytest
 from recpipe.config.features import MATCH_ALL
 from recpipe.features.kinds import lookup, match
 from recpipe.features.spec import DenseFeature
-from recpipe.features.text import byte_positions, cut_ranges, equal_ranges, split_ranges, text_ranges
+from recpipe.features.text import (
+    byte_positions,
+    cut_ranges,
+    decimal_ranges,
+    equal_ranges,
+    split_ranges,
+    text_ranges,
+)
 
-KEYS = ["a", "b", "猫", "", "ab"]
+KEYS = ["a", "b", "猫", "", "ab", "7", "07", "-7", "-0", "0", "123456789012345678901"]
+INT_KEYS = [7, -7, 0, 70, None]
 
 
 def _nested(rng: random.Random) -> str | None:
@@ -39,6 +47,7 @@ def _batch(seed: int, n: int, large: bool) -> pa.RecordBatch:
     cols = {
         "m": pa.array([_nested(rng) for _ in range(n)], t),
         "p": pa.array([key() for _ in range(n)], pa.string()),
+        "i": pa.array([rng.choice(INT_KEYS) for _ in range(n)], pa.int32()),
         "s": pa.array([key() for _ in range(n)], t),
     }
     return pa.record_batch(cols)
@@ -61,7 +70,8 @@ def _same_bad(a, b) -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize(
-    ("pkey", "skey"), [("p", "s"), ("p", MATCH_ALL), (MATCH_ALL, "s"), (MATCH_ALL, MATCH_ALL)]
+    ("pkey", "skey"),
+    [("p", "s"), ("i", "s"), ("s", "i"), ("p", MATCH_ALL), (MATCH_ALL, "s"), (MATCH_ALL, MATCH_ALL)],
 )
 @pytest.mark.parametrize("large", [False, True])
 def test_match_on_byte_ranges_is_the_arrow_path(seed, pkey, skey, large):
@@ -140,3 +150,25 @@ def test_equal_ranges_compares_lengths_then_bytes():
     a, sa, ea = text_ranges(pa.array(["ab", "ab", "", "猫", "abc", None]))
     b, sb, eb = text_ranges(pa.array(["ab", "ac", "", "猫", "ab", ""]))
     assert equal_ranges(a, sa, ea, b, sb, eb).tolist() == [True, False, True, True, False, True]
+
+
+def test_decimal_ranges_read_an_integers_text_only():
+    texts = [
+        "0",
+        "7",
+        "-7",
+        "07",
+        "-0",
+        "",
+        "-",
+        "+7",
+        "7a",
+        "猫",
+        "123456789012345678",
+        "1234567890123456789",
+    ]
+    data, starts, ends = text_ranges(pa.array(texts))
+    value, ok = decimal_ranges(data, starts, ends)
+    want = [t.lstrip("-").isdigit() and str(int(t)) == t and len(t.lstrip("-")) <= 18 for t in texts]
+    assert ok.tolist() == want
+    assert value[ok].tolist() == [int(t) for t, w in zip(texts, want) if w]

@@ -32,7 +32,6 @@ from recpipe.features.spec import DenseFeature, SparseFeature
 from recpipe.features.text import (
     byte_positions,
     cut_ranges,
-    equal_ranges,
     gather,
     split_ranges,
     text_has,
@@ -80,7 +79,7 @@ def _found_text(
     e: SparseFeature | DenseFeature, batch: pa.RecordBatch
 ) -> tuple[np.ndarray, pa.Array, pa.Array, BadRows | None] | None:
     """:func:`_found_arrow` of a text map and one key per row (a column of single values, or text without
-    ``separator``), on byte ranges: each map entry's key compared with its row's key byte by byte, the
+    ``separator``), on byte ranges: each map entry's key compared with its row's key (:func:`~recpipe.features.kinds.values.equal_row_keys`), the
     first equal one's value made a string. None otherwise."""
     arr, keys = batch.column(e.column), batch.column(e.inputs[0])
     if not is_string(arr.type) or vals.is_list(keys.type) or pa.types.is_struct(keys.type):
@@ -91,7 +90,6 @@ def _found_text(
         valid = as_numpy(pc.fill_null(pc.not_equal(keys, ""), False)).astype(bool)  # "" is no key
     else:
         valid = as_numpy(keys.is_valid()).astype(bool) if keys.null_count else np.ones(len(keys), bool)
-    keys = vals.as_text(keys)
     data, starts, ends = text_ranges(arr)
     rows, ps, pe = split_ranges(byte_positions(data, starts, ends, PAIR_SEPARATOR), starts, ends)
     cut, has = cut_ranges(byte_positions(data, ps, pe, KV_SEPARATOR), ps, pe)
@@ -100,14 +98,13 @@ def _found_text(
         expected = f"key{KV_SEPARATOR}value pairs separated by {PAIR_SEPARATOR!r}"
         pieces = gather(arr.type, data, ps, pe)
         bad = BadRows(rows[~has], e.column, expected, pieces, np.flatnonzero(~has))
-    kdata, ks, ke = text_ranges(keys)
-    hit = valid[rows] & equal_ranges(data, ps, cut, kdata, ks[rows], ke[rows])
+    hit = vals.equal_row_keys(vals.row_keys(keys, valid), data, ps, cut, rows)
     at = np.flatnonzero(hit)
     # A key found twice in its row's map takes its first value: the first hit of each row.
     at = at[np.r_[True, rows[at][1:] != rows[at][:-1]]] if at.size else at
     found_rows = rows[at]
     values = gather(arr.type, data, cut[at] + has[at], pe[at])
-    return found_rows, keys.take(pa.array(found_rows)), values, bad
+    return found_rows, vals.as_text(keys.take(pa.array(found_rows))), values, bad
 
 
 def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:

@@ -31,7 +31,7 @@ from recpipe.features.columns import BadRows, as_numpy, is_string
 from recpipe.features.kinds import values as vals
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
 from recpipe.features.spec import DenseFeature, SparseFeature
-from recpipe.features.text import byte_positions, cut_ranges, equal_ranges, gather, split_ranges, text_ranges
+from recpipe.features.text import byte_positions, cut_ranges, gather, split_ranges, text_ranges
 
 
 def build(f: MatchFeatureConfig, parts: SpecParts) -> None:
@@ -150,36 +150,25 @@ def _matched_text(
     bad = vals.merge_bad_rows([bad1, bad2])
     # The primary keys first, on the outer entries (fewer), then the secondary keys of their inner ones.
     if "pkey" in row_keys:
-        hit = _equal_to_row_key(data, os, caret, orow, row_keys["pkey"])
+        hit = vals.equal_row_keys(row_keys["pkey"], data, os, caret, orow)
         sub = np.flatnonzero(hit[outer])
         outer, is_, ie, colon, ihas = outer[sub], is_[sub], ie[sub], colon[sub], ihas[sub]
     rows = orow[outer]
     if "skey" in row_keys:
-        sub = np.flatnonzero(_equal_to_row_key(data, is_, colon, rows, row_keys["skey"]))
+        sub = np.flatnonzero(vals.equal_row_keys(row_keys["skey"], data, is_, colon, rows))
         outer, is_, ie, colon, ihas, rows = outer[sub], is_[sub], ie[sub], colon[sub], ihas[sub], rows[sub]
     t = arr.type
     pkeys = gather(t, data, os[outer], caret[outer])
     return rows, pkeys, gather(t, data, is_, colon), gather(t, data, colon + ihas, ie), bad
 
 
-def _row_key(batch: pa.RecordBatch, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(data, starts, ends, valid) of a key column's text (:func:`_key`), its null keys not valid."""
-    arr = _key(batch, column)
-    valid = as_numpy(arr.is_valid()).astype(bool) if arr.null_count else np.ones(len(arr), bool)
-    return (*text_ranges(arr), valid)
-
-
-def _equal_to_row_key(
-    data: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    rows: np.ndarray,
-    key: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-) -> np.ndarray:
-    """Whether each key ``data[starts:ends]`` equals the key of its row (exact bytes; a null key equals none,
-    an empty one the empty keys)."""
-    kdata, kstarts, kends, valid = key
-    return valid[rows] & equal_ranges(data, starts, ends, kdata, kstarts[rows], kends[rows])
+def _row_key(batch: pa.RecordBatch, column: str) -> vals.RowKeys:
+    """The keys of a key column (:func:`_key`), its null keys none."""
+    arr = batch.column(column)
+    _key(batch, column)  # refuses a list column
+    return vals.row_keys(
+        arr, as_numpy(arr.is_valid()).astype(bool) if arr.null_count else np.ones(len(arr), bool)
+    )
 
 
 def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
