@@ -18,6 +18,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -112,18 +114,8 @@ def split_once(arr: pa.Array, sep: str, last: bool = False) -> tuple[pa.Array, p
     if arr.null_count:  # callers keep Arrow's split, which carries the nulls through
         return None
     offsets, data = _buffers(arr)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    seps = lo + np.flatnonzero(data[lo:hi] == byte)
     starts, ends = offsets[:-1], offsets[1:]
-    if last:
-        i = np.searchsorted(seps, ends) - 1
-        found = seps[np.maximum(i, 0)] if seps.size else ends
-        has = (i >= 0) & (found >= starts)
-    else:
-        i = np.searchsorted(seps, starts)
-        found = seps[np.minimum(i, seps.size - 1)] if seps.size else ends
-        has = (i < seps.size) & (found < ends)
-    cut = np.where(has, found, ends)
+    cut, has = cut_ranges(byte_positions(data, starts, ends, sep), starts, ends, last)
     before = gather(arr.type, data, starts, cut)
     after = gather(arr.type, data, cut + has, ends)
     return before, after, has
@@ -146,32 +138,51 @@ def text_has(arr: pa.Array, sep: str) -> bool:
     return sep.encode() in data[int(offsets[0]) : int(offsets[-1])].tobytes()
 
 
-def byte_positions(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: str) -> np.ndarray:
-    """The sorted positions in ``data`` of the one ASCII byte ``sep`` between the least start and the
-    greatest end of the ranges (those outside every range included: :func:`split_ranges` skips them)."""
+class Separators(NamedTuple):
+    """The positions of one separator byte in ``data[lo:hi]`` (sorted), with ``before[p - lo]`` the number of
+    them before position ``p`` for every ``p`` in ``[lo, hi]``: :meth:`index` is ``np.searchsorted(pos, p)``
+    by one look-up (a binary search a piece costs more than one pass over the bytes)."""
+
+    pos: np.ndarray
+    lo: int
+    before: np.ndarray
+
+    def index(self, p: np.ndarray) -> np.ndarray:
+        return self.before[p - self.lo]
+
+
+def byte_positions(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: str) -> Separators:
+    """The one ASCII byte ``sep`` in ``data`` between the least start and the greatest end of the ranges
+    (those outside every range included: :func:`split_ranges` skips them); the ranges :func:`split_ranges`
+    and :func:`cut_ranges` get with it must lie between the same bounds."""
     b = sep.encode()
     if len(b) != 1 or b[0] >= 0x80:
         raise ValueError(f"byte_positions: {sep!r} is not one ASCII byte")
     if not starts.size:
-        return np.zeros(0, np.int64)
+        return Separators(np.zeros(0, np.int64), 0, np.zeros(1, np.int64))
     lo, hi = int(starts.min()), int(ends.max())
-    return lo + np.flatnonzero(data[lo:hi] == b[0])
+    hit = data[lo:hi] == b[0]
+    # np.empty, not np.zeros: a large calloc maps fresh pages every call, a malloc reuses freed ones.
+    before = np.empty(hi - lo + 1, np.int32 if hi - lo < 2**31 else np.int64)
+    before[0] = 0
+    np.cumsum(hit, dtype=before.dtype, out=before[1:])
+    return Separators(lo + np.flatnonzero(hit), lo, before)
 
 
 def split_ranges(
-    seps: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    seps: Separators, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The non-empty pieces of byte ranges cut at the separator positions ``seps`` (sorted): (range of each
+    """The non-empty pieces of byte ranges cut at the separators ``seps``: (range of each
     piece, piece starts, piece ends), ranges in order and pieces in byte order, as :func:`split_pieces` cuts
-    text. The ranges need not touch; ``seps`` outside every range are no cut."""
+    text. The ranges need not touch; separators outside every range are no cut."""
     n = starts.size
-    first_sep = np.searchsorted(seps, starts)
-    per = np.searchsorted(seps, ends) - first_sep  # separators inside each range
+    first_sep = seps.index(starts).astype(np.int64)
+    per = seps.index(ends) - first_sep  # separators inside each range
     total = int(per.sum())
     count = per + 1
     first = np.cumsum(count) - count
     # The separators inside the ranges, range by range, and the piece each one ends.
-    inside = seps[np.repeat(first_sep - (np.cumsum(per) - per), per) + np.arange(total)]
+    inside = seps.pos[np.repeat(first_sep - (np.cumsum(per) - per), per) + np.arange(total)]
     at = np.arange(total) + np.repeat(np.arange(n), per)
     ps = np.empty(n + total, np.int64)
     pe = np.empty_like(ps)
@@ -182,21 +193,22 @@ def split_ranges(
 
 
 def cut_ranges(
-    seps: np.ndarray, starts: np.ndarray, ends: np.ndarray, last: bool = False
+    seps: Separators, starts: np.ndarray, ends: np.ndarray, last: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """(cut, has) of each byte range at its first (``last``: its last) separator of ``seps`` (sorted): the
     separator's position, or the range's end where it holds none (``has`` False). Before the cut is
     ``[start, cut)``, after it ``[cut + has, end)``, as :func:`split_once` cuts text."""
-    if not seps.size:
+    pos = seps.pos
+    if not pos.size:
         return ends.copy(), np.zeros(starts.size, bool)
     if last:
-        i = np.searchsorted(seps, ends) - 1
-        found = seps[np.maximum(i, 0)]
+        i = seps.index(ends) - 1
+        found = pos[np.maximum(i, 0)]
         has = (i >= 0) & (found >= starts)
     else:
-        i = np.searchsorted(seps, starts)
-        found = seps[np.minimum(i, seps.size - 1)]
-        has = (i < seps.size) & (found < ends)
+        i = seps.index(starts)
+        found = pos[np.minimum(i, pos.size - 1)]
+        has = (i < pos.size) & (found < ends)
     return np.where(has, found, ends), has
 
 

@@ -63,10 +63,14 @@ def entries(arr: pa.Array, column: str) -> tuple[np.ndarray, pa.Array, pa.Array,
 
 
 def _key(batch: pa.RecordBatch, column: str) -> pa.Array:
+    return vals.as_text(_key_column(batch, column))
+
+
+def _key_column(batch: pa.RecordBatch, column: str) -> pa.Array:
     arr = batch.column(column)
     if vals.is_list(arr.type):
         raise DataError(f"column {column!r}: expected one key per row for a match feature, got {arr.type}")
-    return vals.as_text(arr)
+    return arr
 
 
 def matched(
@@ -164,8 +168,7 @@ def _matched_text(
 
 def _row_key(batch: pa.RecordBatch, column: str) -> vals.RowKeys:
     """The keys of a key column (:func:`_key`), its null keys none."""
-    arr = batch.column(column)
-    _key(batch, column)  # refuses a list column
+    arr = _key_column(batch, column)
     return vals.row_keys(
         arr, as_numpy(arr.is_valid()).astype(bool) if arr.null_count else np.ones(len(arr), bool)
     )

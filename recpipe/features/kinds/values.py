@@ -190,6 +190,7 @@ class RowKeys:
 
 # Integers that decimal_ranges reads (18 digits): a column with a larger one is compared as text.
 _DECIMAL_LIMIT = 10**18
+_POWERS_OF_TEN = np.array([10**k for k in range(1, 19)], np.int64)
 
 
 def row_keys(arr: pa.Array, valid: np.ndarray) -> RowKeys:
@@ -207,8 +208,14 @@ def equal_row_keys(
 ) -> np.ndarray:
     """Whether each text ``data[starts:ends]`` equals the key of its row ``rows`` (a row without a key: none)."""
     if keys.ints is not None:
-        value, ok = decimal_ranges(data, starts, ends)
-        return keys.valid[rows] & ok & (value == keys.ints[rows])
+        # Only a text as long as the row's integer's decimal text can be it: those are read.
+        ints = keys.ints[rows]
+        length = np.searchsorted(_POWERS_OF_TEN, np.abs(ints), side="right") + 1 + (ints < 0)
+        cand = np.flatnonzero(keys.valid[rows] & (ends - starts == length))
+        value, ok = decimal_ranges(data, starts[cand], ends[cand])
+        same = np.zeros(rows.size, bool)
+        same[cand] = ok & (value == ints[cand])
+        return same
     kdata, kstarts, kends = keys.text
     return keys.valid[rows] & equal_ranges(data, starts, ends, kdata, kstarts[rows], kends[rows])
 
