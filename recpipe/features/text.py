@@ -96,7 +96,9 @@ def split_pieces(arr: pa.Array, sep: str) -> tuple[np.ndarray, pa.Array] | None:
     offsets = np.zeros(int(keep.sum()) + 1, np.int64)
     np.cumsum((ends - starts)[keep], out=offsets[1:])
     pieces = data[lo:hi]
-    return rows[keep], _string_array(arr.type, offsets, pieces[pieces != byte] if seps.size else pieces)
+    return rows[keep], _string_array(
+        arr.type, offsets, np.compress(pieces != byte, pieces) if seps.size else pieces
+    )
 
 
 def split_once(arr: pa.Array, sep: str, last: bool = False) -> tuple[pa.Array, pa.Array, np.ndarray] | None:

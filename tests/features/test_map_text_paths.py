@@ -12,6 +12,7 @@ import pytest
 
 from recpipe.config.features import MATCH_ALL
 from recpipe.features.kinds import lookup, match
+from recpipe.features.kinds import values as vals
 from recpipe.features.spec import DenseFeature
 from recpipe.features.text import (
     byte_positions,
@@ -172,3 +173,18 @@ def test_decimal_ranges_read_an_integers_text_only():
     want = [t.lstrip("-").isdigit() and str(int(t)) == t and len(t.lstrip("-")) <= 18 for t in texts]
     assert ok.tolist() == want
     assert value[ok].tolist() == [int(t) for t, w in zip(texts, want) if w]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_found_in_is_find_first_found(seed):
+    rng = np.random.default_rng(seed)
+    table, queries = rng.integers(0, 50, rng.integers(0, 60)), rng.integers(0, 60, 200)
+    assert vals.found_in(table, queries).tolist() == (vals.find_first(table, queries) >= 0).tolist()
+
+
+def test_joint_codes_give_equal_text_equal_codes_on_every_side():
+    a = pa.array(["x", None, "猫", "y"])
+    b = pa.array(["猫", "x", "z"], pa.large_string())
+    ca, cb = vals.joint_codes([a, b, pa.array([], pa.string())])[:2]
+    assert ca[1] == -1 and ca[0] == cb[1] and ca[2] == cb[0]
+    assert len({ca[0], ca[2], ca[3], cb[2]}) == 4

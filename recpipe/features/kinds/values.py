@@ -138,8 +138,13 @@ def joint_codes(arrays: list[pa.Array]) -> list[np.ndarray]:
     lengths = [len(a) for a in arrays]
     if not sum(lengths):
         return [np.zeros(0, np.int64) for _ in arrays]
-    both = pa.concat_arrays([a.cast(pa.large_string()) for a in arrays])
-    codes = _ints(pc.fill_null(pc.dictionary_encode(both).indices, -1))
+    if len({a.type for a in arrays}) > 1:
+        arrays = [a.cast(pa.large_string()) for a in arrays]
+    # One hash table over the chunks (Arrow's dictionary_encode of a chunked array): no concatenated copy.
+    enc = pc.dictionary_encode(pa.chunked_array(arrays, arrays[0].type))
+    codes = np.concatenate(
+        [_ints(pc.fill_null(c.indices, -1)) for c in enc.chunks] or [np.zeros(0, np.int64)]
+    )
     return np.split(codes, np.cumsum(lengths)[:-1])
 
 
@@ -162,6 +167,15 @@ def find_first(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
     hit = pos < ordered.size
     hit[hit] = ordered[pos[hit]] == queries[hit]
     return np.where(hit, order[np.minimum(pos, ordered.size - 1)], -1)
+
+
+def found_in(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Whether each query code equals some code of ``table`` (:func:`find_first` ``>= 0``, by a plain sort)."""
+    if not table.size:
+        return np.zeros(queries.shape, bool)
+    ordered = np.sort(table)
+    pos = np.minimum(np.searchsorted(ordered, queries), ordered.size - 1)
+    return ordered[pos] == queries
 
 
 def find_all(table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
