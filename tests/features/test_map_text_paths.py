@@ -1,6 +1,6 @@
-"""The byte-range paths of kinds match and lookup (recpipe.features.text's ranges) give what their Arrow paths
-give: the same entries, values and bad rows, on random nested text with empty and missing keys, separators
-in odd places, multi-byte characters, nulls, sliced arrays and large strings."""
+"""The byte-range paths of kinds match, lookup and weighted ids (recpipe.features.text's ranges) give what
+their Arrow paths give: the same entries, values and bad rows, on random nested text with empty and missing
+keys, separators in odd places, multi-byte characters, nulls, sliced arrays and large strings."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import pytest
 from recpipe.config.features import MATCH_ALL
 from recpipe.features.kinds import lookup, match
 from recpipe.features.kinds import values as vals
+from recpipe.features.kinds.id import split_values, weighted_pairs
 from recpipe.features.spec import DenseFeature
 from recpipe.features.text import (
     byte_positions,
     cut_ranges,
     decimal_ranges,
     equal_ranges,
+    split_once,
     split_ranges,
     text_ranges,
 )
@@ -188,3 +190,39 @@ def test_joint_codes_give_equal_text_equal_codes_on_every_side():
     ca, cb = vals.joint_codes([a, b, pa.array([], pa.string())])[:2]
     assert ca[1] == -1 and ca[0] == cb[1] and ca[2] == cb[0]
     assert len({ca[0], ca[2], ca[3], cb[2]}) == 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("large", [False, True])
+def test_weighted_pairs_on_byte_ranges_are_the_pieces_cut_at_their_last_colon(seed, large):
+    rng = random.Random(seed)
+    texts = [
+        None
+        if rng.random() < 0.1
+        else "\x1d".join(
+            rng.choice(["12", "猫", "", "a:b"]) + rng.choice([":0.5", ":x", "", ":", ":1e3"])
+            for _ in range(rng.randrange(0, 4))
+        )
+        for _ in range(200)
+    ]
+    arr = pa.array(texts, pa.large_string() if large else pa.string()).slice(7)
+    keys, weights, rows, counts, bad = weighted_pairs(arr, "\x1d", "w")
+    # The reference: the pieces as text (split_values), then each cut at its last ':' (split_once).
+    flat, want_rows, want_counts = split_values(arr, "\x1d")
+    want_keys, want_w, pair = split_once(flat, ":", last=True)
+    assert rows.tolist() == want_rows.tolist() and counts.tolist() == want_counts.tolist()
+    assert keys.to_pylist() == want_keys.to_pylist() and keys.type == arr.type
+    wrong = ~pair | np.array([k == "" for k in want_keys.to_pylist()], bool)
+    for i, w in enumerate(want_w.to_pylist()):
+        try:
+            x = float(w)
+        except ValueError:
+            x = float("nan")
+        wrong[i] |= not np.isfinite(x)
+        if not wrong[i]:
+            assert weights[i] == x
+    assert bad is None if not wrong.any() else bad.rows.tolist() == want_rows[wrong].tolist()
+    if bad is not None:
+        assert [bad.arr[int(i)].as_py() for i in bad.arr_rows] == [
+            flat[int(i)].as_py() for i in np.flatnonzero(wrong)
+        ]
