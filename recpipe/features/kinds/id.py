@@ -49,7 +49,15 @@ from recpipe.features.kinds.base import (
     SpecParts,
 )
 from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
-from recpipe.features.text import split_once, split_pieces
+from recpipe.features.text import (
+    byte_positions,
+    cut_ranges,
+    gather,
+    split_once,
+    split_pieces,
+    split_ranges,
+    text_ranges,
+)
 
 
 def id_mapping(cfg: IdFeatureConfig | SubFeatureConfig, encoded: bool = False) -> IdMapping:
@@ -358,13 +366,22 @@ def weighted_pairs(
             f"column {column!r}: a weighted id column holds 'k:w' text, a list of 'k:w' texts or a map of "
             f"ids to weights, got {arr.type}"
         )
-    flat, rows, counts = split_values(arr, separator)
-    flat = to_string_array(flat)
-    # Each piece cut once at its last ':' (a piece without one is all id, no weight: a bad row).
-    cut = split_once(flat, ":", last=True)
-    if cut is None:  # flat is text and ":" one byte: cannot happen
-        raise AssertionError(f"weighted ids of column {column!r}: {flat.type} is not text")
-    keys, weight_text, pair = cut
+    if is_string(arr.type) and len(separator.encode()) == 1 and separator < "\x80":
+        # Text on byte ranges: the pieces are cut at their last ':' without being copied first.
+        data, starts, ends = text_ranges(arr)
+        rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
+        cut_at, pair = cut_ranges(byte_positions(data, ps, pe, ":"), ps, pe, last=True)
+        keys, weight_text = gather(arr.type, data, ps, cut_at), gather(arr.type, data, cut_at + pair, pe)
+        counts = np.bincount(rows, minlength=len(arr)).astype(np.int64)
+        flat = None  # the pieces as text, made only for a bad row's message
+    else:
+        flat, rows, counts = split_values(arr, separator)
+        flat = to_string_array(flat)
+        # Each piece cut once at its last ':' (a piece without one is all id, no weight: a bad row).
+        cut = split_once(flat, ":", last=True)
+        if cut is None:  # flat is text and ":" one byte: cannot happen
+            raise AssertionError(f"weighted ids of column {column!r}: {flat.type} is not text")
+        keys, weight_text, pair = cut
     weights, bad_w = to_float(weight_text, 0.0, column)
     bad = ~pair | as_numpy(pc.equal(keys, ""))
     if bad_w is not None:
@@ -373,6 +390,8 @@ def weighted_pairs(
         return keys, weights, rows, counts, None
     at = np.flatnonzero(bad)
     weights = np.where(bad, 0.0, weights)
+    if flat is None:
+        flat = gather(arr.type, data, ps, pe)
     return keys, weights, rows, counts, BadRows(rows[at], column, PAIR_EXPECTED, flat, at)
 
 

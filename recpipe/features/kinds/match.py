@@ -27,10 +27,11 @@ import pyarrow.compute as pc
 
 from recpipe.config.features import MATCH_ALL, MatchFeatureConfig
 from recpipe.data.types import DataError
-from recpipe.features.columns import BadRows, as_numpy
+from recpipe.features.columns import BadRows, as_numpy, is_string
 from recpipe.features.kinds import values as vals
 from recpipe.features.kinds.base import ANY, ColumnKind, DenseOut, FeatureKind, FitNeeds, SparseOut, SpecParts
 from recpipe.features.spec import DenseFeature, SparseFeature
+from recpipe.features.text import byte_positions, cut_ranges, gather, split_ranges, text_ranges
 
 
 def build(f: MatchFeatureConfig, parts: SpecParts) -> None:
@@ -62,16 +63,28 @@ def entries(arr: pa.Array, column: str) -> tuple[np.ndarray, pa.Array, pa.Array,
 
 
 def _key(batch: pa.RecordBatch, column: str) -> pa.Array:
+    return vals.as_text(_key_column(batch, column))
+
+
+def _key_column(batch: pa.RecordBatch, column: str) -> pa.Array:
     arr = batch.column(column)
     if vals.is_list(arr.type):
         raise DataError(f"column {column!r}: expected one key per row for a match feature, got {arr.type}")
-    return vals.as_text(arr)
+    return arr
 
 
 def matched(
     e: SparseFeature | DenseFeature, batch: pa.RecordBatch
 ) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, BadRows | None]:
     """(row, primary key, secondary key, value) of every entry matching its row's keys, rows in order."""
+    found = _matched_text(e, batch)
+    return _first_of_each(e, *(found if found is not None else _matched_arrow(e, batch)))
+
+
+def _matched_arrow(
+    e: SparseFeature | DenseFeature, batch: pa.RecordBatch
+) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, BadRows | None]:
+    """The entries equal to their row's keys, of any column :func:`entries` reads."""
     rows, pkeys, skeys, values, bad = entries(batch.column(e.column), e.column)
     # An entry matches where its key equals its own row's key (exact text; a null key matches nothing):
     # one element-wise comparison per side, entries staying in row order and map order within a row.
@@ -82,23 +95,83 @@ def matched(
         if column != MATCH_ALL:
             q = _key(batch, column).take(take_rows).cast(pa.string())
             hit &= as_numpy(pc.fill_null(pc.equal(keys.cast(pa.string()), q), False)).astype(bool)
-    idx = np.flatnonzero(hit)
-    rows = rows[idx]
-    # The first of each (row, primary, secondary) only: a side given by a column holds one key per row, so
-    # only the ALL sides can tell a row's matches apart.
-    if rows.size:
-        free = [keys.take(pa.array(idx)) for name, keys in (("pkey", pkeys), ("skey", skeys))]
-        free = [k for k, name in zip(free, ("pkey", "skey")) if e.params[name] == MATCH_ALL]
-        if free:
-            full = vals.combine_codes(rows, *(vals.joint_codes([k])[0] for k in free))
-            _, first = np.unique(full, return_index=True)
-            keep = np.sort(first)
-        else:
-            keep = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-        if keep.size < rows.size:
-            rows, idx = rows[keep], idx[keep]
-    take = pa.array(idx, pa.int64())
-    return rows, pkeys.take(take), skeys.take(take), values.take(take), bad
+    take = pa.array(np.flatnonzero(hit), pa.int64())
+    return rows[hit], pkeys.take(take), skeys.take(take), values.take(take), bad
+
+
+def _first_of_each(
+    e: SparseFeature | DenseFeature,
+    rows: np.ndarray,
+    pkeys: pa.Array,
+    skeys: pa.Array,
+    values: pa.Array,
+    bad: BadRows | None,
+) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, BadRows | None]:
+    """The first of each (row, primary, secondary) of the matching entries: a side given by a column holds
+    one key per row, so only the ALL sides can tell a row's matches apart."""
+    if not rows.size:
+        return rows, pkeys, skeys, values, bad
+    free = [k for k, name in ((pkeys, "pkey"), (skeys, "skey")) if e.params[name] == MATCH_ALL]
+    if free:
+        full = vals.combine_codes(rows, *(vals.joint_codes([k])[0] for k in free))
+        _, first = np.unique(full, return_index=True)
+        keep = np.sort(first)
+    else:
+        keep = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    if keep.size == rows.size:
+        return rows, pkeys, skeys, values, bad
+    take = pa.array(keep, pa.int64())
+    return rows[keep], pkeys.take(take), skeys.take(take), values.take(take), bad
+
+
+def _matched_text(
+    e: SparseFeature | DenseFeature, batch: pa.RecordBatch
+) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, BadRows | None] | None:
+    """:func:`_matched_arrow` of a text column on byte ranges: the text cut level by level without copying
+    it, each key compared with its row's key byte by byte, only the matching entries made strings; the same
+    entries and bad rows. None for a map or list column (:func:`entries` reads those)."""
+    arr = batch.column(e.column)
+    if not is_string(arr.type):
+        return None
+    row_keys = {}
+    for name in ("pkey", "skey"):
+        if e.params[name] != MATCH_ALL:
+            row_keys[name] = _row_key(batch, e.params[name])
+    data, starts, ends = text_ranges(arr)
+    orow, os, oe = split_ranges(byte_positions(data, starts, ends, "|"), starts, ends)
+    caret, has = cut_ranges(byte_positions(data, os, oe, "^"), os, oe)
+    bad1 = None
+    if not has.all():
+        pieces = gather(arr.type, data, os, oe)
+        bad1 = BadRows(orow[~has], e.column, "key^value pairs separated by '|'", pieces, np.flatnonzero(~has))
+    outer, is_, ie = split_ranges(byte_positions(data, caret + has, oe, ","), caret + has, oe)
+    colon, ihas = cut_ranges(byte_positions(data, is_, ie, ":"), is_, ie)
+    bad2 = None
+    if not ihas.all():
+        pieces = gather(arr.type, data, is_, ie)
+        at = np.flatnonzero(~ihas)
+        bad2 = BadRows(orow[outer[at]], e.column, "secondary key:value pairs separated by ','", pieces, at)
+    bad = vals.merge_bad_rows([bad1, bad2])
+    # The primary keys first, on the outer entries (fewer), then the secondary keys of their inner ones.
+    if "pkey" in row_keys:
+        hit = vals.equal_row_keys(row_keys["pkey"], data, os, caret, orow)
+        sub = np.flatnonzero(hit[outer])
+        outer, is_, ie, colon, ihas = outer[sub], is_[sub], ie[sub], colon[sub], ihas[sub]
+    rows = orow[outer]
+    if "skey" in row_keys:
+        sub = np.flatnonzero(vals.equal_row_keys(row_keys["skey"], data, is_, colon, rows))
+        outer, is_, ie, colon, ihas, rows = outer[sub], is_[sub], ie[sub], colon[sub], ihas[sub], rows[sub]
+    t = arr.type
+    pkeys = gather(t, data, os[outer], caret[outer])
+    return rows, pkeys, gather(t, data, is_, colon), gather(t, data, colon + ihas, ie), bad
+
+
+def _row_key(batch: pa.RecordBatch, column: str) -> vals.RowKeys:
+    """The keys of a key column (:func:`_key`), its null keys none."""
+    arr = _key_column(batch, column)
+    return vals.row_keys(
+        arr, as_numpy(arr.is_valid()).astype(bool) if arr.null_count else np.ones(len(arr), bool)
+    )
 
 
 def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:

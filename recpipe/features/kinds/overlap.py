@@ -68,7 +68,7 @@ def overlap(e: SparseFeature | DenseFeature, batch: pa.RecordBatch) -> np.ndarra
     both = (q.count > 0) & (t.count > 0)
     if method in ("query_common_ratio", "title_common_ratio"):
         a, b = (q, t) if method == "query_common_ratio" else (t, q)
-        hit = vals.find_first(b.rows * width + b.codes, a.rows * width + a.codes) >= 0
+        hit = vals.found_in(b.rows * width + b.codes, a.rows * width + a.codes)
         common = np.bincount(a.rows[hit], minlength=n)[:n]
         return np.where(both, common / np.maximum(a.count, 1), 0.0)
     if method == "is_equal":

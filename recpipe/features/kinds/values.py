@@ -30,7 +30,7 @@ from recpipe.features.columns import BadRows, as_numpy, is_string, map_ids, to_f
 from recpipe.features.kinds.base import DenseOut, FitNeeds, SparseOut, SpecParts
 from recpipe.features.kinds.raw import parse_normalizer
 from recpipe.features.spec import DenseFeature, FeatureSpecError, IdMapping, SparseFeature
-from recpipe.features.text import split_once, split_pieces
+from recpipe.features.text import decimal_ranges, equal_ranges, split_once, split_pieces, text_ranges
 
 _EMPTY = pa.array([], pa.string())
 
@@ -138,8 +138,13 @@ def joint_codes(arrays: list[pa.Array]) -> list[np.ndarray]:
     lengths = [len(a) for a in arrays]
     if not sum(lengths):
         return [np.zeros(0, np.int64) for _ in arrays]
-    both = pa.concat_arrays([a.cast(pa.large_string()) for a in arrays])
-    codes = _ints(pc.fill_null(pc.dictionary_encode(both).indices, -1))
+    if len({a.type for a in arrays}) > 1:
+        arrays = [a.cast(pa.large_string()) for a in arrays]
+    # One hash table over the chunks (Arrow's dictionary_encode of a chunked array): no concatenated copy.
+    enc = pc.dictionary_encode(pa.chunked_array(arrays, arrays[0].type))
+    codes = np.concatenate(
+        [_ints(pc.fill_null(c.indices, -1)) for c in enc.chunks] or [np.zeros(0, np.int64)]
+    )
     return np.split(codes, np.cumsum(lengths)[:-1])
 
 
@@ -164,6 +169,15 @@ def find_first(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return np.where(hit, order[np.minimum(pos, ordered.size - 1)], -1)
 
 
+def found_in(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Whether each query code equals some code of ``table`` (:func:`find_first` ``>= 0``, by a plain sort)."""
+    if not table.size:
+        return np.zeros(queries.shape, bool)
+    ordered = np.sort(table)
+    pos = np.minimum(np.searchsorted(ordered, queries), ordered.size - 1)
+    return ordered[pos] == queries
+
+
 def find_all(table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (query position, table position) pair of equal codes, queries in order, each query's table
     entries in table order."""
@@ -175,6 +189,49 @@ def find_all(table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.nda
     q = np.repeat(np.arange(queries.size), count)
     first = np.repeat(lo - (np.cumsum(count) - count), count)
     return q, order[first + np.arange(q.size)] if q.size else np.zeros(0, np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowKeys:
+    """One key per row (``valid`` False: none), to find map keys (byte ranges of text) equal to their row's
+    key as text: an integer column by value (:func:`~recpipe.features.text.decimal_ranges`: the same as
+    comparing with the integer cast to text, without the cast), any other column by its text's bytes."""
+
+    valid: np.ndarray
+    ints: np.ndarray | None = None
+    text: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+# Integers that decimal_ranges reads (18 digits): a column with a larger one is compared as text.
+_DECIMAL_LIMIT = 10**18
+_POWERS_OF_TEN = np.array([10**k for k in range(1, 19)], np.int64)
+
+
+def row_keys(arr: pa.Array, valid: np.ndarray) -> RowKeys:
+    """The :class:`RowKeys` of a column of one key per row, the rows ``valid`` holding one."""
+    t = arr.type
+    if pa.types.is_signed_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width <= 32):
+        ints = as_numpy(pc.fill_null(arr, 0) if arr.null_count else arr).astype(np.int64)
+        if ((ints > -_DECIMAL_LIMIT) & (ints < _DECIMAL_LIMIT)).all():
+            return RowKeys(valid, ints=ints)
+    return RowKeys(valid, text=text_ranges(as_text(arr)))
+
+
+def equal_row_keys(
+    keys: RowKeys, data: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """Whether each text ``data[starts:ends]`` equals the key of its row ``rows`` (a row without a key: none)."""
+    if keys.ints is not None:
+        # Only a text as long as the row's integer's decimal text can be it: those are read.
+        ints = keys.ints[rows]
+        length = np.searchsorted(_POWERS_OF_TEN, np.abs(ints), side="right") + 1 + (ints < 0)
+        cand = np.flatnonzero(keys.valid[rows] & (ends - starts == length))
+        value, ok = decimal_ranges(data, starts[cand], ends[cand])
+        same = np.zeros(rows.size, bool)
+        same[cand] = ok & (value == ints[cand])
+        return same
+    kdata, kstarts, kends = keys.text
+    return keys.valid[rows] & equal_ranges(data, starts, ends, kdata, kstarts[rows], kends[rows])
 
 
 COMBINERS = ("sum", "mean", "min", "max", "count")
