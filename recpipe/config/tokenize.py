@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from recpipe.config.features import MULTI_VALUE_SEPARATOR, FeatureSection, _TableMixin
+from recpipe.config.features import MULTI_VALUE_SEPARATOR, FeatureSection, _TableMixin, feature_output
 from recpipe.config.sections import Strict
 
 NORM_OPTIONS = (
@@ -113,6 +113,11 @@ class TokenizeFeatureConfig(_TableMixin, FeatureSection):
 
     @model_validator(mode="after")
     def _normalizer(self) -> TokenizeFeatureConfig:
+        if feature_output(self.source_column) is not None:
+            raise ValueError(
+                f"feature {self.name!r}: input {self.source_column!r}: kind tokenize reads a text column; the "
+                "feature outputs recpipe derives ('feature:X' of a raw feature) are numbers"
+            )
         norm = self.text_normalizer
         if norm is not None:
             why = norm_refusal(norm.options(), norm.stop_char_file, norm.max_length)

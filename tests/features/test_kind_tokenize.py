@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from map_kinds import config, every_representation, ids, round_trip, spec_of
-from tokenize_fixture import bpe_id, write_bpe, write_sentencepiece
+from tokenizer_files import bpe_id, write_bpe, write_sentencepiece
 
 from recpipe.config import ConfigError, parse_config
 from recpipe.features.build import build_feature_spec

@@ -1,5 +1,5 @@
-"""Tiny tokenizer files for the tests of kind tokenize, built here with the libraries themselves (no file of
-TorchEasyRec's is copied): a byte-level BPE ``tokenizer.json`` whose merges make the token split of
+"""Tiny tokenizer files for the tests of kind tokenize (features, tzrec, data), built here with the libraries
+themselves (no file of TorchEasyRec's is copied): a byte-level BPE ``tokenizer.json`` whose merges make the token split of
 tokenize_feature_test.py ("abc efg" → 3 tokens, "hij" → 2, "xyz" → 1), and a SentencePiece BPE model."""
 
 from __future__ import annotations
