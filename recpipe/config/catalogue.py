@@ -99,6 +99,9 @@ FEATURE_KINDS: dict[str, Declared] = {
     "bool_mask": Declared(
         "recpipe.config.features:BoolMaskFeatureConfig", "recpipe.features.kinds.bool_mask:KIND"
     ),
+    "tokenize": Declared(
+        "recpipe.config.tokenize:TokenizeFeatureConfig", "recpipe.features.kinds.tokenize:KIND"
+    ),
 }
 
 MODELS: dict[str, Declared] = {

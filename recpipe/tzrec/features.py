@@ -22,6 +22,7 @@ from recpipe.config.features import feature_output, feature_output_refusal, sub_
 from recpipe.tzrec.dynamicemb import map_dynamicemb
 from recpipe.tzrec.problems import Findings
 from recpipe.tzrec.table_init import map_init_fn
+from recpipe.tzrec.tokenize_feature import map_tokenize
 from recpipe.tzrec.value_features import (
     VALUE_FEATURES,
     map_value_feature,
@@ -290,6 +291,11 @@ def map_features(
             if "boundaries" in out or any(k in out for k in _MAPPINGS):
                 table = cfg.embedding_name or f"{cfg.feature_name}_emb"
                 tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
+        elif kind == "tokenize_feature":
+            column = None if encoded else _column(cfg.expression, cfg.feature_name, path, found)
+            out = map_tokenize(cfg, path, found, column, encoded, multival_sep)
+            table = cfg.embedding_name or f"{cfg.feature_name}_emb"
+            tables.setdefault(table, []).append(_Member(out, cfg.feature_name, False, path))
         elif kind in ("sequence_id_feature", "sequence_raw_feature"):
             out = _standalone_sequence(kind, cfg, path, found, encoded, tables)
         else:
@@ -616,7 +622,7 @@ def table_settings(cfg: Any, out: dict[str, Any], path: str, found: Findings) ->
     ``trainable`` and ``init_fn`` (→ ``init``, recpipe/tzrec/table_init.py) of a feature's embedding table; a dense
     value has no table (a note says so)."""
     has_table = not out.get("dense") and (  # a dense per-item history value has no table either
-        out.get("kind") in ("id", "bool_mask", None)
+        out.get("kind") in ("id", "bool_mask", "tokenize", None)
         or "boundaries" in out
         or any(k in out for k in _MAPPINGS)
     )

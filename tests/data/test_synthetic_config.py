@@ -873,3 +873,24 @@ def test_a_history_of_float_vectors_is_generated_as_fg_reads_it(tmp_path) -> Non
     keys = spec.sparse_keys()
     a, b = keys.index("clicks__emb__0"), keys.index("clicks__emb__1")
     assert out.lengths[a].tolist() == out.lengths[b].tolist() and out.lengths[a].sum() > 0
+
+
+@pytest.mark.parametrize("lists", [False, True])
+def test_a_tokenize_column_is_text_of_words_that_fg_tokenizes(tmp_path, lists: bool) -> None:
+    from tokenizer_files import write_bpe
+
+    vocab = write_bpe(tmp_path / "tokenizer.json")
+    token = {"kind": "tokenize", "name": "title_token", "column": "title", "vocab_file": str(vocab)}
+    cfg = parse_config(small([token], ["title_token"]))
+    model = build_model(cfg, seed=5, rows=2000, lists=lists)
+    table = make_chunk(model, 5, 0, 2000)[0]
+    # Words joined by spaces, text even where lists=1 writes the other multi-value columns as lists.
+    assert pa.types.is_string(table["title"].type)
+    words = pc.split_pattern(table["title"].drop_null(), " ")
+    assert (
+        1 <= pc.min(pc.list_value_length(words)).as_py() and pc.max(pc.list_value_length(words)).as_py() == 3
+    )
+    spec, out = _fg(cfg, table)
+    lengths = out.lengths[spec.sparse_keys().index("title_token")]
+    text = pc.fill_null(pc.utf8_length(table["title"]), 0).to_numpy()
+    assert (lengths[text == 0] == 0).all() and (lengths[text > 0] > 0).all()  # a null or "" has no token

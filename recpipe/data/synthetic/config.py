@@ -5,7 +5,8 @@ features read, in the form each kind parses, with a planted click model whose tr
 How the rows are made:
 
 - **Plan.** Each feature's kind claims its input columns through :data:`CLAIMS` (one entry per kind: ids,
-  numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, a history: a
+  numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, text to tokenize
+  (words joined by spaces, text even with ``lists=1``), a history: a
   standalone ``sequence_id`` / ``sequence_raw`` is one of one sub-feature, itself). Columns
   read by several features merge their claims (an id column a lookup keys on and an ``expr`` compares is
   one integer id column); claims that cannot be one column are refused, naming both features. A kind
@@ -126,6 +127,7 @@ class Column:
     target: tuple[str, int] | None = None  # (history column, sub-feature index): the candidate of a history
     contains: str | None = None  # a title: holds its query column's terms half of the time
     terms: bool = False
+    text: bool = False  # text a tokenizer reads: words joined by spaces, never a list column
     # number / vector
     boundaries: list[float] | None = None
     offset: float | None = None  # a log(x+C) normalizer: values > -C
@@ -507,6 +509,12 @@ def claim_overlap(f: Any, plan: Plan) -> None:
     plan.overlaps.append(f.title)
 
 
+def claim_tokenize(f: Any, plan: Plan) -> None:
+    # Text: words of the column's own space ("title3 title17") joined by spaces, which any tokenizer reads.
+    col = plan.ids(f.source_column, f.name, f"words:{f.source_column}", sep=" ", multi=True)
+    col.terms = col.text = True
+
+
 # kind → how its features claim their input columns. A new kind is one entry (reusing Plan's claims).
 CLAIMS: dict[str, Callable[[Any, Plan], None]] = {
     "id": claim_id,
@@ -519,6 +527,7 @@ CLAIMS: dict[str, Callable[[Any, Plan], None]] = {
     "match": claim_match,
     "expr": claim_expr,
     "overlap": claim_overlap,
+    "tokenize": claim_tokenize,
 }
 
 
@@ -1161,14 +1170,15 @@ def _format(model: ConfigModel, d: _Draw, col: Column) -> pa.Array:
         ids = d.ids[col.name]
         if ids.counts is None:
             return _masked(space.values.take(pa.array(ids.idx)), null)
-        values = space.values if model.lists else space.text
+        lists = model.lists and not col.text
+        values = space.values if lists else space.text
         values = values.take(pa.array(ids.idx))
         if col.weighted:  # "k:w" pieces
             (w,) = d.maps[f"weights:{col.name}"]
             values = pc.binary_join_element_wise(
                 space.text.take(pa.array(ids.idx)), pa.array(w).cast(pa.string()), ":"
             )
-        return _joined(values, ids.counts, col.multi or "", null, model.lists)
+        return _joined(values, ids.counts, col.multi or "", null, lists)
     if col.role == "number":
         return pa.array(d.numbers[col.name][0], mask=null)
     if col.role == "vector":

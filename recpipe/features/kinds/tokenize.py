@@ -1,0 +1,177 @@
+"""Kind ``tokenize`` (TorchEasyRec's ``tokenize_feature``): the token ids of a text column, one pooled key whose
+table has a row per token of the tokenizer's vocabulary.
+
+The tokenizer is ``vocab_file``: a HuggingFace ``tokenizer.json`` read by the ``tokenizers`` library
+(``tokenizer_type: bpe``; TorchEasyRec reads it with tokenizers-cpp, the same Rust library) or a SentencePiece
+model (``sentencepiece``). As TorchEasyRec's FG: no special tokens are added (tokenizers-cpp's ``Encode``), the
+table has ``get_vocab_size(with_added_tokens=True)`` rows (SentencePiece: ``GetPieceSize``), and
+``text_normalizer`` runs first (:mod:`recpipe.features.text_norm`, the options recpipe reproduces).
+
+The file's bytes travel in the entry's ``params`` (base64, with their sha256), as an id feature's
+``vocab_file`` travels as its vocabulary: ``fg.json`` alone rebuilds the tokenizer wherever it is read (a
+checkpoint, every export folder, a cluster pod), and the spec's digest covers the tokenizer. ``stop_char_file``
+travels as its characters.
+
+The raw-value contract: a missing row (null, ``""``, a column left out at serving) and a row whose normalized
+text is empty are tokenized as ``default_value`` (not normalized: TorchEasyRec's default is the tokenizer's
+input), or have no token when it is None; a value that is not text (a number, a list) is a bad row. Vectorized:
+the normalizer runs over the column, the tokenizer's batch call over its present values
+(``Tokenizer.encode_batch`` / ``SentencePieceProcessor.encode`` of a list), flattened without a loop of ours.
+
+Example::
+
+    # a BPE tokenizer.json whose tokens include "abc", "Ġef", "ij"; default_value None
+    KIND.sparse(spec.feature("title_token"), pa.record_batch({"title": ["abc efg", "", "hij"]}))
+    # values: the ids of ["abc", "Ġef", "g", "h", "ij"], lengths [3, 0, 2]
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from itertools import chain
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from recpipe.config.features import MULTI_VALUE_SEPARATOR
+from recpipe.config.tokenize import TokenizeFeatureConfig
+from recpipe.features.columns import BadRows, as_numpy, is_string
+from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, SparseOut, SpecParts
+from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
+from recpipe.features.text_norm import normalize_text, stop_chars_of
+
+EXPECTED = "text to tokenize (a string value)"
+
+
+class _Tokenizer:
+    """One loaded tokenizer: ``encode(texts) -> list of id lists`` and its ``size`` (table rows)."""
+
+    def __init__(self, kind: str, data: bytes, where: str) -> None:
+        try:
+            if kind == "bpe":
+                from tokenizers import Tokenizer
+
+                self._tok: Any = Tokenizer.from_str(data.decode("utf-8"))
+                vocab = self._tok.get_vocab(with_added_tokens=True)
+                self.size = int(self._tok.get_vocab_size(with_added_tokens=True))
+                top = max(vocab.values(), default=-1)
+            else:
+                import sentencepiece
+
+                self._tok = sentencepiece.SentencePieceProcessor(model_proto=data)
+                self.size = top = int(self._tok.get_piece_size())
+                top -= 1
+        except ImportError as err:
+            raise FeatureSpecError(
+                f"{where}: tokenizer_type {kind!r} needs the {err.name!r} package (pip install {err.name})"
+            ) from None
+        except Exception as err:  # the libraries raise their own types for a malformed file
+            raise FeatureSpecError(f"{where}: not a {kind} tokenizer file: {err}") from None
+        if self.size < 1 or top >= self.size:
+            raise FeatureSpecError(
+                f"{where}: token ids reach {top} but the vocabulary has {self.size} tokens: the table's rows "
+                "(the vocabulary size, as TorchEasyRec sizes it) would not hold every id"
+            )
+        self.kind = kind
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        if self.kind == "bpe":
+            return list(map(attrgetter("ids"), self._tok.encode_batch(texts, add_special_tokens=False)))
+        return self._tok.encode(texts, out_type=int)
+
+
+# (tokenizer_type, sha256) → the loaded tokenizer: one per process, however many specs carry it.
+_LOADED: dict[tuple[str, str], _Tokenizer] = {}
+
+
+def _loaded(kind: str, sha256: str, data: str, where: str) -> _Tokenizer:
+    tok = _LOADED.get((kind, sha256))
+    if tok is None:
+        raw = base64.b64decode(data)
+        if hashlib.sha256(raw).hexdigest() != sha256:
+            raise FeatureSpecError(f"{where}: the tokenizer's bytes do not match their sha256 {sha256[:12]}…")
+        tok = _LOADED[(kind, sha256)] = _Tokenizer(kind, raw, where)
+    return tok
+
+
+def tokenizer(f: SparseFeature) -> _Tokenizer:
+    """The tokenizer an entry carries (loaded once per process)."""
+    p = f.params
+    return _loaded(p["tokenizer_type"], p["vocab_sha256"], p["vocab_data"], f"feature {f.name!r}")
+
+
+def build(f: TokenizeFeatureConfig, parts: SpecParts) -> None:
+    path = Path(f.vocab_file)
+    if not path.is_file():
+        raise FeatureSpecError(f"feature {f.name!r}: vocab_file {path} does not exist")
+    raw = path.read_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    params: dict[str, Any] = {
+        "tokenizer_type": f.tokenizer_type,
+        "vocab_file": str(f.vocab_file),
+        "vocab_sha256": sha,
+        "vocab_data": base64.b64encode(raw).decode("ascii"),
+    }
+    size = _loaded(f.tokenizer_type, sha, params["vocab_data"], f"feature {f.name!r}, vocab_file {path}").size
+    if parts.encoded:
+        # TorchEasyRec's FG_NONE: the column holds the token ids FG wrote, read as an id feature's.
+        sep = {"separator": f.separator} if f.separator != MULTI_VALUE_SEPARATOR else {}
+        parts.add_table(f, f.source_column, IdMapping("identity", size), "id", pooling=f.pooling, params=sep)
+        return
+    norm = f.text_normalizer
+    if norm is not None:
+        params["norm_options"] = norm.options()
+        if norm.stop_char_file is not None:
+            stop = Path(norm.stop_char_file)
+            if not stop.is_file():
+                raise FeatureSpecError(f"feature {f.name!r}: stop_char_file {stop} does not exist")
+            params["stop_chars"] = stop_chars_of(stop.read_text(encoding="utf-8"))
+    params["default_value"] = f.default_value or None
+    parts.add_table(
+        f, f.source_column, IdMapping("identity", size), "tokenize", pooling=f.pooling, params=params
+    )
+
+
+def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
+    n = batch.num_rows
+    arr = batch.column(f.column)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    bad = None
+    if pa.types.is_null(arr.type):
+        arr = pa.nulls(n, pa.string())
+    elif not is_string(arr.type):
+        where = np.flatnonzero(~as_numpy(arr.is_null()))
+        bad = BadRows(where, f.column, f"{EXPECTED} (feature {f.name!r})", arr) if where.size else None
+        arr = pa.nulls(n, pa.string())
+    options = f.params.get("norm_options")
+    if options:
+        arr = normalize_text(arr, options, f.params.get("stop_chars", ""))
+    missing = as_numpy(pc.fill_null(pc.equal(arr, ""), True)).astype(bool)
+    default = f.params.get("default_value")
+    if default is not None and missing.any():
+        arr = pc.if_else(pa.array(missing), pa.scalar(default, arr.type), arr)
+        missing[:] = False
+    if bad is not None:
+        missing[bad.rows] = True  # a bad row has no token (skipped under on_bad_row: skip)
+    present = np.flatnonzero(~missing)
+    lengths = np.zeros(n, np.int32)
+    if not present.size:
+        return np.zeros(0, np.int64), lengths, bad
+    texts = arr.take(pa.array(present)).to_pylist()
+    ids = tokenizer(f).encode(texts)
+    lengths[present] = np.fromiter(map(len, ids), np.int32, count=len(ids))
+    values = np.fromiter(chain.from_iterable(ids), np.int64, count=int(lengths.sum()))
+    return values, lengths, bad
+
+
+def column(e: SparseFeature) -> tuple[ColumnKind, str]:
+    return "text", TEXT
+
+
+KIND = FeatureKind(name="tokenize", build=build, column=column, sparse=sparse)
