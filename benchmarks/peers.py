@@ -59,7 +59,7 @@ din_auc_delta=… dlrm_auc_delta=…`` (speed ratios: recpipe's train rows/s ove
 minus the better peer).
 
 ``--quick``: 4,000 rows of each, the same code path (the peers' environment is created when missing:
-~10 s from a package index); the figures mean nothing.
+13 s from a package index; 32-42 s in all with it cached); the figures mean nothing.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ SLOW = {
     "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
     "startup": "two `recpipe train` processes to their first step (30-53 s)",
     "peers": "five 1-epoch trainings, three in processes that import FuxiCTR (and ray) or DeepCTR-Torch, and the "
-    "peers' pip install when ~/.cache/recpipe/peers lacks it (~10 s; 32 s with it)",
+    "peers' pip install when ~/.cache/recpipe/peers lacks it (32-42 s; 48 s with the 13 s install)",
     "shuffle": "four 1-epoch trainings on rewritten splits (20-35 s)",
     "collisions": "two 1-epoch trainings (12-27 s)",
     "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
