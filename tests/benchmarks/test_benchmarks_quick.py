@@ -45,6 +45,8 @@ SLOW = {
     "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
     "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
     "startup": "two `recpipe train` processes to their first step (30-53 s)",
+    "peers": "five 1-epoch trainings, three in processes that import FuxiCTR (and ray) or DeepCTR-Torch, and the "
+    "peers' pip install when ~/.cache/recpipe/peers lacks it (32-42 s; 48 s with the 13 s install)",
     "shuffle": "four 1-epoch trainings on rewritten splits (20-35 s)",
     "collisions": "two 1-epoch trainings (12-27 s)",
     "train_step": "two full-size MultiTowerDIN models under DMP, ~3 GB (10-17 s)",
