@@ -10,6 +10,10 @@ to host memory are counted, the background writes where they slow the steps). Ev
 end-of-training checkpoint, left out of both sides. ``overhead = (with - without) / without``; the goal is ``ckpt_overhead <= 0.05``
 at the shipped cadence.
 
+The variants run ``--repeats`` rounds, interleaved (none, shipped, …, none, shipped, …), so a load swing on the
+shared machine reaches every variant alike; each variant's figure is its median round (a run of the median
+loop time), its other rounds' times are kept in the JSON (``seconds_all``).
+
 Run: ``.venv/bin/python benchmarks/train_e2e.py`` (about 5-10 minutes on 2 cores at 1M rows). Last line:
 ``train_e2e: ckpt_overhead=… rows_per_s=… ckpt_overhead_steps100_async=… ckpt_overhead_steps100_sync=…``
 (``rows_per_s``: the shipped cadence's training rows per second of loop time).
@@ -78,6 +82,15 @@ def _mid_run(every_steps: int | None, steps: int) -> int | None:
     return (steps - 1) // every_steps if every_steps else None
 
 
+def _print_run(label: str, r: dict[str, Any]) -> None:
+    print(
+        f"train_e2e [{label}]: {r['seconds']:.1f}s ({r['train_seconds']:.1f}s steps, "
+        f"{r['checkpoint_seconds']:.1f}s mid-run checkpoints on the training thread; the final one "
+        f"{r['final_checkpoint_seconds']:.1f}s), {r['steps']} steps, load {r['load_after']:.1f}",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="generated Taobao rows (train + eval)")
@@ -86,8 +99,15 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=DIN_CONFIG)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every variant")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    quick = {"rows": 20_000, "every_steps": 5, "config": TINY_CONFIG, "out": quick_out(RESULTS.name)}
+    quick = {
+        "rows": 20_000,
+        "every_steps": 5,
+        "config": TINY_CONFIG,
+        "repeats": 1,
+        "out": quick_out(RESULTS.name),
+    }
     args = parse_args(parser, quick)
     torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), os.getloadavg()
@@ -97,17 +117,16 @@ def main() -> None:
         tmp = Path(tmp_dir)
         data = prepare("taobao", args.rows, args.catalogue, tmp / "data", args.config, args.seed)
         print(f"train_e2e: {data.train_rows:,} train rows, {args.config.name}", flush=True)
-        for name, overrides in variants.items():
-            r = run_once(args.config, data.train_dir, tmp / f"run-{name}", overrides)
-            r["load_after"] = os.getloadavg()[0]
-            runs[name] = r
-            print(
-                f"train_e2e [{name}]: {r['seconds']:.1f}s ({r['train_seconds']:.1f}s steps, "
-                f"{r['checkpoint_seconds']:.1f}s mid-run checkpoints on the training thread; the final one "
-                f"{r['final_checkpoint_seconds']:.1f}s), {r['steps']} steps, "
-                f"load {r['load_after']:.1f}",
-                flush=True,
-            )
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+        for k in range(args.repeats):
+            for name, overrides in variants.items():
+                r = run_once(args.config, data.train_dir, tmp / f"run-{name}-{k}", overrides)
+                r["load_after"] = os.getloadavg()[0]
+                rounds[name].append(r)
+                _print_run(f"{name} {k + 1}/{args.repeats}", r)
+    for name, done in rounds.items():
+        median = sorted(done, key=lambda r: r["seconds"])[(len(done) - 1) // 2]
+        runs[name] = {**median, "seconds_all": [r["seconds"] for r in done]}
     base = runs["none"]["seconds"]
     overhead = {name: (r["seconds"] - base) / base for name, r in runs.items() if name != "none"}
     summary = {
@@ -123,6 +142,7 @@ def main() -> None:
         "train_rows": data.train_rows,
         "catalogue": args.catalogue,
         "threads": args.threads,
+        "repeats": args.repeats,
         "goal": f"ckpt_overhead <= {GOAL} at the shipped cadence",
         "runs": runs,
         "summary": summary,
