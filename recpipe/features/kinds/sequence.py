@@ -358,8 +358,9 @@ def _sequence_fast(
     nsub = len(feats)
     digit = (raw - 48) < 10  # uint8 arithmetic wraps: the bytes "0".."9" only
     seps = np.flatnonzero(~digit)
-    item_end = raw[seps] == delim[0]
-    if not (item_end | (raw[seps] == sub[0])).all():
+    between = raw[seps]
+    item_end = between == delim[0]
+    if not (item_end | (between == sub[0])).all():
         return None
     # Every id ends at a separator or at its row's end; with the separators dropped the j-th separator sits at
     # seps[j] - j. The ends in order: a row's separators, then its end (rows without text have no end).
