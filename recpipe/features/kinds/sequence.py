@@ -3,8 +3,8 @@ jagged (a history of 3 items is 3 values). A sub-feature is an id (mapped as an 
 (``boundaries``: one bucket id per item, TorchEasyRec's raw_feature inside a sequence_feature; ``dense``: one
 float per item, carried in the KJT as its float64 bits, :attr:`SparseFeature.item_float`). Pre-encoded
 input (``data.fg_encoded``) holds each sub-feature's ids in a column of its own, ``<sequence>__<sub>``. A fast
-path parses the common case (decimal ids, nothing to truncate or reject) (separators dropped, one text → int64 cast); the general
-path finds and names bad rows.
+path parses the common case (decimal ids, nothing to truncate or reject): the separators dropped, one
+text → int64 cast; the general path finds and names bad rows.
 
 Example::
 
