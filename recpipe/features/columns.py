@@ -79,6 +79,11 @@ def bucket_ids(raw: np.ndarray, m: IdMapping, zch: bool = False) -> np.ndarray:
     return zch_keys_from_ints(raw) if zch else np.mod(raw, m.size)
 
 
+def hash_ids(hashes: np.ndarray, m: IdMapping, zch: bool = False) -> np.ndarray:
+    """Ids of a ``hash`` mapping from FNV-1a 64 hashes: ``hash % size``, or a zch feature's 63-bit keys."""
+    return zch_keys_from_hashes(hashes) if zch else (hashes % np.uint64(m.size)).astype(np.int64)
+
+
 def map_ids(
     arr: pa.Array, m: IdMapping, column: str, zch: bool = False
 ) -> tuple[np.ndarray, np.ndarray, BadRows | None]:
@@ -118,8 +123,7 @@ def map_ids(
     elif m.kind == "hash":
         # Hash each distinct value once: context features like pid have a handful of values.
         enc = pc.dictionary_encode(to_string_array(arr))
-        hashes = fnv1a64(enc.dictionary)
-        table = zch_keys_from_hashes(hashes) if zch else (hashes % np.uint64(m.size)).astype(np.int64)
+        table = hash_ids(fnv1a64(enc.dictionary), m, zch)
         ids = (
             table[as_numpy(pc.fill_null(enc.indices, 0)).astype(np.int64)]
             if len(table)

@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from recpipe.features.text import text_ranges
+
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 _MASK = (1 << 64) - 1
@@ -40,31 +42,41 @@ def fnv1a64(arr: pa.Array) -> np.ndarray:
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if not pa.types.is_large_string(arr.type):
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())
-    n = len(arr)
-    out = np.full(n, FNV_OFFSET, dtype=np.uint64)
-    if n == 0:
-        return out
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
-    data_buf = arr.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets)
-    if arr.null_count:
-        lengths = np.where(np.asarray(arr.is_null()), 0, lengths)
-    starts = offsets[:-1]
+    return fnv1a64_ranges(*text_ranges(arr))
+
+
+def fnv1a64_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """FNV-1a 64 of the byte ranges ``data[starts[i]:ends[i]]``, no range copied into a string first.
+
+    One pass per byte position, vectorized across the ranges: sorted by length (a counting sort, the lengths
+    being small), the ranges still going at position ``k`` are a suffix, so each pass is a slice.
+
+    Args:
+        data (np.ndarray): uint8 bytes.
+        starts (np.ndarray), ends (np.ndarray): ``(N,)`` int64 range bounds.
+
+    Returns:
+        np.ndarray: ``(N,)`` uint64 hashes (an empty range hashes like the empty string).
+    """
+    n = starts.size
+    lengths = ends - starts
+    longest = int(lengths.max()) if n else 0
+    if not longest:
+        return np.full(n, FNV_OFFSET, dtype=np.uint64)
+    # numpy's stable sort of 16-bit integers is a radix sort.
+    order = np.argsort(lengths.astype(np.uint16) if longest < 2**16 else lengths, kind="stable")
+    at = starts[order]
+    going = np.searchsorted(lengths[order], np.arange(longest), side="right")  # first range longer than k
+    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
     prime = np.uint64(FNV_PRIME)
-    max_len = int(lengths.max()) if n else 0
-    # Iterate over byte positions, vectorized across rows; shorter strings drop out as they end.
-    rows = np.arange(n)
-    for i in range(max_len):
-        if i:
-            keep = lengths[rows] > i
-            if not keep.all():
-                rows = rows[keep]
-        elif not (lengths > 0).all():
-            rows = rows[lengths > 0]
-        out[rows] = (out[rows] ^ data[starts[rows] + i]) * prime
+    for k in range(longest):
+        tail = h[going[k] :]
+        np.bitwise_xor(tail, data[at[going[k] :] + k], out=tail)
+        np.multiply(tail, prime, out=tail)
+    out = np.empty_like(h)
+    out[order] = h
     return out
 
 

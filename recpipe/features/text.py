@@ -33,7 +33,7 @@ def _byte(sep: str, t: pa.DataType) -> int | None:
     return b[0] if len(b) == 1 and b[0] < 0x80 else None
 
 
-def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def text_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets (len + 1,) int64, data uint8) of a (large) string array, offsets into ``data``."""
     bufs = arr.buffers()
     if bufs[1] is None:  # an empty array may have no offsets buffer
@@ -73,11 +73,11 @@ def split_pieces(arr: pa.Array, sep: str) -> tuple[np.ndarray, pa.Array] | None:
     if byte is None:
         return None
     n = len(arr)
-    offsets, data = _buffers(arr)
+    offsets, data = text_buffers(arr)
     if arr.null_count and np.diff(offsets)[~arr.is_valid().to_numpy(zero_copy_only=False)].any():
         # A null row's slot may still span bytes (Arrow allows it): read it as "", so none of them is a piece.
         arr = pc.fill_null(arr, "")
-        offsets, data = _buffers(arr)
+        offsets, data = text_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
     seps = lo + np.flatnonzero(data[lo:hi] == byte)
     # Row r holds k_r separators and k_r + 1 pieces; sorted, the pieces' starts are the row starts and the
@@ -115,7 +115,7 @@ def split_once(arr: pa.Array, sep: str, last: bool = False) -> tuple[pa.Array, p
         return None
     if arr.null_count:  # callers keep Arrow's split, which carries the nulls through
         return None
-    offsets, data = _buffers(arr)
+    offsets, data = text_buffers(arr)
     starts, ends = offsets[:-1], offsets[1:]
     cut, has = cut_ranges(byte_positions(data, starts, ends, sep), starts, ends, last)
     before = gather(arr.type, data, starts, cut)
@@ -127,7 +127,7 @@ def split_once(arr: pa.Array, sep: str, last: bool = False) -> tuple[pa.Array, p
 def text_ranges(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(data uint8, starts, ends) of every value of a (large) string array: value ``i`` is
     ``data[starts[i]:ends[i]]``, a null value an empty range (whatever bytes its slot spans)."""
-    offsets, data = _buffers(arr)
+    offsets, data = text_buffers(arr)
     starts, ends = offsets[:-1], offsets[1:]
     if arr.null_count:
         ends = np.where(arr.is_valid().to_numpy(zero_copy_only=False), ends, starts)
@@ -136,7 +136,7 @@ def text_ranges(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def text_has(arr: pa.Array, sep: str) -> bool:
     """Whether any value of a (large) string array holds ``sep`` (the bytes of its slots searched once)."""
-    offsets, data = _buffers(arr)
+    offsets, data = text_buffers(arr)
     return sep.encode() in data[int(offsets[0]) : int(offsets[-1])].tobytes()
 
 

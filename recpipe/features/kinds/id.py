@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 
 from recpipe.config.features import MULTI_VALUE_SEPARATOR, IdFeatureConfig, SubFeatureConfig
 from recpipe.data.types import DataError
-from recpipe.features.columns import BadRows, as_numpy, integral_ids, is_string, map_ids, to_float
-from recpipe.features.hashing import to_string_array
+from recpipe.features.columns import BadRows, as_numpy, hash_ids, integral_ids, is_string, map_ids, to_float
+from recpipe.features.hashing import fnv1a64, fnv1a64_ranges, to_string_array
 from recpipe.features.kinds.base import (
     ANY,
     IDS,
@@ -309,6 +309,13 @@ def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     if not multi and "default_bucketize_value" not in f.params:
         values, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
         return (values if present.all() else values[present]), present.astype(np.int32), bad
+    if f.mapping.kind == "hash" and is_string(arr.type) and _one_byte(separator):
+        # The pieces hashed on their byte ranges (as split_values cuts them): none becomes a string.
+        data, starts, ends = text_ranges(arr)
+        rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
+        counts = np.bincount(rows, minlength=len(arr)).astype(np.int64)
+        values, counts, _ = hashed_values(f, fnv1a64_ranges(data, ps, pe), rows, counts)
+        return values, counts.astype(np.int32), None
     flat, rows, counts = split_values(arr, separator)
     flat, rows, counts = with_default(flat, rows, counts, f.mapping.default_value)
     keep = first_values(rows, counts, int(f.params.get("value_dim", 0)))
@@ -366,43 +373,108 @@ def weighted_pairs(
             f"column {column!r}: a weighted id column holds 'k:w' text, a list of 'k:w' texts or a map of "
             f"ids to weights, got {arr.type}"
         )
-    if is_string(arr.type) and len(separator.encode()) == 1 and separator < "\x80":
-        # Text on byte ranges: the pieces are cut at their last ':' without being copied first.
-        data, starts, ends = text_ranges(arr)
-        rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
-        cut_at, pair = cut_ranges(byte_positions(data, ps, pe, ":"), ps, pe, last=True)
-        keys, weight_text = gather(arr.type, data, ps, cut_at), gather(arr.type, data, cut_at + pair, pe)
-        counts = np.bincount(rows, minlength=len(arr)).astype(np.int64)
-        flat = None  # the pieces as text, made only for a bad row's message
-    else:
-        flat, rows, counts = split_values(arr, separator)
-        flat = to_string_array(flat)
-        # Each piece cut once at its last ':' (a piece without one is all id, no weight: a bad row).
-        cut = split_once(flat, ":", last=True)
-        if cut is None:  # flat is text and ":" one byte: cannot happen
-            raise AssertionError(f"weighted ids of column {column!r}: {flat.type} is not text")
-        keys, weight_text, pair = cut
+    text = _text_pairs(arr, separator, column)
+    if text is not None:
+        data, ps, pe, cut_at, rows, counts, weights, bad = text
+        return gather(arr.type, data, ps, cut_at), weights, rows, counts, bad
+    flat, rows, counts = split_values(arr, separator)
+    flat = to_string_array(flat)
+    # Each piece cut once at its last ':' (a piece without one is all id, no weight: a bad row).
+    cut = split_once(flat, ":", last=True)
+    if cut is None:  # flat is text and ":" one byte: cannot happen
+        raise AssertionError(f"weighted ids of column {column!r}: {flat.type} is not text")
+    keys, weight_text, pair = cut
+    weights, bad = _pair_weights(weight_text, pair, as_numpy(pc.equal(keys, "")), rows, column)
+    return (
+        keys,
+        weights,
+        rows,
+        counts,
+        None if bad is None else BadRows(bad.rows, column, PAIR_EXPECTED, flat, bad.arr_rows),
+    )
+
+
+def _one_byte(separator: str) -> bool:
+    return len(separator.encode()) == 1 and separator < "\x80"
+
+
+def _text_pairs(
+    arr: pa.Array, separator: str, column: str
+) -> (
+    tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, BadRows | None]
+    | None
+):
+    """:func:`weighted_pairs` of text at a one-byte separator on byte ranges: ``(data, piece starts, piece
+    ends, cut, rows, counts, weights, bad)``, each id ``data[start:cut]`` (pieces cut at their last ':' without
+    being copied first); None for other columns or separators."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (is_string(arr.type) and _one_byte(separator)):
+        return None
+    data, starts, ends = text_ranges(arr)
+    rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
+    cut_at, pair = cut_ranges(byte_positions(data, ps, pe, ":"), ps, pe, last=True)
+    counts = np.bincount(rows, minlength=len(arr)).astype(np.int64)
+    weights, bad = _pair_weights(gather(arr.type, data, cut_at + pair, pe), pair, cut_at == ps, rows, column)
+    if bad is not None:  # the pieces as text, made only for a bad row's message
+        bad = BadRows(bad.rows, column, PAIR_EXPECTED, gather(arr.type, data, ps, pe), bad.arr_rows)
+    return data, ps, pe, cut_at, rows, counts, weights, bad
+
+
+def _pair_weights(
+    weight_text: pa.Array, pair: np.ndarray, no_key: np.ndarray, rows: np.ndarray, column: str
+) -> tuple[np.ndarray, BadRows | None]:
+    """The weights of the pieces (0 for a bad one: no ':', no id before it, or no finite number after it) and
+    the bad pieces (``rows``: their rows, ``arr_rows``: the pieces)."""
     weights, bad_w = to_float(weight_text, 0.0, column)
-    bad = ~pair | as_numpy(pc.equal(keys, ""))
+    bad = ~pair | no_key
     if bad_w is not None:
         bad[bad_w.rows] = True
     if not bad.any():
-        return keys, weights, rows, counts, None
+        return weights, None
     at = np.flatnonzero(bad)
-    weights = np.where(bad, 0.0, weights)
-    if flat is None:
-        flat = gather(arr.type, data, ps, pe)
-    return keys, weights, rows, counts, BadRows(rows[at], column, PAIR_EXPECTED, flat, at)
+    return np.where(bad, 0.0, weights), BadRows(rows[at], column, PAIR_EXPECTED, None, at)
+
+
+def hashed_values(
+    f: SparseFeature,
+    hashes: np.ndarray,
+    rows: np.ndarray,
+    counts: np.ndarray,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The ids of a ``hash`` mapping's values from their FNV-1a 64 hashes, as :func:`with_default` (a default
+    weighs 1.0), :func:`first_values` and :func:`map_values` place and map the values themselves:
+    ``(ids, counts, weights)``."""
+    placed = None if f.mapping.default_value is None else _default_take(counts)
+    if placed is not None:
+        take, rows, counts = placed
+        hashes = np.append(hashes, fnv1a64(pa.array([f.mapping.default_value], pa.string())))[take]
+        weights = None if weights is None else np.append(weights, 1.0)[take]
+    value_dim = int(f.params.get("value_dim", 0))
+    keep = first_values(rows, counts, value_dim)
+    if keep is not None:
+        hashes, counts = hashes[keep], np.minimum(counts, value_dim)
+        weights = None if weights is None else weights[keep]
+    return hash_ids(hashes, f.mapping, f.zch), counts, weights
 
 
 def weighted_ids(f: SparseFeature, arr: pa.Array, separator: str) -> SparseOut:
     """A weighted id's ids, lengths, bad rows and the weights key's values (each id's float32 weight as
     float64 bits, :func:`~recpipe.models.blocks.item_floats.item_floats` reads them back)."""
+    text = _text_pairs(arr, separator, f.column) if f.mapping.kind == "hash" else None
+    if text is not None:  # the ids hashed on their byte ranges: none becomes a string
+        data, ps, _, cut_at, rows, counts, weights, bad = text
+        ids, counts, weights = hashed_values(f, fnv1a64_ranges(data, ps, cut_at), rows, counts, weights)
+        assert weights is not None
+        return ids, counts.astype(np.int32), bad, _weight_bits(weights)
     keys, weights, rows, counts, bad = weighted_pairs(arr, separator, f.column)
     placed = None if f.mapping.default_value is None else _default_take(counts)
     if placed is not None:  # a row without ids takes default_value, weighing 1.0
         take, rows, counts = placed
-        keys = pa.concat_arrays([to_string_array(keys), pa.array([f.mapping.default_value], pa.string())])
+        keys = pa.concat_arrays(
+            [to_string_array(keys).cast(pa.string()), pa.array([f.mapping.default_value], pa.string())]
+        )
         keys, weights = keys.take(pa.array(take)), np.append(weights, 1.0)[take]
     keep = first_values(rows, counts, int(f.params.get("value_dim", 0)))
     if keep is not None:
@@ -415,8 +487,11 @@ def weighted_ids(f: SparseFeature, arr: pa.Array, separator: str) -> SparseOut:
         bad = BadRows(
             np.concatenate([bad.rows, map_bad.rows]), f.column, f"{bad.expected}; {map_bad.expected}", arr
         )
-    bits = weights.astype(np.float32).astype(np.float64).view(np.int64)
-    return values, counts.astype(np.int32), bad, bits
+    return values, counts.astype(np.int32), bad, _weight_bits(weights)
+
+
+def _weight_bits(weights: np.ndarray) -> np.ndarray:
+    return weights.astype(np.float32).astype(np.float64).view(np.int64)
 
 
 def column(f: SparseFeature) -> tuple[ColumnKind, str]:

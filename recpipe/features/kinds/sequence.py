@@ -3,8 +3,8 @@ jagged (a history of 3 items is 3 values). A sub-feature is an id (mapped as an 
 (``boundaries``: one bucket id per item, TorchEasyRec's raw_feature inside a sequence_feature; ``dense``: one
 float per item, carried in the KJT as its float64 bits, :attr:`SparseFeature.item_float`). Pre-encoded
 input (``data.fg_encoded``) holds each sub-feature's ids in a column of its own, ``<sequence>__<sub>``. A fast
-path parses the common case (decimal ids, nothing to truncate or reject) in one Arrow C++ pass; the general
-path finds and names bad rows.
+path parses the common case (decimal ids, nothing to truncate or reject): the separators dropped, one
+text → int64 cast; the general path finds and names bad rows.
 
 Example::
 
@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
 from recpipe.config.features import (
     DenseSubFeatureConfig,
@@ -50,6 +49,7 @@ from recpipe.features.spec import (
     SparseFeature,
     sub_value_positions,
 )
+from recpipe.features.text import text_buffers
 
 # The separator of several values in one item (TorchEasyRec's multi-value separator) of a standalone history:
 # one item holds one value here, so an item containing it is a bad row rather than silently one value.
@@ -330,77 +330,85 @@ def _vector_floats(
 def _sequence_fast(
     arr: pa.Array, s: SequenceFeature, feats: list[SparseFeature], n: int
 ) -> tuple[list[np.ndarray], np.ndarray] | None:
-    """The common case in one C++ pass: histories of decimal ids, nothing to truncate or reject: each
-    sub-feature's ids and the ``(n,)`` history lengths.
+    """The common case in a few numpy passes and one Arrow cast: histories of decimal ids, nothing to truncate
+    or reject: each sub-feature's ids and the ``(n,)`` history lengths.
 
-    Items become lines (``|`` → newline) parsed by Arrow's CSV reader with ``\x03`` as the field
-    delimiter. Returns None — and the general path above runs, which finds and names bad rows —
-    whenever anything is unusual: other bytes than digits and the two delimiters, empty items,
-    a wrong number of sub-values, a history longer than ``max_length``, ids of 19+ digits.
+    The separators are dropped from the bytes (what is left are the ids' digits, one after another) and the
+    ids' ends found among them, item ends and sub-value ends told apart, so one text → int64 cast reads every
+    id. Returns None — and the general path above runs, which finds and names bad rows — whenever anything is
+    unusual: other bytes than digits and the two delimiters, an item of another number of sub-values, an empty
+    item or (without a default) an empty sub-value, a history longer than ``max_length``, ids of 19+ digits.
     """
     delim, sub = s.delimiter.encode(), s.sub_delimiter.encode()
     if (
         len(delim) != 1
         or len(sub) != 1
-        or delim in b'\n\r"0123456789'
-        or sub in b'\n\r"0123456789'
+        or delim == sub
+        or delim in b"0123456789"
+        or sub in b"0123456789"
         or any(f.mapping.kind != "mod" or f.item_lengths_key is not None for f in feats)
         or any(f.mapping.default_value is not None and not f.mapping.default_value.isdigit() for f in feats)
     ):
         return None
-    if pa.types.is_large_string(arr.type):
-        offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset : arr.offset + n + 1]
-    else:
-        offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset : arr.offset + n + 1]
-    data = arr.buffers()[2]
-    raw = np.frombuffer(data, np.uint8)[offs[0] : offs[-1]] if data is not None else np.zeros(0, np.uint8)
-    rel = (offs - offs[0]).astype(np.int64)
-    if arr.null_count:
-        rel_len = np.diff(rel) * ~as_numpy(arr.is_null())
-        if (rel_len != np.diff(rel)).any():
-            return None
-    d, c = delim[0], sub[0]
-    is_delim = raw == d
-    if not (((raw - 48) < 10) | is_delim | (raw == c)).all():
+    offsets, data = text_buffers(arr)
+    if arr.null_count and np.diff(offsets)[~as_numpy(arr.is_valid())].any():
+        return None  # a null row's slot spans bytes: the general path reads it as ""
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    raw, rel = data[lo:hi], offsets - lo
+    nsub = len(feats)
+    digit = (raw - 48) < 10  # uint8 arithmetic wraps: the bytes "0".."9" only
+    seps = np.flatnonzero(~digit)
+    between = raw[seps]
+    item_end = between == delim[0]
+    if not (item_end | (between == sub[0])).all():
         return None
-    row_len = np.diff(rel)
-    delim_rows = np.searchsorted(rel, np.flatnonzero(is_delim), side="right") - 1
-    counts = np.where(row_len > 0, np.bincount(delim_rows, minlength=n)[:n] + 1, 0)
+    # Every id ends at a separator or at its row's end; with the separators dropped the j-th separator sits at
+    # seps[j] - j. The ends in order: a row's separators, then its end (rows without text have no end).
+    per_row = np.diff(np.searchsorted(seps, rel))
+    filled = rel[1:] > rel[:-1]
+    before = np.cumsum(per_row)  # separators up to each row's end
+    filled_before = np.cumsum(filled) - filled
+    total_ids = seps.size + int(filled.sum())
+    ends = np.empty(total_ids, np.int64)
+    is_item_end = np.empty(total_ids, bool)
+    at = np.arange(seps.size) + np.repeat(filled_before, per_row)
+    ends[at], is_item_end[at] = seps - np.arange(seps.size), item_end
+    at = (before + filled_before)[filled]
+    ends[at], is_item_end[at] = (rel[1:] - before)[filled], True
+    if total_ids % nsub or not is_item_end[nsub - 1 :: nsub].all() or is_item_end.sum() * nsub != total_ids:
+        return None  # an item of another number of sub-values
+    counts = (per_row + filled) // nsub
     if (counts > s.max_length).any():
         return None
-    total = int(counts.sum())
-    if total == 0:  # no item in any row (the candidates of a context request): nothing for the CSV reader
-        empty = np.zeros(0, np.int64)
-        return [bucket_ids(empty, f.mapping, f.zch) for f in feats], counts.astype(np.int32)
-    text = np.insert(raw, rel[1:], d)  # one item per line, every row ends with a newline
-    text[text == d] = 10
-    names = [f"s{j}" for j in range(len(feats))]
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(text)),
-            read_options=pacsv.ReadOptions(
-                column_names=names, use_threads=False, block_size=max(1 << 20, text.size + 2)
-            ),
-            parse_options=pacsv.ParseOptions(delimiter=chr(c), quote_char=False, escape_char=False),
-            convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.int64()), strings_can_be_null=False
-            ),
-        )
-    except pa.ArrowInvalid:
+    if total_ids == 0:  # no item in any row (the candidates of a context request): nothing to parse
+        none = np.zeros(0, np.int64)
+        return [bucket_ids(none, f.mapping, f.zch) for f in feats], counts.astype(np.int32)
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1]
+    length = ends - starts
+    if length.max() > 18:
         return None
-    if table.num_rows != total:  # empty items were skipped as empty lines
-        return None
+    empty = (length == 0).reshape(-1, nsub)
+    has_empty = empty.any(axis=0) if not length.all() else np.zeros(nsub, bool)
+    if any(e and (nsub == 1 or f.mapping.default_value is None) for e, f in zip(has_empty, feats)):
+        return None  # an empty item, or an empty sub-value without a default
+    digits = np.compress(digit, raw)
+    width, t = (np.int32, pa.string()) if digits.size < 2**31 else (np.int64, pa.large_string())
+    valid = None if not has_empty.any() else pa.py_buffer(np.packbits(length > 0, bitorder="little"))
+    text = pa.Array.from_buffers(
+        t, total_ids, [valid, pa.py_buffer(np.append(starts, ends[-1]).astype(width)), pa.py_buffer(digits)]
+    )
+    parsed = as_numpy(pc.fill_null(pc.cast(text, pa.int64()), 0)).astype(np.int64, copy=False)
+    parsed = parsed.reshape(-1, nsub)
     out: list[np.ndarray] = []
-    for name, f in zip(names, feats):
-        col = table.column(name)
-        if col.null_count:
-            if f.mapping.default_value is None:
+    for j, f in enumerate(feats):
+        v = parsed[:, j]
+        if has_empty[j]:
+            default = int(str(f.mapping.default_value))
+            if default >= 10**18:
                 return None
-            col = pc.fill_null(col, int(f.mapping.default_value))
-        v = as_numpy(col).astype(np.int64, copy=False)
-        if v.size and v.max() >= 10**18:
-            return None
-        out.append(bucket_ids(v, f.mapping, f.zch))
+            v = np.where(empty[:, j], default, v)
+        out.append(bucket_ids(np.ascontiguousarray(v), f.mapping, f.zch))
     return out, counts.astype(np.int32)
 
 
