@@ -44,7 +44,7 @@ def text_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-def _string_array(t: pa.DataType, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+def string_array(t: pa.DataType, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     width = np.int64 if pa.types.is_large_string(t) else np.int32
     return pa.Array.from_buffers(
         t, offsets.size - 1, [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(data)]
@@ -58,7 +58,7 @@ def gather(t: pa.DataType, data: np.ndarray, starts: np.ndarray, ends: np.ndarra
     np.cumsum(lengths, out=offsets[1:])
     # Byte i of the result is data[i + shift of its piece]: the shift is constant over a piece.
     shift = np.repeat(starts - offsets[:-1], lengths)
-    return _string_array(t, offsets, data[np.arange(offsets[-1]) + shift])
+    return string_array(t, offsets, data[np.arange(offsets[-1]) + shift])
 
 
 def split_pieces(arr: pa.Array, sep: str) -> tuple[np.ndarray, pa.Array] | None:
@@ -96,7 +96,7 @@ def split_pieces(arr: pa.Array, sep: str) -> tuple[np.ndarray, pa.Array] | None:
     offsets = np.zeros(int(keep.sum()) + 1, np.int64)
     np.cumsum((ends - starts)[keep], out=offsets[1:])
     pieces = data[lo:hi]
-    return rows[keep], _string_array(
+    return rows[keep], string_array(
         arr.type, offsets, np.compress(pieces != byte, pieces) if seps.size else pieces
     )
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from recpipe.config.tokenize import NORM_ORDER
-from recpipe.features.text import _buffers, _string_array
+from recpipe.features.text import string_array, text_buffers
 
 
 def normalize_text(arr: pa.Array, options: list[str], stop_chars: str = "") -> pa.Array:
@@ -76,7 +76,7 @@ def full_to_half_width(arr: pa.Array) -> pa.Array:
     byte ``EF`` / ``E3`` never occurs inside another character, so a match is a character)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    offsets, data = _buffers(arr)
+    offsets, data = text_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
     b = data[lo:hi]
     if b.size < 3:
@@ -95,7 +95,7 @@ def full_to_half_width(arr: pa.Array) -> pa.Array:
     drop[at + 1] = drop[at + 2] = True
     dropped = np.concatenate([[0], np.cumsum(drop)])
     new_offsets = (offsets - lo) - dropped[offsets - lo]
-    normalized = _string_array(arr.type, new_offsets, out[~drop])
+    normalized = string_array(arr.type, new_offsets, out[~drop])
     if arr.null_count:
         normalized = pc.if_else(arr.is_null(), pa.scalar(None, arr.type), normalized)
     return normalized
