@@ -25,12 +25,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def one_byte(sep: str) -> int | None:
+    """The separator's byte when it is one ASCII byte (one that never occurs inside a multi-byte UTF-8
+    character), else None."""
+    b = sep.encode()
+    return b[0] if len(b) == 1 and b[0] < 0x80 else None
+
+
 def _byte(sep: str, t: pa.DataType) -> int | None:
     """The separator's byte, or None when it is not one ASCII byte or ``t`` is not (large) string."""
     if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         return None
-    b = sep.encode()
-    return b[0] if len(b) == 1 and b[0] < 0x80 else None
+    return one_byte(sep)
 
 
 def text_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -72,32 +78,21 @@ def split_pieces(arr: pa.Array, sep: str) -> tuple[np.ndarray, pa.Array] | None:
     byte = _byte(sep, arr.type)
     if byte is None:
         return None
-    n = len(arr)
     offsets, data = text_buffers(arr)
     if arr.null_count and np.diff(offsets)[~arr.is_valid().to_numpy(zero_copy_only=False)].any():
         # A null row's slot may still span bytes (Arrow allows it): read it as "", so none of them is a piece.
         arr = pc.fill_null(arr, "")
         offsets, data = text_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
-    seps = lo + np.flatnonzero(data[lo:hi] == byte)
-    # Row r holds k_r separators and k_r + 1 pieces; sorted, the pieces' starts are the row starts and the
-    # bytes after each separator, their ends the separators and the row ends.
-    per_row = np.diff(np.searchsorted(seps, offsets))
-    count = per_row + 1
-    first = np.cumsum(count) - count
-    at = np.arange(seps.size) + np.repeat(np.arange(n), per_row)
-    starts = np.empty(int(count.sum()), np.int64)
-    ends = np.empty_like(starts)
-    starts[first], starts[at + 1] = offsets[:-1], seps + 1
-    ends[first + per_row], ends[at] = offsets[1:], seps
-    rows = np.repeat(np.arange(n, dtype=np.int64), count)
-    keep = ends > starts
+    starts, ends = offsets[:-1], offsets[1:]
+    seps = byte_positions(data, starts, ends, sep)
+    rows, ps, pe = split_ranges(seps, starts, ends)
     # The pieces' bytes, one after another, are the text's bytes without its separators.
-    offsets = np.zeros(int(keep.sum()) + 1, np.int64)
-    np.cumsum((ends - starts)[keep], out=offsets[1:])
+    piece_offsets = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(pe - ps, out=piece_offsets[1:])
     pieces = data[lo:hi]
-    return rows[keep], string_array(
-        arr.type, offsets, np.compress(pieces != byte, pieces) if seps.size else pieces
+    return rows, string_array(
+        arr.type, piece_offsets, np.compress(pieces != byte, pieces) if seps.pos.size else pieces
     )
 
 
@@ -157,13 +152,13 @@ def byte_positions(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: 
     """The one ASCII byte ``sep`` in ``data`` between the least start and the greatest end of the ranges
     (those outside every range included: :func:`split_ranges` skips them); the ranges :func:`split_ranges`
     and :func:`cut_ranges` get with it must lie between the same bounds."""
-    b = sep.encode()
-    if len(b) != 1 or b[0] >= 0x80:
+    byte = one_byte(sep)
+    if byte is None:
         raise ValueError(f"byte_positions: {sep!r} is not one ASCII byte")
     if not starts.size:
         return Separators(np.zeros(0, np.int64), 0, np.zeros(1, np.int64))
     lo, hi = int(starts.min()), int(ends.max())
-    hit = data[lo:hi] == b[0]
+    hit = data[lo:hi] == byte
     # np.empty, not np.zeros: a large calloc maps fresh pages every call, a malloc reuses freed ones.
     before = np.empty(hi - lo + 1, np.int32 if hi - lo < 2**31 else np.int64)
     before[0] = 0

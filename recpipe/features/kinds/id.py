@@ -53,6 +53,7 @@ from recpipe.features.text import (
     byte_positions,
     cut_ranges,
     gather,
+    one_byte,
     split_once,
     split_pieces,
     split_ranges,
@@ -309,11 +310,9 @@ def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     if not multi and "default_bucketize_value" not in f.params:
         values, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
         return (values if present.all() else values[present]), present.astype(np.int32), bad
-    if f.mapping.kind == "hash" and is_string(arr.type) and _one_byte(separator):
+    if f.mapping.kind == "hash" and is_string(arr.type) and one_byte(separator) is not None:
         # The pieces hashed on their byte ranges (as split_values cuts them): none becomes a string.
-        data, starts, ends = text_ranges(arr)
-        rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
-        counts = np.bincount(rows, minlength=len(arr)).astype(np.int64)
+        data, rows, ps, pe, counts = _text_pieces(arr, separator)
         values, counts, _ = hashed_values(f, fnv1a64_ranges(data, ps, pe), rows, counts)
         return values, counts.astype(np.int32), None
     flat, rows, counts = split_values(arr, separator)
@@ -394,8 +393,12 @@ def weighted_pairs(
     )
 
 
-def _one_byte(separator: str) -> bool:
-    return len(separator.encode()) == 1 and separator < "\x80"
+def _text_pieces(arr: pa.Array, separator: str) -> tuple[np.ndarray, ...]:
+    """``(data, rows, piece starts, piece ends, counts)`` of text split at a one-byte ``separator`` on byte
+    ranges, the pieces as :func:`split_values` cuts them (empty ones and null rows give none)."""
+    data, starts, ends = text_ranges(arr)
+    rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
+    return data, rows, ps, pe, np.bincount(rows, minlength=len(arr)).astype(np.int64)
 
 
 def _text_pairs(
@@ -409,12 +412,10 @@ def _text_pairs(
     being copied first); None for other columns or separators."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if not (is_string(arr.type) and _one_byte(separator)):
+    if not (is_string(arr.type) and one_byte(separator) is not None):
         return None
-    data, starts, ends = text_ranges(arr)
-    rows, ps, pe = split_ranges(byte_positions(data, starts, ends, separator), starts, ends)
+    data, rows, ps, pe, counts = _text_pieces(arr, separator)
     cut_at, pair = cut_ranges(byte_positions(data, ps, pe, ":"), ps, pe, last=True)
-    counts = np.bincount(rows, minlength=len(arr)).astype(np.int64)
     weights, bad = _pair_weights(gather(arr.type, data, cut_at + pair, pe), pair, cut_at == ps, rows, column)
     if bad is not None:  # the pieces as text, made only for a bad row's message
         bad = BadRows(bad.rows, column, PAIR_EXPECTED, gather(arr.type, data, ps, pe), bad.arr_rows)
