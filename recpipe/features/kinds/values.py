@@ -99,27 +99,15 @@ def kv_pairs(
         cut = split_once(items, kv_sep)
         if cut is not None:
             keys, values, has = cut
-            bad = None
-            if not has.all():
-                if bare_value is None:
-                    expected = f"key{kv_sep}value pairs separated by {pair_sep!r}"
-                    bad = BadRows(rows[~has], column, expected, items, np.flatnonzero(~has))
-                elif bare_value:
-                    values = pc.if_else(pa.array(has), values, pa.scalar(bare_value, values.type))
-            return rows, keys, values, bad
-        has = as_numpy(pc.match_substring(items, kv_sep)).astype(bool) if len(items) else np.zeros(0, bool)
+            if bare_value and not has.all():
+                values = pc.if_else(pa.array(has), values, pa.scalar(bare_value, values.type))
+        else:  # a separator of several bytes, or null items: Arrow's split
+            keys, values, has = _split_kv(items, kv_sep, bare_value)
         bad = None
-        if not has.all():
-            if bare_value is None:
-                expected = f"key{kv_sep}value pairs separated by {pair_sep!r}"
-                bad = BadRows(rows[~has], column, expected, items, np.flatnonzero(~has))
-            # The separator of the items' own type: large_string items (a large CSV column) take no str.
-            joined = pc.binary_join_element_wise(
-                items, pa.scalar(bare_value or "", items.type), pa.scalar(kv_sep, items.type)
-            )
-            items = pc.if_else(pa.array(has), items, joined)
-        parts = pc.split_pattern(items, kv_sep, max_splits=1)
-        return rows, pc.list_element(parts, 0), pc.list_element(parts, 1), bad
+        if bare_value is None and not has.all():
+            expected = f"key{kv_sep}value pairs separated by {pair_sep!r}"
+            bad = BadRows(rows[~has], column, expected, items, np.flatnonzero(~has))
+        return rows, keys, values, bad
     if pa.types.is_map(arr.type) or (item_type is not None and pa.types.is_struct(item_type)):
         rows, items = _list_items(arr)
         if items.type.num_fields != 2:
@@ -130,6 +118,20 @@ def kv_pairs(
     raise DataError(
         f"column {column!r}: expected key{kv_sep}value text, a map or a list of (key, value), got {arr.type}"
     )
+
+
+def _split_kv(items: pa.Array, kv_sep: str, bare_value: str | None) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """(key, value, has separator) of each item cut at its first ``kv_sep`` by Arrow's split; an item without
+    it is all key, its value ``bare_value`` (or ``""``)."""
+    has = as_numpy(pc.match_substring(items, kv_sep)).astype(bool) if len(items) else np.zeros(0, bool)
+    if not has.all():
+        # The separator of the items' own type: large_string items (a large CSV column) take no str.
+        joined = pc.binary_join_element_wise(
+            items, pa.scalar(bare_value or "", items.type), pa.scalar(kv_sep, items.type)
+        )
+        items = pc.if_else(pa.array(has), items, joined)
+    parts = pc.split_pattern(items, kv_sep, max_splits=1)
+    return pc.list_element(parts, 0), pc.list_element(parts, 1), has
 
 
 def joint_codes(arrays: list[pa.Array]) -> list[np.ndarray]:
