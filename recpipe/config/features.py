@@ -9,11 +9,13 @@ config class in its own module.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from recpipe.config.sections import Strict
 
@@ -149,17 +151,21 @@ def table_init_error(init: dict[str, Any]) -> str | None:
     return None
 
 
-class TableInitConfig(Strict):
-    """How a feature's embedding table is initialized (every row, and a zch row re-drawn when its id is evicted).
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class TableInit:
+    """How a feature's embedding table is initialized (every row, and a zch row re-drawn when its id is evicted):
+    the config's ``init``, and the same value in the feature spec (``TableSpec.init``) and fg.json.
 
     ``mode``: ``normal`` N(mean, std²); ``truncated_normal`` N(mean, std²) conditioned on [lower, upper];
-    ``uniform`` U(lower, upper); ``constant`` every weight ``value``. Defaults: ``mean`` 0, ``std``
+    ``uniform`` U(lower, upper); ``constant`` every weight ``value``. Defaults (None): ``mean`` 0, ``std``
     1/sqrt(embedding_dim), ``lower`` / ``upper`` ∓/± sqrt(1/rows) (TorchRec's default table init), ``value`` 0
     (TorchEasyRec dynamicemb's defaults, docs/source/feature/dynamicemb.md). Not set: the model's table init.
+    An initializer that :func:`table_init_error` refuses raises a ``ValueError`` saying why.
 
     Example::
 
-        init: {mode: normal, std: 0.05}      # N(0, 0.05²)
+        init: {mode: normal, std: 0.05}      # config: N(0, 0.05²)
+        TableInit("normal", std=0.05)         # fg.json: "init": {"mode": "normal", "std": 0.05}
     """
 
     mode: str
@@ -169,24 +175,26 @@ class TableInitConfig(Strict):
     upper: float | None = None
     value: float | None = None
 
-    @model_validator(mode="after")
-    def _valid(self) -> TableInitConfig:
-        why = table_init_error(self.model_dump())
+    def __post_init__(self) -> None:
+        why = table_init_error(dataclasses.asdict(self))
         if why is not None:
             raise ValueError(why)
-        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mode and the fields given (fg.json's ``init``)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 class _TableMixin(Strict):
     """The settings of a feature's embedding table (TorchEasyRec's common ``data_type``, ``trainable`` and
     ``init_fn``, docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16``
     (TorchEasyRec's FP32 / FP16); ``trainable: false`` freezes the table (TorchEasyRec's frozen tables: SGD with lr
-    0, so the optimizer never changes it); ``init`` its initializer (:class:`TableInitConfig`). Features sharing a
+    0, so the optimizer never changes it); ``init`` its initializer (:class:`TableInit`). Features sharing a
     table must agree on all three."""
 
     data_type: Literal["fp32", "fp16"] = "fp32"
     trainable: bool = True
-    init: TableInitConfig | None = None
+    init: TableInit | None = None
 
     def has_table(self) -> bool:
         """The feature looks up an embedding table (its output is ids)."""

@@ -9,7 +9,7 @@ from recpipe.config import RecpipeConfig
 from recpipe.config.features import sub_feature_key
 from recpipe.features.kinds.base import SpecParts
 from recpipe.features.kinds.registry import feature_kind
-from recpipe.features.spec import FeatureGroup, FeatureSpec, FeatureSpecError, TableInit
+from recpipe.features.spec import FeatureGroup, FeatureSpec, FeatureSpecError
 
 # TorchEasyRec's wide_embedding_dim default (tzrec/protos/models/rank_model.proto: DeepFM, WideAndDeep).
 WIDE_EMBEDDING_DIM = 4
@@ -69,7 +69,7 @@ def _table_settings(f: object, parts: SpecParts, start: int) -> None:
         settings = {k: getattr(section, k) for k in ("data_type", "trainable") if hasattr(section, k)}
         init = getattr(section, "init", None)
         if init is not None:
-            settings["init"] = TableInit(**init.model_dump())
+            settings["init"] = init
         if settings:
             parts.sparse[i] = dataclasses.replace(entry, **settings)
 

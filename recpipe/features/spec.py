@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from recpipe.config.features import feature_output, table_init_error
+from recpipe.config.features import TableInit, feature_output
 
 # The FeatureSpec's file name wherever one is written (a dataset, a checkpoint, an export folder).
 FG_JSON = "fg.json"
@@ -76,38 +76,6 @@ class IdMapping:
             raise FeatureSpecError(f"id mapping size must be >= 1, got {self.size}")
         if self.kind == "vocab" and self.vocab is None:
             raise FeatureSpecError("a vocab mapping needs its vocabulary")
-
-
-@dataclass(frozen=True)
-class TableInit:
-    """An embedding table's initializer (the config's ``init``, :class:`recpipe.config.features.TableInitConfig`).
-
-    Args:
-        mode (str): ``"normal"`` N(mean, std²), ``"truncated_normal"`` N(mean, std²) conditioned on
-            [lower, upper], ``"uniform"`` U(lower, upper), ``"constant"`` every weight ``value``.
-        mean, std, lower, upper, value (float | None): the mode's fields; None: its default (``mean`` 0,
-            ``std`` 1/sqrt(dim), ``lower`` / ``upper`` ∓/± sqrt(1/rows), ``value`` 0).
-
-    Example::
-
-        TableInit("normal", std=0.05)     # fg.json: "init": {"mode": "normal", "std": 0.05}
-    """
-
-    mode: str
-    mean: float | None = None
-    std: float | None = None
-    lower: float | None = None
-    upper: float | None = None
-    value: float | None = None
-
-    def __post_init__(self) -> None:
-        why = table_init_error(asdict(self))
-        if why is not None:
-            raise FeatureSpecError(why)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The mode and the fields given (fg.json's ``init``)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -578,7 +546,9 @@ class FeatureSpec:
                 config_digest=d.get("config_digest"),
                 extra_labels=list(d.get("extra_labels", [])),
             )
-        except (KeyError, TypeError) as err:
+        except FeatureSpecError:
+            raise
+        except (KeyError, TypeError, ValueError) as err:  # ValueError: a table init TableInit refuses
             raise FeatureSpecError(f"malformed FeatureSpec: {err}") from None
 
     def digest(self) -> str:

@@ -1,4 +1,4 @@
-"""TorchEasyRec's embedding initializers as a recpipe feature's ``init`` (recpipe.config.features.TableInitConfig).
+"""TorchEasyRec's embedding initializers as a recpipe feature's ``init`` (recpipe.config.features.TableInit).
 
 Two fields set a table's initializer in TorchEasyRec:
 

@@ -28,7 +28,7 @@ def _dynamicemb(initializer: str) -> str:
 
 def _init(imported) -> dict | None:
     init = imported.config.features[0].init
-    return None if init is None else init.model_dump(exclude_none=True)
+    return None if init is None else init.to_dict()
 
 
 @pytest.mark.parametrize(
