@@ -7,6 +7,7 @@ parameters (dim 48, attention MLP 256-64), so they compute the same function.
 History length scenarios (most recent 100 clicks at most):
   mean4   geometric, ~20% empty, 1% of rows a long tail of 50..100 items, mean ≈ 4
   mean20  geometric, mean ≈ 20, capped at 100
+  mean40  geometric, mean ≈ 40, capped at 100 (long histories: where the attention's arithmetic is the cost)
   all100  every row holds 100 items (the padded formulation's best case)
 
 Times are medians over repeats; the two implementations alternate within every repeat so machine
@@ -14,6 +15,13 @@ noise hits both, and short calls are repeated within a sample. Speedup = padded 
 "jagged" is ``DinAttention``'s default (``first_layer="auto"``: the per-row split under autograd, the
 accumulating split under no_grad); its first-layer variants are compared one by one at the smaller batch
 size (mean4, mean20).
+
+At mean 40 the script also measures how close the jagged attention's forward+backward comes to the machine's
+arithmetic limit: the attention's GEMM flops (its first layer as the per-row split computes it: the query's
+part once per row, ``[s, q⊙s]`` per item; then the MLP and the score layer per item; backward twice the forward)
+over its median time, against the best fp32 GEMM rate ``torch.mm`` reaches in the same process at the same
+thread count (square and attention-shaped products, the best of them): ``gflops_mean40``,
+``gemm_peak_gflops``, ``peak_fraction_mean40`` and ``rows_per_s_mean40``.
 
 Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores; ``--quick``: batches
 128 and 64 (the variants at 64), one repeat of 10 ms samples).
@@ -44,7 +52,7 @@ def history_lengths(scenario: str, batch: int, gen: torch.Generator) -> torch.Te
     """``(B,)`` int64 history lengths for a scenario (see the module docstring)."""
     if scenario == "all100":
         return torch.full((batch,), MAX_LENGTH, dtype=torch.long)
-    mean = {"mean4": 3.25, "mean20": 20.3}[scenario]
+    mean = {"mean4": 3.25, "mean20": 20.3, "mean40": 44.0}[scenario]
     # Number of failures before a success: P(0) = p, mean (1 - p) / p.
     p = 1.0 / (1.0 + mean)
     u = torch.rand(batch, generator=gen, dtype=torch.float64)
@@ -162,11 +170,47 @@ def entry_line(scenario: str, entry: dict) -> str:
     )
 
 
+def attention_gemm_flops(
+    batch: int, values_t: int, dim: int = DIM, hidden: list[int] = HIDDEN
+) -> dict[str, int]:
+    """The GEMM flops (2 per multiply-add) of one :class:`DinAttention` call over ``batch`` rows and
+    ``values_t`` history items, as its per-row split computes them: ``(W_q + W_d)·q`` once per row, the
+    ``[s, q⊙s]`` GEMM and every later layer (the score layer included) per item; backward computes the
+    gradients of both operands of every GEMM, twice the forward. Elementwise work is not counted."""
+    widths = [*hidden, 1]
+    fwd = 2 * batch * dim * hidden[0] + 2 * values_t * 2 * dim * hidden[0]
+    fwd += sum(2 * values_t * a * b for a, b in zip(widths, widths[1:], strict=False))
+    return {"fwd": fwd, "fwd_bwd": 3 * fwd}
+
+
+def gemm_peak_gflops(seconds: float = 1.0) -> dict[str, float]:
+    """The best fp32 ``torch.mm`` rate (GFLOP/s) at the current thread count, over square products and the
+    attention's own shapes (a tall ``(T, K) @ (K, H)``): each shape repeated for ``seconds``, its best call."""
+    shapes = {
+        "square_1024": (1024, 1024, 1024),
+        "square_2048": (2048, 2048, 2048),
+        "attention_first": (65536, 2 * DIM, HIDDEN[0]),
+        "attention_second": (65536, HIDDEN[0], HIDDEN[1]),
+    }
+    rates: dict[str, float] = {}
+    for name, (m, k, n) in shapes.items():
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        out = torch.empty(m, n)
+        torch.mm(a, b, out=out)
+        best, deadline = float("inf"), time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            torch.mm(a, b, out=out)
+            best = min(best, time.perf_counter() - t0)
+        rates[name] = 2 * m * k * n / best / 1e9
+    return {"peak": max(rates.values()), **rates}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8192, 2048])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--scenarios", nargs="+", default=["mean4", "mean20", "all100"])
+    parser.add_argument("--scenarios", nargs="+", default=["mean4", "mean20", "mean40", "all100"])
     parser.add_argument("--sample-s", type=float, default=0.5, help="repeat short calls to fill a sample")
     parser.add_argument(
         "--variants-at", nargs="+", default=["mean4", "mean20"], help="scenarios for variants"
@@ -215,6 +259,18 @@ def main() -> None:
         return None if entry is None else entry[key]
 
     all100 = results.get(f"all100_b{big}")
+    mean40 = results.get(f"mean40_b{big}")
+    peak = gemm_peak_gflops(0.2 if args.repeats == 1 else 1.0)
+    arithmetic: dict[str, float | None] = {"gflops_mean40": None, "peak_fraction_mean40": None}
+    if mean40 is not None:
+        flops = attention_gemm_flops(mean40["batch_size"], mean40["values_T"])
+        seconds = mean40["median_s"]["jagged"]["fwd_bwd"]
+        arithmetic = {
+            "gflops_mean40": flops["fwd_bwd"] / seconds / 1e9,
+            "peak_fraction_mean40": flops["fwd_bwd"] / seconds / 1e9 / peak["peak"],
+            "rows_per_s_mean40": mean40["batch_size"] / seconds,
+            "flops_fwd_bwd_mean40": flops["fwd_bwd"],
+        }
     summary = {
         "batch_size": big,
         "speedup_fwd_bwd_mean4": get("mean4", "speedup_fwd_bwd"),
@@ -224,6 +280,9 @@ def main() -> None:
         # jagged / padded forward+backward time when every row is full.
         "ratio_all100": None if all100 is None else 1.0 / all100["speedup_fwd_bwd"],
         "ratio_all100_fwd": None if all100 is None else 1.0 / all100["speedup_fwd"],
+        **arithmetic,
+        "gemm_peak_gflops": peak["peak"],
+        "gemm_gflops_by_shape": {k: v for k, v in peak.items() if k != "peak"},
     }
     report = {
         "benchmark": "din_attention",
@@ -264,7 +323,10 @@ def main() -> None:
         f"din_attention: speedup_fwd_bwd_mean4={fmt(summary['speedup_fwd_bwd_mean4'])} "
         f"speedup_fwd_mean4={fmt(summary['speedup_fwd_mean4'])} "
         f"speedup_fwd_bwd_mean20={fmt(summary['speedup_fwd_bwd_mean20'])} "
-        f"ratio_all100={fmt(summary['ratio_all100'])}"
+        f"ratio_all100={fmt(summary['ratio_all100'])} "
+        f"gflops_mean40={fmt(summary['gflops_mean40'])} gemm_peak_gflops={fmt(summary['gemm_peak_gflops'])} "
+        f"peak_fraction_mean40={fmt(summary['peak_fraction_mean40'])} "
+        f"rows_per_s_mean40={fmt(summary.get('rows_per_s_mean40'))}"
     )
 
 
