@@ -1,0 +1,130 @@
+"""Frequency admission of a zch table under DistributedModelParallel (1 rank, gloo): an id seen ``k`` times across
+training steps holds a row exactly when ``k >= threshold``; until then it reads the constant, and no gradient
+reaches the spare row it looks up (its weight and Adagrad state stay put); the counter is in the model's state
+dict and a DCP checkpoint carries it into a fresh model, which admits on the count it left off at.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torchrec.modules.embedding_configs import EmbeddingConfig
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from recpipe.config import OptimizerConfig
+from recpipe.features.spec import ZchAdmission
+from recpipe.models.blocks.embedding import EmbeddingInit, managed_collision_ec
+from recpipe.models.blocks.zch_admission import EMPTY
+from recpipe.train.dist import init_distributed, plan_sharding, shard_model, shutdown
+from recpipe.train.optim import apply_sparse_optimizer
+
+ROWS, DIM, THRESHOLD, VALUE = 8, 4, 3, 0.25
+A, B, C, D = (k << 60 for k in (1, 2, 3, 4))
+COUNTER = "mc._managed_collision_collection._managed_collision_modules.item._admit_"
+
+
+class _Lookup(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        config = EmbeddingConfig(
+            name="item",
+            num_embeddings=ROWS,
+            embedding_dim=DIM,
+            feature_names=["item"],
+            init_fn=EmbeddingInit("uniform", 0.01).init_fn(ROWS, DIM),
+        )
+        self.mc = managed_collision_ec([config], admissions={"item": ZchAdmission(THRESHOLD, None, VALUE)})
+
+    def forward(self, kjt: KeyedJaggedTensor) -> torch.Tensor:
+        out, _ = self.mc(kjt)
+        return out["item"].values()
+
+
+def _kjt(keys: list[int]) -> KeyedJaggedTensor:
+    return KeyedJaggedTensor.from_lengths_sync(["item"], torch.tensor(keys), torch.ones(len(keys), dtype=torch.int32))
+
+
+def _dmp(env):
+    torch.manual_seed(0)
+    model = _Lookup()
+    apply_sparse_optimizer(model, OptimizerConfig(type="adagrad", lr=0.5), "cpu")
+    plan, _ = plan_sharding(model, env, {})
+    return shard_model(model, env, plan)
+
+
+def _parts(dmp):
+    sharded = dmp.module.mc
+    remap = sharded._managed_collision_collection._managed_collision_modules["item"]
+    tbe, index = sharded._table_to_tbe_and_index["item"]
+    weight = tbe.split_embedding_weights()[int(index)]
+    state = tbe.split_optimizer_states()[int(index)][0]
+    return remap, weight, state
+
+
+def _held(remap) -> set[int]:
+    return {k for k in remap._mch_sorted_raw_ids.tolist() if k != EMPTY}
+
+
+def _counter(remap) -> dict[int, int]:
+    keys, counts = remap._admit_keys.view(-1).tolist(), remap._admit_counts.view(-1).tolist()
+    return {k: c for k, c in zip(keys, counts, strict=True) if k != EMPTY}
+
+
+def test_an_id_gets_a_row_at_its_threshold_th_sighting_and_reads_the_constant_before(tmp_path):
+    env = init_distributed()
+    try:
+        dmp = _dmp(env)
+        remap, weight, state = _parts(dmp)
+        spare = ROWS - 1
+        # sightings after each step:      A  B  C  D
+        steps = [
+            [A, B, C, C],  # 1: A1 B1 C2
+            [A, C, D],  # 2: A2 B1 C3 D1  -> C admitted
+            [A, B],  # 3: A3 B2 C3 D1  -> A admitted
+            [D, B, D],  # 4: A3 B3 C3 D3  -> B and D admitted
+        ]
+        admitted_after = [set(), {C}, {A, C}, {A, B, C, D}]
+        counter_after = [{A: 1, B: 1, C: 2}, {A: 2, B: 1, D: 1}, {B: 2, D: 1}, {}]
+        for keys, want_held, want_counter in zip(steps, admitted_after, counter_after, strict=True):
+            out = dmp(_kjt(keys))
+            assert _held(remap) == want_held, keys
+            assert _counter(remap) == want_counter, keys
+            for key, row in zip(keys, out, strict=True):
+                if key in want_held:  # its own row: not the constant
+                    assert not torch.allclose(row, torch.full((DIM,), VALUE)), key
+                else:
+                    assert torch.equal(row, torch.full((DIM,), VALUE)), key
+            (out * torch.arange(1.0, DIM + 1)).sum().mul(10.0).backward()
+            # no gradient reached the spare row: Adagrad's accumulator is still 0 and the weight the constant
+            assert torch.all(state[spare] == 0.0), state[spare]
+            assert torch.equal(weight[spare], torch.full((DIM,), VALUE))
+        rows = dict(zip(remap._mch_sorted_raw_ids.tolist(), remap._mch_remapped_ids_mapping.tolist(), strict=True))
+        assert state[rows[C]].abs().sum() > 0  # an admitted id trains
+    finally:
+        shutdown(env)
+
+
+def test_the_counter_survives_a_checkpoint_and_admits_where_it_left_off(tmp_path):
+    env = init_distributed()
+    try:
+        dmp = _dmp(env)
+        for keys in ([A, B], [A, C]):  # A2 B1 C1
+            dmp(_kjt(keys)).sum().backward()
+        sd = dmp.state_dict()
+        assert {COUNTER + "keys", COUNTER + "counts"} <= set(sd)
+        dcp.save({"model": sd}, checkpoint_id=str(tmp_path / "ckpt"))
+
+        fresh = _dmp(env)
+        remap, _, _ = _parts(fresh)
+        assert _counter(remap) == {}
+        state = {"model": fresh.state_dict()}
+        dcp.load(state, checkpoint_id=str(tmp_path / "ckpt"))
+        fresh.load_state_dict(state["model"])
+        assert _counter(remap) == {A: 2, B: 1, C: 1}
+        out = fresh(_kjt([A, B]))  # A's third sighting: a row; B's second: still the constant
+        assert _held(remap) == {A}
+        assert torch.equal(out[1], torch.full((DIM,), VALUE)) and not torch.equal(out[0], out[1])
+        assert _counter(remap) == {B: 2, C: 1}
+    finally:
+        shutdown(env)
