@@ -42,7 +42,9 @@ class _Lookup(nn.Module):
 
 
 def _kjt(keys: list[int]) -> KeyedJaggedTensor:
-    return KeyedJaggedTensor.from_lengths_sync(["item"], torch.tensor(keys), torch.ones(len(keys), dtype=torch.int32))
+    return KeyedJaggedTensor.from_lengths_sync(
+        ["item"], torch.tensor(keys), torch.ones(len(keys), dtype=torch.int32)
+    )
 
 
 def _dmp(env):
@@ -99,7 +101,9 @@ def test_an_id_gets_a_row_at_its_threshold_th_sighting_and_reads_the_constant_be
             # no gradient reached the spare row: Adagrad's accumulator is still 0 and the weight the constant
             assert torch.all(state[spare] == 0.0), state[spare]
             assert torch.equal(weight[spare], torch.full((DIM,), VALUE))
-        rows = dict(zip(remap._mch_sorted_raw_ids.tolist(), remap._mch_remapped_ids_mapping.tolist(), strict=True))
+        rows = dict(
+            zip(remap._mch_sorted_raw_ids.tolist(), remap._mch_remapped_ids_mapping.tolist(), strict=True)
+        )
         assert state[rows[C]].abs().sum() > 0  # an admitted id trains
     finally:
         shutdown(env)
