@@ -11,7 +11,11 @@ that this CPU build does not have (``fbgemm::reset_weight_momentum`` has no CPU 
 Adagrad would fail on the first step). :class:`ShardedZchEmbeddingCollection` resets weights and every
 optimizer state of the evicted rows itself, on any device.
 
-The remapping tables are row-wise ShardedTensors in the model's state dict, so DCP checkpoints carry
+A table with frequency admission (:mod:`recpipe.models.blocks.zch_admission`) has its spare row (the last of
+each rank) held at the admission's constant and its lookups of that row replaced by the constant, so the ids
+without a row read it and the row gets no gradient.
+
+The remapping tables (and an admission counter) are row-wise ShardedTensors in the model's state dict, so DCP checkpoints carry
 them; each rank's slice holds the keys of its own part of the key space, so a checkpoint loaded onto
 another number of ranks has them re-split by key range (:mod:`recpipe.train.zch_resplit`).
 """

@@ -9,7 +9,9 @@ ShardedTensors. On another world size a key's owner and row range change, so DCP
 every rank reads the parent's whole table (keys, rows, metadata, embedding rows, optimizer-state rows)
 and keeps the keys of its own part of the key space, sorted, on the first rows of its range, with their
 embedding and optimizer-state rows; its other rows keep this run's fresh initialization and a zeroed
-optimizer state, like evicted rows. A known key keeps its embedding values, not its row index.
+optimizer state, like evicted rows. A known key keeps its embedding values, not its row index. A table with
+frequency admission has its sighting counter (``_admit_keys`` / ``_admit_counts``) re-split the same way: each
+rank keeps the counted keys of its part of the key space (the highest counts if they do not fit).
 
 Memory: each rank holds the parent's whole zch tables for the load, ``O(zch_size · (dim + optimizer
 state + 4))`` values per table. A rank whose part of the key space holds more keys than its ``s_r − 1``
