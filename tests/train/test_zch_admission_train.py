@@ -132,3 +132,37 @@ def test_the_counter_survives_a_checkpoint_and_admits_where_it_left_off(tmp_path
         assert _counter(remap) == {B: 2, C: 1}
     finally:
         shutdown(env)
+
+
+def test_the_counter_is_re_split_by_key_range_onto_another_world_size():
+    """Rank 1 of 2 keeps the counted keys of its half of the key space (>= 2**62), the highest counts when its
+    counter (here 2 slots) cannot hold them all."""
+    from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor, ShardMetadata
+
+    from recpipe.train.zch_resplit import INPUT_SIZE, ZchTable, _resplit_counter
+
+    def sharded(t: torch.Tensor) -> ShardedTensor:
+        meta = ShardMetadata(shard_offsets=[0, 0], shard_sizes=list(t.shape), placement="rank:0/cpu")
+        return ShardedTensor._init_from_local_shards([Shard(t, meta)], t.shape)
+
+    env = init_distributed()
+    try:
+        low, high = (k << 60 for k in (1, 2)), (k << 60 for k in (5, 6, 7))
+        keys = torch.tensor([[*low, *high, EMPTY]]).T  # the parent's (rows, 1 slot) counter
+        counts = torch.tensor([[4, 1, 2, 5, 3, 0]]).T
+        table = ZchTable("item", {"_admit_keys": "k", "_admit_counts": "c"})
+        local_keys, local_counts = torch.zeros(2, 1, dtype=torch.int64), torch.zeros(2, 1, dtype=torch.int64)
+        model_sd = {"k": sharded(local_keys), "c": sharded(local_counts)}
+        block = -(-INPUT_SIZE // 2)
+        _resplit_counter(table, {"k": keys, "c": counts}, model_sd, block, 1, 2)
+        assert local_keys.flatten().tolist() == [6 << 60, 7 << 60] and local_counts.flatten().tolist() == [
+            5,
+            3,
+        ]
+        _resplit_counter(table, {"k": keys, "c": counts}, model_sd, block, 0, 2)
+        assert local_keys.flatten().tolist() == [1 << 60, 2 << 60] and local_counts.flatten().tolist() == [
+            4,
+            1,
+        ]
+    finally:
+        shutdown(env)
