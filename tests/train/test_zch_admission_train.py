@@ -1,23 +1,33 @@
 """Frequency admission of a zch table under DistributedModelParallel (1 rank, gloo): an id seen ``k`` times across
 training steps holds a row exactly when ``k >= threshold``; until then it reads the constant, and no gradient
 reaches the spare row it looks up (its weight and Adagrad state stay put); the counter is in the model's state
-dict and a DCP checkpoint carries it into a fresh model, which admits on the count it left off at.
+dict and a DCP checkpoint carries it into a fresh model, which admits on the count it left off at; the counter
+is re-split by key range onto another world size; the trainer resumes a run with admission bit for bit.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 import torch.distributed.checkpoint as dcp
+import yaml
 from torch import nn
+from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor, ShardMetadata
 from torchrec.modules.embedding_configs import EmbeddingConfig
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from recpipe.config import OptimizerConfig
+from recpipe.config import OptimizerConfig, load_config
+from recpipe.features.build import build_feature_spec
 from recpipe.features.spec import ZchAdmission
+from recpipe.launch.worker import train
 from recpipe.models.blocks.embedding import EmbeddingInit, managed_collision_ec
 from recpipe.models.blocks.zch_admission import EMPTY
+from recpipe.train.checkpoint import load_model_for_inference
 from recpipe.train.dist import init_distributed, plan_sharding, shard_model, shutdown
 from recpipe.train.optim import apply_sparse_optimizer
+from recpipe.train.zch_resplit import INPUT_SIZE, ZchTable, _resplit_counter
 
 ROWS, DIM, THRESHOLD, VALUE = 8, 4, 3, 0.25
 A, B, C, D = (k << 60 for k in (1, 2, 3, 4))
@@ -137,9 +147,6 @@ def test_the_counter_survives_a_checkpoint_and_admits_where_it_left_off(tmp_path
 def test_the_counter_is_re_split_by_key_range_onto_another_world_size():
     """Rank 1 of 2 keeps the counted keys of its half of the key space (>= 2**62), the highest counts when its
     counter (here 2 slots) cannot hold them all."""
-    from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor, ShardMetadata
-
-    from recpipe.train.zch_resplit import INPUT_SIZE, ZchTable, _resplit_counter
 
     def sharded(t: torch.Tensor) -> ShardedTensor:
         meta = ShardMetadata(shard_offsets=[0, 0], shard_sizes=list(t.shape), placement="rank:0/cpu")
@@ -166,3 +173,50 @@ def test_the_counter_is_re_split_by_key_range_onto_another_world_size():
         ]
     finally:
         shutdown(env)
+
+
+def test_training_with_admission_resumes_bit_for_bit(taobao, tmp_path):
+    """The trainer (1 rank) with ``user_id`` and ``adgroup_id`` as zch tables admitting from the 3rd sighting:
+    10 steps straight and 5 then a resume to 10 end with the same losses, counters, remappings and weights;
+    the export-time model reads the constant in its spare rows."""
+    data = yaml.safe_load(Path(taobao["config"]).read_text())
+    admission = {"threshold": 3, "default_value": 0.0}
+    for f in data["features"]:
+        if f["name"] in ("user_id", "adgroup_id"):
+            f.update(zch=True, zch_size=64, zch_admission=admission)
+        for sub in f.get("sub_features", []):
+            if sub["name"] == "adgroup_id":
+                sub.update(zch=True, zch_size=64, zch_admission=admission)
+    config = tmp_path / "din_admission.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    overrides = {"data.batch_size": 64, "train.log_every_steps": 1, "train.checkpoint_every_steps": 5}
+    cfg = load_config(config, {**overrides, "train.max_steps": 10})
+    spec = build_feature_spec(cfg)
+    train(cfg, spec, taobao["train"], None, tmp_path / "straight")
+    train(
+        load_config(config, {**overrides, "train.max_steps": 5}),
+        spec,
+        taobao["train"],
+        None,
+        tmp_path / "resumed",
+    )
+    second = train(cfg, spec, taobao["train"], None, tmp_path / "resumed")
+    assert second.resumed_from is not None and second.resumed_from.endswith("ckpt-5")
+
+    def losses(out: Path) -> dict[int, float]:
+        recs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        return {r["step"]: r["loss"] for r in recs if "loss" in r}
+
+    assert len(losses(tmp_path / "straight")) == 10 and losses(tmp_path / "resumed") == losses(
+        tmp_path / "straight"
+    )
+    a = load_model_for_inference(tmp_path / "straight")[0].state_dict()
+    b = load_model_for_inference(tmp_path / "resumed")[0].state_dict()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    remap = "embeddings.mc_ec._managed_collision_collection._managed_collision_modules.user_id"
+    counted = [k for k in a[f"{remap}._admit_keys"].flatten().tolist() if k != EMPTY]
+    held = [k for k in a[f"{remap}._mch_sorted_raw_ids"].tolist() if k != EMPTY]
+    assert counted and held and not set(counted) & set(held)
+    weight = a["embeddings.mc_ec._embedding_module.embeddings.user_id.weight"]
+    assert torch.equal(weight[63], torch.zeros(weight.shape[1]))
