@@ -185,6 +185,30 @@ class TableInit:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
+class ZchAdmissionConfig(Strict):
+    """Frequency admission of a zch table (TorchEasyRec dynamicemb's ``frequency_admission_strategy``): each id's
+    sightings in training steps are counted (a counter of ``counter_capacity`` ids, default the table's zch_size,
+    rounded up to a whole number of ids per table row); an id gets a row only once its count reaches
+    ``threshold``, and until then (and whenever it has no row) it reads ``default_value`` in every component,
+    untrained. At evaluation and export nothing is counted.
+
+    Example::
+
+        zch_admission: {threshold: 5}                  # a row from the 5th sighting; zeros before
+    """
+
+    threshold: int = Field(ge=1)
+    counter_capacity: int | None = Field(None, ge=1)
+    default_value: float = 0.0
+
+    @field_validator("default_value")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError(f"zch_admission default_value must be a finite number, got {v}")
+        return v
+
+
 class _TableMixin(Strict):
     """The settings of a feature's embedding table (TorchEasyRec's common ``data_type``, ``trainable`` and
     ``init_fn``, docs/source/feature/feature.md): ``data_type`` the table's weights, ``fp32`` or ``fp16``
@@ -238,6 +262,8 @@ class _IdMappingMixin(_TableMixin):
     # zch_decay_exponent. None: distance_lfu; zch_decay_exponent None: 1.0 (lfu has none).
     zch_eviction_policy: Literal["distance_lfu", "lfu", "lru"] | None = None
     zch_decay_exponent: float | None = Field(None, gt=0)
+    # Frequency admission (:class:`ZchAdmissionConfig`); None: every id seen in a step is a candidate for a row.
+    zch_admission: ZchAdmissionConfig | None = None
     # Value used when the column is null; None means the feature is absent (no id) in that row.
     default_value: str | None = None
 
@@ -255,7 +281,7 @@ class _IdMappingMixin(_TableMixin):
             )
         if self.zch_eviction_interval is not None and not self.zch:
             raise ValueError("zch_eviction_interval is set but zch is false")
-        for key in ("zch_eviction_policy", "zch_decay_exponent"):
+        for key in ("zch_eviction_policy", "zch_decay_exponent", "zch_admission"):
             if getattr(self, key) is not None and not self.zch:
                 raise ValueError(f"{key} is set but zch is false")
         if self.zch_decay_exponent is not None and self.zch_eviction_policy == "lfu":

@@ -33,11 +33,42 @@ _TABLE_DEFAULTS: dict[str, Any] = {
     "zch_eviction_interval": None,
     "zch_eviction_policy": "distance_lfu",
     "zch_decay_exponent": 1.0,
+    "zch_admission": None,
     "embedding": None,
     "init": None,
 }
 # A zch table's eviction policies (torchrec.modules.mc_modules' LFU / LRU / DistanceLFU_EvictionPolicy).
 ZCH_EVICTION_POLICIES = ("distance_lfu", "lfu", "lru")
+
+
+@dataclass(frozen=True)
+class ZchAdmission:
+    """A zch table's frequency admission (the config's ``zch_admission``,
+    :class:`recpipe.config.features.ZchAdmissionConfig`).
+
+    Args:
+        threshold (int): sightings in training steps an id needs before it gets a row (>= 1).
+        counter_capacity (int | None): ids the sighting counter holds; None: the table's zch_size.
+        value (float): what every component of an id without a row reads (not trained).
+
+    Example::
+
+        ZchAdmission(5)        # fg.json: "zch_admission": {"threshold": 5, "counter_capacity": null, "value": 0.0}
+    """
+
+    threshold: int
+    counter_capacity: int | None = None
+    value: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.threshold < 1 or (self.counter_capacity is not None and self.counter_capacity < 1):
+            raise FeatureSpecError(
+                f"zch_admission needs threshold >= 1 and counter_capacity >= 1 or null, got {self}"
+            )
+
+    def slots(self, zch_size: int) -> int:
+        """Counter slots per table row: ``counter_capacity`` (None: ``zch_size``) ids, rounded up to whole rows."""
+        return max(1, -(-(self.counter_capacity or zch_size) // zch_size))
 
 
 class FeatureSpecError(ValueError):
@@ -128,6 +159,8 @@ class SparseFeature:
     zch_eviction_policy: str = "distance_lfu"
     zch_decay_exponent: float = 1.0
     init: TableInit | None = None
+    # Frequency admission of the zch table; None: none (written to fg.json only when set).
+    zch_admission: ZchAdmission | None = None
 
     @property
     def item_float(self) -> bool:
@@ -273,6 +306,8 @@ class TableSpec:
     items: dict[str, list[str]] = field(default_factory=dict)
     # The table's initializer (SparseFeature.init); None: the model's.
     init: TableInit | None = None
+    # The zch table's frequency admission (SparseFeature.zch_admission); None: none.
+    zch_admission: ZchAdmission | None = None
 
 
 @dataclass(frozen=True)
@@ -443,7 +478,12 @@ class FeatureSpec:
                     f"table {name!r}: multi-value history keys {multi} (value_dim 0) on a zch table are not "
                     "supported yet"
                 )
-            zch_settings = ("zch_eviction_interval", "zch_eviction_policy", "zch_decay_exponent")
+            zch_settings = (
+                "zch_eviction_interval",
+                "zch_eviction_policy",
+                "zch_decay_exponent",
+                "zch_admission",
+            )
             for setting in ("data_type", "trainable", "init", *zch_settings):
                 values = {getattr(f, setting) for f in feats}
                 if len(values) > 1:
@@ -464,6 +504,7 @@ class FeatureSpec:
                     zch_eviction_interval=feats[0].zch_eviction_interval,
                     zch_eviction_policy=feats[0].zch_eviction_policy,
                     zch_decay_exponent=feats[0].zch_decay_exponent,
+                    zch_admission=feats[0].zch_admission,
                     weights=weights,
                     init=feats[0].init,
                     items={
@@ -530,6 +571,11 @@ class FeatureSpec:
                         **f,
                         "mapping": IdMapping(**f["mapping"]),
                         **({"init": TableInit(**f["init"])} if f.get("init") else {}),
+                        **(
+                            {"zch_admission": ZchAdmission(**f["zch_admission"])}
+                            if f.get("zch_admission")
+                            else {}
+                        ),
                     }
                 )
                 for f in d["sparse"]

@@ -407,7 +407,9 @@ def load_model_for_inference(ckpt_dir: str | Path) -> tuple[nn.Module, FeatureSp
         model, spec, cfg = load_model_for_inference("runs/x/train")
         logits = model(batch.dense, batch.sparse)      # (B,)
     """
+    from recpipe.models.blocks.zch_admission import hold_spare_rows
     from recpipe.models.registry import build_model
+    from recpipe.train.zch import zch_collections
 
     ckpt = resolve_checkpoint(ckpt_dir)
     cfg = read_config(ckpt)  # verifies the whole folder, DCP metadata included
@@ -419,4 +421,7 @@ def load_model_for_inference(ckpt_dir: str | Path) -> tuple[nn.Module, FeatureSp
     except Exception as err:
         raise CheckpointError(f"cannot load the model of {ckpt}: {err}") from err
     model.load_state_dict(state["model"])
+    for _, collection in zch_collections(model):
+        # The spare rows of an admission table took the last training step's update; they read its constant.
+        hold_spare_rows(collection)
     return model.eval(), spec, cfg

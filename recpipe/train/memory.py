@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, TableSpec
 
 FLOAT_BYTES = 4
 # A zch table's remapping module (recpipe.models.blocks.embedding.managed_collision_ec) keeps four int64 per row:
@@ -18,6 +18,13 @@ ZCH_BYTES_PER_ROW = 4 * 8
 ZCH_POLICY_BYTES_PER_ROW = {"distance_lfu": ZCH_BYTES_PER_ROW, "lfu": 3 * 8, "lru": 3 * 8}
 MIB = 1 << 20
 GIB = 1 << 30
+
+
+def admission_bytes(table: TableSpec) -> int:
+    """Bytes of a zch table's frequency-admission counter: a key and a count (int64 each) per slot, the
+    capacity rounded up to whole slots per row (:meth:`ZchAdmission.slots`)."""
+    a = table.zch_admission
+    return 0 if a is None else table.num_embeddings * a.slots(table.num_embeddings) * 2 * 8
 
 
 def optimizer_state_bytes(optimizer: str, rows: int, dim: int) -> int:
@@ -149,7 +156,7 @@ def embedding_memory_report(spec: FeatureSpec, optimizer: str) -> EmbeddingMemor
             dim=t.embedding_dim,
             weight_bytes=t.num_embeddings * t.embedding_dim * (2 if t.data_type == "fp16" else FLOAT_BYTES),
             optimizer_bytes=optimizer_state_bytes(optimizer, t.num_embeddings, t.embedding_dim),
-            zch_bytes=t.num_embeddings * ZCH_POLICY_BYTES_PER_ROW[t.zch_eviction_policy]
+            zch_bytes=t.num_embeddings * ZCH_POLICY_BYTES_PER_ROW[t.zch_eviction_policy] + admission_bytes(t)
             if t.zch_size is not None
             else 0,
         )

@@ -11,7 +11,11 @@ that this CPU build does not have (``fbgemm::reset_weight_momentum`` has no CPU 
 Adagrad would fail on the first step). :class:`ShardedZchEmbeddingCollection` resets weights and every
 optimizer state of the evicted rows itself, on any device.
 
-The remapping tables are row-wise ShardedTensors in the model's state dict, so DCP checkpoints carry
+A table with frequency admission (:mod:`recpipe.models.blocks.zch_admission`) has its spare row (the last of
+each rank) held at the admission's constant and its lookups of that row replaced by the constant, so the ids
+without a row read it and the row gets no gradient.
+
+The remapping tables (and an admission counter) are row-wise ShardedTensors in the model's state dict, so DCP checkpoints carry
 them; each rank's slice holds the keys of its own part of the key space, so a checkpoint loaded onto
 another number of ranks has them re-split by key range (:mod:`recpipe.train.zch_resplit`).
 """
@@ -31,6 +35,7 @@ from torchrec.distributed.mc_embedding import (
 from torchrec.distributed.types import ParameterSharding, ShardingEnv
 from torchrec.modules.mc_embedding_modules import BaseManagedCollisionEmbeddingCollection
 from torchrec.modules.mc_modules import ManagedCollisionModule, MCHManagedCollisionModule
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 ZCH_SHARDING = "row_wise"
 ZCH_KERNEL = "fused"
@@ -94,6 +99,44 @@ class ShardedZchEmbeddingCollection(ShardedManagedCollisionEmbeddingCollection):
             self.__dict__["_assigned"] = {}
         return self.__dict__["_assigned"]
 
+    def _admission_rows(self) -> dict[str, tuple[int, float]]:
+        """Per table with frequency admission: its spare row on this rank (local index) and the constant."""
+        if "_spare" not in self.__dict__:
+            modules = self._managed_collision_collection._managed_collision_modules
+            self.__dict__["_spare"] = {
+                t: (int(m._zch_size) - 1, float(m._admission.value))
+                for t, m in modules.items()
+                if getattr(m, "_admission", None) is not None
+            }
+        return self.__dict__["_spare"]
+
+    def compute(self, ctx: Any, dist_input: Any) -> list[torch.Tensor]:
+        """TorchRec's remap, eviction and lookup; a table with frequency admission has its spare row held at
+        the constant (weight and optimizer state) and the lookups of that row replaced by the constant, so
+        the ids without a row read it and no gradient reaches the row."""
+        spare = self._admission_rows()
+        if not spare:
+            return super().compute(ctx, dist_input)
+        self._hold(spare)
+        out = super().compute(ctx, dist_input)
+        mcc = self._managed_collision_collection
+        return [
+            _constant_rows(emb, kjt, tables, splits, spare)
+            for emb, kjt, tables, splits in zip(
+                out, ctx.remapped_kjt, mcc._sharding_tables, mcc._sharding_per_table_feature_splits
+            )
+        ]
+
+    @torch.no_grad()
+    def _hold(self, spare: dict[str, tuple[int, float]]) -> None:
+        for table, (row, value) in spare.items():
+            tbe, table_index = self._table_to_tbe_and_index[table]
+            index = int(table_index.item())
+            tbe.split_embedding_weights()[index][row] = value
+            states = tbe.split_optimizer_states()  # [] for SGD
+            for state in states[index] if states else []:
+                state[row] = 0
+
     @torch.no_grad()
     def _evict(self, evictions_per_table: dict[str, torch.Tensor | None]) -> None:
         for table, rows in evictions_per_table.items():
@@ -110,6 +153,26 @@ class ShardedZchEmbeddingCollection(ShardedManagedCollisionEmbeddingCollection):
             states = tbe.split_optimizer_states()  # [] for SGD
             for state in states[index] if states else []:
                 state[rows] = 0
+
+
+def _constant_rows(
+    emb: torch.Tensor,
+    kjt: KeyedJaggedTensor,
+    tables: list[str],
+    splits: list[int],
+    spare: dict[str, tuple[int, float]],
+) -> torch.Tensor:
+    """``emb (N, D)``, the lookup of ``kjt``'s remapped (local) rows, with the rows that are their table's spare
+    row replaced by the table's constant (no gradient flows to them)."""
+    key_tables = [t for t, n in zip(tables, splits, strict=True) for _ in range(n)]
+    if not any(t in spare for t in key_tables):
+        return emb
+    per_key = torch.tensor(kjt.length_per_key(), device=emb.device)
+    rows = torch.tensor([spare[t][0] if t in spare else -1 for t in key_tables], device=emb.device)
+    values = torch.tensor([spare[t][1] if t in spare else 0.0 for t in key_tables], device=emb.device)
+    hit = kjt.values().to(emb.device) == rows.repeat_interleave(per_key)
+    constant = values.repeat_interleave(per_key).to(emb.dtype).unsqueeze(1)
+    return torch.where(hit.unsqueeze(1), constant, emb)
 
 
 _NO_ID = torch.iinfo(torch.int64).max  # the key of a remapping slot no id holds yet

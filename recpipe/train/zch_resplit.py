@@ -9,7 +9,9 @@ ShardedTensors. On another world size a key's owner and row range change, so DCP
 every rank reads the parent's whole table (keys, rows, metadata, embedding rows, optimizer-state rows)
 and keeps the keys of its own part of the key space, sorted, on the first rows of its range, with their
 embedding and optimizer-state rows; its other rows keep this run's fresh initialization and a zeroed
-optimizer state, like evicted rows. A known key keeps its embedding values, not its row index.
+optimizer state, like evicted rows. A known key keeps its embedding values, not its row index. A table with
+frequency admission has its sighting counter (``_admit_keys`` / ``_admit_counts``) re-split the same way: each
+rank keeps the counted keys of its part of the key space (the highest counts if they do not fit).
 
 Memory: each rank holds the parent's whole zch tables for the load, ``O(zch_size · (dim + optimizer
 state + 4))`` values per table. A rank whose part of the key space holds more keys than its ``s_r − 1``
@@ -42,6 +44,8 @@ _EMPTY = torch.iinfo(torch.int64).max
 _IDS, _ROWS = "_mch_sorted_raw_ids", "_mch_remapped_ids_mapping"
 # Eviction metadata a full rank ranks keys by, in this order (the higher the better).
 _SCORES = ("_mch_counts", "_mch_last_access_iter")
+# A frequency-admission table's sighting counter (recpipe.models.blocks.zch_admission): keys and counts.
+_COUNTER = ("_admit_keys", "_admit_counts")
 INPUT_SIZE = 2**63 - 1  # TorchRec's MCH input_hash_size: the key space the row-wise input dist splits
 
 
@@ -103,7 +107,11 @@ def _read_parent(ckpt: Path, tables: dict[str, ZchTable], model_sd: dict[str, An
     model = {table.weight: _full(model_sd[table.weight]) for table in tables.values()}
     for table in tables.values():
         model.update(
-            {k: _full(model_sd[k]) for b, k in table.buffers.items() if b in (_IDS, _ROWS, *_SCORES)}
+            {
+                k: _full(model_sd[k])
+                for b, k in table.buffers.items()
+                if b in (_IDS, _ROWS, *_SCORES, *_COUNTER)
+            }
         )
     state: dict[str, dict[str, torch.Tensor]] = {}
     for table in tables.values():
@@ -176,7 +184,37 @@ def resplit_zch(
             local.zero_()
             local[:n] = parent_states[param][name][source].to(local.dtype)
         dropped[table.name] = _dropped(model_sd[table.buffers[_IDS]], owner[real], world_size)
+        if _COUNTER[0] in table.buffers:
+            _resplit_counter(table, parent, model_sd, block, rank, world_size)
     return dropped
+
+
+def _resplit_counter(
+    table: ZchTable,
+    parent: dict[str, torch.Tensor],
+    model_sd: dict[str, Any],
+    block: int,
+    rank: int,
+    world: int,
+) -> None:
+    """This rank's part of the key space of the parent's admission counter, into its local counter: sorted
+    keys, the highest counts kept if they do not fit (the counter's own rule, which forgets the others)."""
+    keys = parent[table.buffers[_COUNTER[0]]].flatten()
+    counts = parent[table.buffers[_COUNTER[1]]].flatten()
+    real = keys != _EMPTY
+    owner = torch.div(keys, block, rounding_mode="floor").clamp_(max=world - 1)
+    mine = torch.nonzero(real & (owner == rank)).flatten()
+    local_keys = _local(model_sd[table.buffers[_COUNTER[0]]])[1].view(-1)
+    local_counts = _local(model_sd[table.buffers[_COUNTER[1]]])[1].view(-1)
+    if mine.numel() > local_keys.numel():
+        order = torch.argsort(keys[mine], stable=True)
+        order = order[torch.argsort(counts[mine][order], descending=True, stable=True)]
+        mine = mine[order[: local_keys.numel()]]
+    mine = mine[torch.argsort(keys[mine])]
+    local_keys.fill_(_EMPTY)
+    local_counts.zero_()
+    local_keys[: mine.numel()] = keys[mine]
+    local_counts[: mine.numel()] = counts[mine]
 
 
 def _dropped(ids: ShardedTensor, owners: torch.Tensor, world_size: int) -> int:

@@ -12,11 +12,16 @@ Its ``initializer_args`` become the table's ``init`` (recpipe/tzrec/table_init.p
 ``U(±1/sqrt(max_capacity))``, is recpipe's default table init, TorchRec's), which an evicted row is re-drawn from
 as dynamicemb draws a new id's row.
 
-``frequency_admission_strategy`` stays refused: dynamicemb counts each id's sightings across steps in a counter
-table and gives it a row once the count reaches ``threshold`` (until then it reads the strategy's initializer,
-zeros); TorchRec's nearest hook, ``MCHEvictionPolicy``'s ``threshold_filtering_func``
-(torchrec/modules/mc_modules.py ``_coalesce_history``), filters by the counts of one eviction interval only, so
-an id seen once a step is never admitted there and would be at once here — not the same table.
+``frequency_admission_strategy`` → ``zch_admission``: dynamicemb counts each id's sightings across training
+steps in a counter (``KVCounter``, ``counter_capacity`` ids, default ``max_capacity``) and inserts the id once
+its count reaches ``threshold``; until then it reads the strategy's ``initializer_args``, built as an evaluation
+initializer (``_build_dynamicemb_initializer(..., is_eval=True)``, tzrec/utils/dynamicemb_util.py: mode unset is
+CONSTANT, ``value`` 0). recpipe's counter (recpipe/models/blocks/zch_admission.py) does the same in the zch
+table's remapping module, and every id without a row reads the constant, at evaluation too, which is
+dynamicemb's ``eval_initializer_args`` default (zeros): so only CONSTANT, value 0 maps (another value would read
+otherwise at evaluation), and another mode (a random vector per lookup) is refused. ``counter_bucket_capacity``
+is the counter's storage (a note); when the counter is full recpipe forgets the lowest counts (dynamicemb evicts
+within the key's bucket), a note at ``counter_capacity``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,16 @@ DIFFERENCES = (
     "trained spare row (dynamicemb: a zero vector at evaluation), and a new id gets its row at the step's "
     "eviction, across the whole table (dynamicemb: at once, evicting within its hash bucket)"
 )
+# The same with frequency admission, whose constant (zeros) every id without a row reads, as dynamicemb's do.
+ADMISSION_DIFFERENCES = (
+    "imported as a recpipe zch table with frequency admission (zch_admission): an id with no row reads zeros "
+    "(the admission's constant), as in dynamicemb; it differs in one way: an id at the threshold gets its row at "
+    "the step's eviction, across the whole table, and none if the full table keeps ids of higher score "
+    "(dynamicemb: at once, evicting within its hash bucket)"
+)
+_ADMISSION_IGNORED = {
+    "counter_bucket_capacity": "the admission counter's bucket size: storage, not the model",
+}
 # dynamicemb's score strategies recpipe's eviction policies reproduce (see the module docstring).
 SCORE_POLICIES = {"STEP": "lru", "LFU": "lfu"}
 _NO_POLICY = {
@@ -43,9 +58,6 @@ _NO_POLICY = {
 _REFUSED = {
     "eval_initializer_args": "an evaluation initializer for ids without a row; recpipe looks them up in the "
     "table's spare row",
-    "frequency_admission_strategy": "frequency admission (an id gets a row once its sightings, counted across "
-    "steps, reach threshold); recpipe's zch admits every id, and TorchRec's threshold filter counts within one "
-    "eviction interval",
     "bucket_capacity": "the hash table's bucket size, which decides which ids a full table evicts (per "
     "bucket); recpipe's zch evicts over the whole table",
     "init_table": "rows loaded from a table before training (TorchEasyRec's create_dynamicemb_init_ckpt); "
@@ -61,7 +73,10 @@ def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any]) ->
     """``cfg.dynamicemb`` into ``out``'s zch fields (the bucket setting, as zch's, is the caller's)."""
     d, dp = cfg.dynamicemb, f"{path}.dynamicemb"
     out.update(zch=True, zch_size=d.max_capacity, zch_eviction_interval=1)
-    found.note(dp, DIFFERENCES)
+    admission = d.HasField("frequency_admission_strategy")
+    found.note(dp, ADMISSION_DIFFERENCES if admission else DIFFERENCES)
+    if admission:
+        _map_admission(d.frequency_admission_strategy, f"{dp}.frequency_admission_strategy", found, out)
     policy = SCORE_POLICIES.get(d.score_strategy)
     if policy is None:
         why = _NO_POLICY.get(d.score_strategy, "not one of dynamicemb's strategies")
@@ -82,3 +97,50 @@ def map_dynamicemb(cfg: Any, path: str, found: Findings, out: dict[str, Any]) ->
     for name, why in _IGNORED.items():
         if d.HasField(name):
             found.note(f"{dp}.{name}", f"ignored: {why}")
+
+
+def _map_admission(a: Any, path: str, found: Findings, out: dict[str, Any]) -> None:
+    """``frequency_admission_strategy`` into ``out["zch_admission"]`` (see the module docstring)."""
+    admission: dict[str, Any] = {"threshold": int(a.threshold)}
+    if a.threshold < 1:
+        found.problem(f"{path}.threshold", f"frequency admission threshold must be >= 1, got {a.threshold}")
+        return
+    if a.HasField("counter_capacity"):
+        if a.counter_capacity < 1:
+            found.problem(
+                f"{path}.counter_capacity", f"counter_capacity must be >= 1, got {a.counter_capacity}"
+            )
+            return
+        admission["counter_capacity"] = int(a.counter_capacity)
+    found.note(
+        f"{path}.counter_capacity" if a.HasField("counter_capacity") else path,
+        "a full admission counter forgets the ids of lowest count (recpipe's rule; dynamicemb's KVCounter evicts "
+        "within the key's bucket), and its capacity is rounded up to whole ids per table row",
+    )
+    if a.HasField("initializer_args"):
+        init, ip = a.initializer_args, f"{path}.initializer_args"
+        mode = (
+            init.mode if init.HasField("mode") else "CONSTANT"
+        )  # TorchEasyRec builds it as an eval initializer
+        if mode != "CONSTANT":
+            found.problem(
+                f"{ip}.mode",
+                f"an admission initializer {mode!r} (a random vector for an id not yet admitted) has no recpipe "
+                "counterpart: ids without a row read one constant",
+            )
+            return
+        if init.value != 0.0:
+            found.problem(
+                f"{ip}.value",
+                f"an admission constant {init.value} differs from dynamicemb's evaluation initializer (zeros), "
+                "which its ids without a row read at evaluation; recpipe reads one constant for them in training "
+                "and evaluation alike",
+            )
+            return
+        for name in ("mean", "std_dev", "lower", "upper"):
+            if init.HasField(name):
+                found.note(f"{ip}.{name}", f"ignored: a CONSTANT initializer reads no {name}")
+    for name, why in _ADMISSION_IGNORED.items():
+        if a.HasField(name):
+            found.note(f"{path}.{name}", f"ignored: {why}")
+    out["zch_admission"] = admission

@@ -139,12 +139,6 @@ def test_dynamicemb_imports_as_a_zch_table() -> None:
     ("settings", "field", "why"),
     [
         ('eval_initializer_args { mode: "CONSTANT" }', "eval_initializer_args", "spare row"),
-        (
-            "frequency_admission_strategy { threshold: 5 }",
-            "frequency_admission_strategy",
-            "counted across steps, reach threshold); recpipe's zch admits every id, and TorchRec's threshold filter "
-            "counts within one eviction interval",
-        ),
         ("bucket_capacity: 64", "bucket_capacity", "over the whole table"),
         ('init_table: "odps://p/tables/t"', "init_table", "train.init_from"),
         ('score_strategy: "TIMESTAMP"', "score_strategy", "wall-clock"),
@@ -157,6 +151,55 @@ def test_a_dynamicemb_field_without_a_counterpart_is_refused_at_its_line(setting
     [problem] = err.value.problems
     assert (problem.line, problem.path) == (14, f"feature_configs[0].id_feature.dynamicemb.{field}")
     assert why in problem.message
+
+
+def test_dynamicemb_frequency_admission_imports_as_zch_admission() -> None:
+    """docs/source/feature/dynamicemb.md's admission_strategy (and multi_tower_din_fg_dynamicemb_mock.config's
+    user_id): an id gets a row from its ``threshold``-th sighting, reading zeros until then."""
+    imported = import_tzrec(_dynamicemb("frequency_admission_strategy { threshold: 5 }"))
+    user = imported.config.features[0]
+    assert user.zch and user.zch_admission.model_dump() == {
+        "threshold": 5,
+        "counter_capacity": None,
+        "default_value": 0.0,
+    }
+    (differs,) = [n for n in imported.notes if n.path.endswith(".dynamicemb")]
+    assert "reads zeros" in differs.message and "trained spare row" not in differs.message
+    spec = build_feature_spec(imported.config)
+    table = next(t for t in spec.tables() if t.name == "user_id")
+    assert (table.zch_admission.threshold, table.zch_admission.counter_capacity) == (5, None)
+    full = import_tzrec(
+        _dynamicemb(
+            "frequency_admission_strategy { threshold: 2 counter_capacity: 500 counter_bucket_capacity: 64 "
+            'initializer_args { mode: "CONSTANT" } }'
+        )
+    )
+    assert full.config.features[0].zch_admission.counter_capacity == 500
+    notes = {n.path.rsplit(".", 1)[-1]: n.message for n in full.notes}
+    assert "storage" in notes["counter_bucket_capacity"] and "lowest count" in notes["counter_capacity"]
+
+
+@pytest.mark.parametrize(
+    ("initializer", "field", "why"),
+    [
+        (
+            'mode: "NORMAL" std_dev: 0.1',
+            "initializer_args.mode",
+            "a random vector for an id not yet admitted",
+        ),
+        ('mode: "CONSTANT" value: 0.5', "initializer_args.value", "evaluation initializer (zeros)"),
+        ("value: 1", "initializer_args.value", "evaluation initializer (zeros)"),  # mode unset: CONSTANT
+    ],
+)
+def test_an_admission_initializer_other_than_zeros_is_refused_at_its_line(initializer, field, why) -> None:
+    text = _dynamicemb(
+        f"frequency_admission_strategy {{ threshold: 3 initializer_args {{ {initializer} }} }}"
+    )
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(text)
+    [problem] = err.value.problems
+    assert problem.path == f"feature_configs[0].id_feature.dynamicemb.frequency_admission_strategy.{field}"
+    assert problem.line == 14 and why in problem.message
 
 
 def test_dynamicemb_with_zch_or_a_vocabulary_is_refused() -> None:

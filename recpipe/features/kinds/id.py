@@ -48,7 +48,7 @@ from recpipe.features.kinds.base import (
     SparseOut,
     SpecParts,
 )
-from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
+from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature, ZchAdmission
 from recpipe.features.text import (
     byte_positions,
     cut_ranges,
@@ -143,14 +143,21 @@ def id_entry(
 
 def zch_settings(cfg: Any) -> dict[str, Any]:
     """A SparseFeature's zch fields from an id-mapping config (``zch``, ``zch_size``, the eviction interval,
-    policy and decay exponent, their unset values read as the spec's defaults)."""
+    policy, decay exponent and frequency admission, their unset values read as the spec's defaults)."""
     return {
         "zch": cfg.zch,
         "zch_size": cfg.zch_size,
         "zch_eviction_interval": cfg.zch_eviction_interval,
         "zch_eviction_policy": cfg.zch_eviction_policy or "distance_lfu",
         "zch_decay_exponent": 1.0 if cfg.zch_decay_exponent is None else cfg.zch_decay_exponent,
+        "zch_admission": zch_admission(cfg),
     }
+
+
+def zch_admission(cfg: Any) -> ZchAdmission | None:
+    """The SparseFeature's :class:`ZchAdmission` from a config's ``zch_admission`` (None when unset)."""
+    a = getattr(cfg, "zch_admission", None)
+    return None if a is None else ZchAdmission(a.threshold, a.counter_capacity, a.default_value)
 
 
 # The KJT key of a weighted id's weights: <name>__weights.

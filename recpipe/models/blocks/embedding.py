@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import fbgemm_gpu  # noqa: F401  (registers torch.ops.fbgemm used by KeyedJaggedTensor)
 import torch
@@ -25,9 +25,16 @@ from torchrec.modules.mc_modules import (
 )
 from torchrec.sparse.jagged_tensor import JaggedTensor, KeyedJaggedTensor
 
-from recpipe.features.spec import TableInit, TableSpec
+from recpipe.features.spec import TableInit, TableSpec, ZchAdmission
 from recpipe.models.blocks.item_floats import item_floats
 from recpipe.models.blocks.items import pool_items
+from recpipe.models.blocks.zch_admission import (
+    EMPTY,
+    constant_without_row,
+    count_sightings,
+    forget_admitted,
+    hold_spare_rows,
+)
 
 INIT_KINDS = ("uniform", "xavier_uniform", "normal")
 POOLINGS = {"sum": PoolingType.SUM, "mean": PoolingType.MEAN}
@@ -187,7 +194,9 @@ def eviction_policy(
 
 
 class ZchRemapModule(MCHManagedCollisionModule):
-    """TorchRec's zero-collision remapping with two fixes.
+    """TorchRec's zero-collision remapping with two fixes, and frequency admission when ``admission`` is given
+    (:mod:`recpipe.models.blocks.zch_admission`: an id is offered a row only once its sightings across training
+    steps reach the threshold; the counter is the module's ``_admit_keys`` / ``_admit_counts`` buffers).
 
     1. Every id of a step is counted. TorchRec sizes the buffer that collects a step's ids for
        admission from the first batch (1.25 × its ids) and silently drops the ids past it in later,
@@ -204,7 +213,54 @@ class ZchRemapModule(MCHManagedCollisionModule):
 
     _miss_segments: list[int] | None = None
 
+    def __init__(self, *args: Any, admission: ZchAdmission | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._admission = admission
+        if admission is not None:
+            self._init_counter(admission.slots(self._zch_size))
+
+    def _init_counter(self, slots: int) -> None:
+        shape = (self._zch_size, slots)
+        self.register_buffer("_admit_keys", torch.full(shape, EMPTY, dtype=torch.int64, device=self.device))
+        self.register_buffer("_admit_counts", torch.zeros(shape, dtype=torch.int64, device=self.device))
+
+    def rebuild_with_output_id_range(
+        self,
+        output_id_range: tuple[int, int],
+        output_segments: list[int],
+        device: torch.device | None = None,
+    ) -> ZchRemapModule:
+        """TorchRec's per-rank module of a row-wise sharded table, with the admission (its counter keeps the
+        unsharded module's slots per row, so the ranks together count as many ids)."""
+        module = super().rebuild_with_output_id_range(output_id_range, output_segments, device)
+        module._admission = self._admission
+        if self._admission is not None:
+            module._init_counter(int(self._admit_keys.shape[1]))
+        return module
+
     def profile(self, features: dict[str, JaggedTensor]) -> dict[str, JaggedTensor]:
+        if not self.training or self._admission is None:
+            return self._profile_history(features)
+        ids = [f.values() for f in features.values()]
+        passes = count_sightings(
+            self._admit_keys.view(-1),
+            self._admit_counts.view(-1),
+            torch.cat(ids).to(torch.int64),
+            self._mch_sorted_raw_ids,
+            self._admission.threshold,
+        )
+        offered: dict[str, JaggedTensor] = {}
+        for (name, f), part in zip(features.items(), torch.split(passes, [v.numel() for v in ids])):
+            values = f.values()[part]
+            offered[name] = JaggedTensor(
+                values=values, lengths=torch.tensor([values.numel()], device=values.device)
+            )
+        self._profile_history(offered)
+        if self._last_eviction_iter == self._current_iter:  # this step admitted and evicted
+            forget_admitted(self._admit_keys.view(-1), self._admit_counts.view(-1), self._mch_sorted_raw_ids)
+        return features  # every id is remapped: those without a row to the spare row
+
+    def _profile_history(self, features: dict[str, JaggedTensor]) -> dict[str, JaggedTensor]:
         if self.training and self._input_history_buffer_size != -1:
             need = self._current_history_buffer_offset + sum(f.values().numel() for f in features.values())
             if need > self._input_history_buffer_size:
@@ -261,6 +317,7 @@ def managed_collision_ec(
     eviction_interval: int | dict[str, int | None] = ZCH_EVICTION_INTERVAL,
     decay_exponent: float = ZCH_DECAY_EXPONENT,
     policies: dict[str, tuple[str, float]] | None = None,
+    admissions: dict[str, ZchAdmission] | None = None,
 ) -> ManagedCollisionEmbeddingCollection:
     """An EmbeddingCollection whose ids are 63-bit keys remapped to rows by TorchRec's zero-collision
     hashing (one ``MCHManagedCollisionModule`` per table, DistanceLFU eviction unless ``policies`` says).
@@ -277,6 +334,8 @@ def managed_collision_ec(
         decay_exponent (float): DistanceLFU's exponent on the steps since an id was last seen.
         policies (dict | None): per table name, ``(policy, decay_exponent)`` for :func:`eviction_policy`; a
             table not given takes DistanceLFU with ``decay_exponent``.
+        admissions (dict | None): per table name, its frequency admission (:class:`ZchAdmission`); a table not
+            given admits every id it sees; one given reads the admission's constant for ids without a row.
 
     Example::
 
@@ -298,12 +357,16 @@ def managed_collision_ec(
             eviction_interval=intervals.get(c.name)
             or (ZCH_EVICTION_INTERVAL if intervals else eviction_interval),
             name=c.name,
+            **({"admission": (admissions or {})[c.name]} if c.name in (admissions or {}) else {}),
         )
         for c in configs
     }
-    return ManagedCollisionEmbeddingCollection(
+    collection = ManagedCollisionEmbeddingCollection(
         EmbeddingCollection(configs, device=device), ManagedCollisionCollection(modules, configs)
     )
+    if admissions:
+        hold_spare_rows(collection)
+    return collection
 
 
 def jagged_pool(values: torch.Tensor, lengths: torch.Tensor, mode: str = "sum") -> torch.Tensor:
@@ -466,9 +529,13 @@ class EmbeddingGroup(nn.Module):
         )
         intervals = {t.name: t.zch_eviction_interval for t in tables}
         policies = {t.name: (t.zch_eviction_policy, t.zch_decay_exponent) for t in tables}
+        admissions = {t.name: t.zch_admission for t in tables if t.zch_admission is not None}
         self.mc_ec = (
-            managed_collision_ec(zch_configs, device, intervals, policies=policies) if zch_configs else None
+            managed_collision_ec(zch_configs, device, intervals, policies=policies, admissions=admissions)
+            if zch_configs
+            else None
         )
+        self._admission = bool(admissions) and self.mc_ec is not None
         weights_of = {k: w for t in tables for k, w in t.weights.items()}
         # Multi-value history keys (TableSpec.items): their id counts key and whether an item's ids are averaged.
         self._item_counts: dict[str, str] = {
@@ -575,8 +642,12 @@ class EmbeddingGroup(nn.Module):
             out = ec(self._select(kjt, name))
             jagged.update({key: out[key] for key in self._keys[name]})
         if self.mc_ec is not None:
-            remapped, _ = self.mc_ec(self._select(kjt, "mc_ec"))
-            jagged.update({key: remapped[key] for key in self._keys["mc_ec"]})
+            zch_kjt = self._select(kjt, "mc_ec")
+            remapped, _ = self.mc_ec(zch_kjt)
+            zch_jagged = {key: remapped[key] for key in self._keys["mc_ec"]}
+            if self._admission and isinstance(self.mc_ec, ManagedCollisionEmbeddingCollection):
+                zch_jagged = constant_without_row(self.mc_ec, zch_kjt, zch_jagged)  # (sharded: in its lookup)
+            jagged.update(zch_jagged)
         for key, jt in jagged.items():
             if key in self._pooling:
                 pooled[key] = jagged_pool(jt.values(), jt.lengths(), self._pooling[key])
