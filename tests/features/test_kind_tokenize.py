@@ -224,3 +224,34 @@ def test_a_large_batch_is_one_library_call(bpe: Path) -> None:
 
     tok = Tokenizer.from_file(str(bpe))
     assert got == [tok.encode(t, add_special_tokens=False).ids if t else [] for t in texts]
+
+
+@pytest.mark.parametrize("repeats", ["many", "none", "one_text"])
+def test_distinct_texts_are_tokenized_once_and_gathered_as_every_row(bpe: Path, repeats: str, monkeypatch) -> None:
+    """The batch's distinct texts go to the tokenizer once each; the rows' ids equal tokenizing each row."""
+    from recpipe.features.kinds import tokenize as kind
+
+    rng = np.random.default_rng(3)
+    words = np.array(["abc", "efg", "hij", "xyz", "klm"])
+    if repeats == "many":
+        pool = [" ".join(words[rng.integers(0, 5, rng.integers(1, 4))]) for _ in range(30)]
+        texts = [pool[i] for i in rng.integers(0, 30, 500)]
+    elif repeats == "none":
+        texts = [f"{' '.join(words[rng.integers(0, 5, 2)])} {i}" for i in range(200)]
+    else:
+        texts = ["abc efg"] * 50
+    spec = spec_of(token(bpe))
+    tok = kind.tokenizer(spec.sparse[0])
+    seen: list[list[str]] = []
+    encode = kind._Tokenizer.encode
+    monkeypatch.setattr(kind._Tokenizer, "encode", lambda self, t: seen.append(t) or encode(self, t))
+    values, lengths = kind.encode_distinct(tok, pa.array(texts))
+    plain = [encode(tok, [t])[0] for t in texts]  # the plain path: every row tokenized by itself
+    assert lengths.tolist() == [len(p) for p in plain]
+    assert values.tolist() == [i for p in plain for i in p]
+    assert [sorted(s) for s in seen] == [sorted(set(texts))]
+    # Through FG, two batches of one spec: each batch's own texts (nothing carried from the first).
+    fg = FeatureGenerator(spec, with_labels=False)
+    first = fg(pa.table({"token_input": texts})).values[0].tolist()
+    second = fg(pa.table({"token_input": ["hij", "abc efg", None]})).values[0].tolist()
+    assert first == values.tolist() and second == tok_ids(bpe, "h", "ij", "abc", "Ġef", "g")

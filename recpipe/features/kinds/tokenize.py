@@ -15,8 +15,9 @@ travels as its characters.
 The raw-value contract: a missing row (null, ``""``, a column left out at serving) and a row whose normalized
 text is empty are tokenized as ``default_value`` (not normalized: TorchEasyRec's default is the tokenizer's
 input), or have no token when it is None; a value that is not text (a number, a list) is a bad row. Vectorized:
-the normalizer runs over the column, the tokenizer's batch call over its present values
-(``Tokenizer.encode_batch`` / ``SentencePieceProcessor.encode`` of a list), flattened without a loop of ours.
+the normalizer runs over the column, the tokenizer's batch call over the batch's distinct present values
+(``Tokenizer.encode_batch`` / ``SentencePieceProcessor.encode`` of a list: a title repeats across a log's rows
+as its item does), their ids gathered into the rows without a loop of ours (:func:`encode_distinct`).
 
 Example::
 
@@ -163,11 +164,26 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     lengths = np.zeros(n, np.int32)
     if not present.size:
         return np.zeros(0, np.int64), lengths, bad
-    texts = arr.take(pa.array(present)).to_pylist()
-    ids = tokenizer(f).encode(texts)
-    lengths[present] = np.fromiter(map(len, ids), np.int32, count=len(ids))
-    values = np.fromiter(chain.from_iterable(ids), np.int64, count=int(lengths.sum()))
+    values, lengths[present] = encode_distinct(tokenizer(f), arr.take(pa.array(present)))
     return values, lengths, bad
+
+
+def encode_distinct(tok: _Tokenizer, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of every text (no null among them) as ``(values, lengths)``: each distinct text tokenized
+    once and its ids gathered into every row that holds it (a title repeats in a batch as its item does; the
+    tokenizer is a pure function of the text, so this equals tokenizing every row; nothing is kept after)."""
+    codes = pc.dictionary_encode(texts)
+    idx = as_numpy(codes.indices).astype(np.int64)
+    ids = tok.encode(codes.dictionary.to_pylist())
+    per_text = np.fromiter(map(len, ids), np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), np.int64, count=int(per_text.sum()))
+    lengths = per_text[idx]
+    if len(ids) == len(idx):  # every text distinct: the rows are the dictionary's, in its order
+        return flat, lengths.astype(np.int32)
+    starts = np.cumsum(per_text) - per_text
+    row_of = np.repeat(np.arange(idx.size), lengths)
+    within = np.arange(row_of.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[starts[idx][row_of] + within], lengths.astype(np.int32)
 
 
 def column(e: SparseFeature) -> tuple[ColumnKind, str]:
