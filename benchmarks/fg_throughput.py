@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault(
+    "TOKENIZERS_PARALLELISM", "false"
+)  # kind tokenize: the library's batch call on one thread
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402

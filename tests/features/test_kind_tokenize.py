@@ -227,7 +227,9 @@ def test_a_large_batch_is_one_library_call(bpe: Path) -> None:
 
 
 @pytest.mark.parametrize("repeats", ["many", "none", "one_text"])
-def test_distinct_texts_are_tokenized_once_and_gathered_as_every_row(bpe: Path, repeats: str, monkeypatch) -> None:
+def test_distinct_texts_are_tokenized_once_and_gathered_as_every_row(
+    bpe: Path, repeats: str, monkeypatch
+) -> None:
     """The batch's distinct texts go to the tokenizer once each; the rows' ids equal tokenizing each row."""
     from recpipe.features.kinds import tokenize as kind
 

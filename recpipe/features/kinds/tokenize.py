@@ -81,8 +81,9 @@ class _Tokenizer:
         self.kind = kind
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        if self.kind == "bpe":
-            return list(map(attrgetter("ids"), self._tok.encode_batch(texts, add_special_tokens=False)))
+        if self.kind == "bpe":  # encode_batch_fast: the same ids, without the offsets FG never reads
+            encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+            return list(map(attrgetter("ids"), encode(texts, add_special_tokens=False)))
         return self._tok.encode(texts, out_type=int)
 
 
