@@ -12,6 +12,11 @@ The file's bytes travel in the entry's ``params`` (base64, with their sha256), a
 checkpoint, every export folder, a cluster pod), and the spec's digest covers the tokenizer. ``stop_char_file``
 travels as its characters.
 
+``tokens_as_sequence``: the same tokens as a history (:class:`~recpipe.features.spec.SequenceFeature` of kind
+``tokenize``, its one key named after the feature, jagged: one token an item), the first ``sequence_length``
+kept, ``default_value`` ``"0"`` when none (TorchEasyRec's ``TokenizeFeature.fg_json``); a sequence group reads
+it as any history key.
+
 The raw-value contract: a missing row (null, ``""``, a column left out at serving) and a row whose normalized
 text is empty are tokenized as ``default_value`` (not normalized: TorchEasyRec's default is the tokenizer's
 input), or have no token when it is None; a value that is not text (a number, a list) is a bad row. Vectorized:
@@ -43,7 +48,7 @@ from recpipe.config.features import MULTI_VALUE_SEPARATOR
 from recpipe.config.tokenize import TokenizeFeatureConfig
 from recpipe.features.columns import BadRows, as_numpy, is_string
 from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, SparseOut, SpecParts
-from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
+from recpipe.features.spec import FeatureSpecError, IdMapping, SequenceFeature, SparseFeature
 from recpipe.features.text_norm import normalize_text, stop_chars_of
 
 EXPECTED = "text to tokenize (a string value)"
@@ -120,6 +125,11 @@ def build(f: TokenizeFeatureConfig, parts: SpecParts) -> None:
         "vocab_data": base64.b64encode(raw).decode("ascii"),
     }
     size = _loaded(f.tokenizer_type, sha, params["vocab_data"], f"feature {f.name!r}, vocab_file {path}").size
+    if parts.encoded and f.tokens_as_sequence:
+        raise FeatureSpecError(
+            f"feature {f.name!r}: pre-encoded input (data.fg_encoded) of tokens_as_sequence is not supported yet: "
+            "recpipe reads the token ids FG wrote as one pooled key only"
+        )
     if parts.encoded:
         # TorchEasyRec's FG_NONE: the column holds the token ids FG wrote, read as an id feature's.
         sep = {"separator": f.separator} if f.separator != MULTI_VALUE_SEPARATOR else {}
@@ -134,8 +144,28 @@ def build(f: TokenizeFeatureConfig, parts: SpecParts) -> None:
                 raise FeatureSpecError(f"feature {f.name!r}: stop_char_file {stop} does not exist")
             params["stop_chars"] = stop_chars_of(stop.read_text(encoding="utf-8"))
     params["default_value"] = f.default_value or None
+    if not f.tokens_as_sequence:
+        parts.add_table(
+            f, f.source_column, IdMapping("identity", size), "tokenize", pooling=f.pooling, params=params
+        )
+        return
+    # TorchEasyRec's fg_json of tokens_as_sequence: an empty default_value is "0" (tokenize_feature.py).
+    params["default_value"] = f.default_value or "0"
     parts.add_table(
-        f, f.source_column, IdMapping("identity", size), "tokenize", pooling=f.pooling, params=params
+        f, f.source_column, IdMapping("identity", size), "tokenize", params=params, sequence=f.name
+    )
+    parts.sequences.append(
+        SequenceFeature(
+            name=f.name,
+            column=f.source_column,
+            max_length=f.sequence_length,
+            # A text, not items joined (its tokens are the items): words by spaces, which the parity check's
+            # edge rows join (0, 1 and sequence_length words: at least as many tokens); no sub-values.
+            delimiter=" ",
+            sub_delimiter=MULTI_VALUE_SEPARATOR,
+            sub_features=[f.name],
+            kind="tokenize",
+        )
     )
 
 
@@ -187,8 +217,32 @@ def encode_distinct(tok: _Tokenizer, texts: pa.Array) -> tuple[np.ndarray, np.nd
     return flat[starts[idx][row_of] + within], lengths.astype(np.int32)
 
 
-def column(e: SparseFeature) -> tuple[ColumnKind, str]:
+def token_history(
+    s: SequenceFeature,
+    feats: list[SparseFeature],
+    batch: pa.RecordBatch,
+    values: dict[str, np.ndarray],
+    lengths: dict[str, np.ndarray],
+    bads: list[BadRows],
+) -> int:
+    """``tokens_as_sequence``: the row's tokens (as :func:`sparse` gives them) as a history of one token an item,
+    the first ``s.max_length`` kept (TorchEasyRec's ``to_padded_dense(sequence_length)`` keeps the first);
+    returns how many rows lost tokens."""
+    (f,) = feats
+    ids, counts, bad = sparse(f, batch)
+    if bad is not None:
+        bads.append(bad)
+    kept = np.minimum(counts, s.max_length)
+    cut = int((counts > kept).sum())
+    if cut:
+        pos = np.arange(ids.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        ids = ids[pos < np.repeat(kept, counts)]
+    values[f.name], lengths[f.name] = ids, kept.astype(np.int32)
+    return cut
+
+
+def column(e: SparseFeature | SequenceFeature) -> tuple[ColumnKind, str]:
     return "text", TEXT
 
 
-KIND = FeatureKind(name="tokenize", build=build, column=column, sparse=sparse)
+KIND = FeatureKind(name="tokenize", build=build, column=column, sparse=sparse, sequence=token_history)
