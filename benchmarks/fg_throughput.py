@@ -2,7 +2,7 @@
 config (configs/rich_taobao_small.yaml: every feature kind) with the time each kind's entries take.
 
 All run in this process on generated rows (``synthetic:taobao``, ``synthetic:config``), pinned to one thread
-(pyarrow, torch, BLAS), timed by CPU time of this process (``time.process_time``), so other load on the
+(pyarrow, torch, BLAS, the tokenizers library), timed by CPU time of this process (``time.process_time``), so other load on the
 machine distorts it less (not at all it does not: two busy cores share caches and memory bandwidth; the load
 average is recorded). The rich config's total is timed as the Taobao one, the real FeatureGenerator and
 to_batch; its per-kind breakdown comes from a separate pass in which every entry's kind functions are wrapped
@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault(
+    "TOKENIZERS_PARALLELISM", "false"
+)  # kind tokenize: the library's batch call on one thread
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402

@@ -96,7 +96,11 @@ class TokenizeFeatureConfig(_TableMixin, FeatureSection):
     the ``tokenizers`` library reads) or a SentencePiece model (``sentencepiece``). The table has one row per
     token (the tokenizer's vocabulary size, added tokens included); ``default_value`` is the text a missing
     row is tokenized as (None or TorchEasyRec's ``""``: none, the row has no token). With ``data.fg_encoded`` the
-    column holds the token ids FG wrote, joined by ``separator`` (or a list column)."""
+    column holds the token ids FG wrote, joined by ``separator`` (or a list column).
+
+    ``tokens_as_sequence`` (TorchEasyRec's, feature.md TokenizeFeature): the tokens are a history instead of
+    one pooled key, one token an item, the first ``sequence_length`` (required then) kept, for a sequence
+    group; a missing row is tokenized as ``default_value``, ``"0"`` when none (TorchEasyRec's ``fg_json``)."""
 
     kind: Literal["tokenize"]
     vocab_file: str
@@ -107,6 +111,8 @@ class TokenizeFeatureConfig(_TableMixin, FeatureSection):
     pooling: Literal["sum", "mean"] = "sum"
     default_value: str | None = None
     separator: str = Field(MULTI_VALUE_SEPARATOR, min_length=1)
+    tokens_as_sequence: bool = False
+    sequence_length: int | None = Field(None, ge=1)
 
     def text_columns(self, skip_bad_rows: bool) -> list[str]:
         return [self.source_column]
@@ -117,6 +123,16 @@ class TokenizeFeatureConfig(_TableMixin, FeatureSection):
             raise ValueError(
                 f"feature {self.name!r}: input {self.source_column!r}: kind tokenize reads a text column; the "
                 "feature outputs recpipe derives ('feature:X' of a raw feature) are numbers"
+            )
+        if self.tokens_as_sequence and self.sequence_length is None:
+            raise ValueError(
+                f"feature {self.name!r}: tokens_as_sequence needs sequence_length (the most tokens of a row kept, "
+                "as TorchEasyRec's feature.md asks)"
+            )
+        if self.sequence_length is not None and not self.tokens_as_sequence:
+            raise ValueError(
+                f"feature {self.name!r}: sequence_length is a setting of tokens_as_sequence (the tokens as a "
+                "history); this feature's tokens are one pooled key"
             )
         norm = self.text_normalizer
         if norm is not None:

@@ -49,7 +49,10 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
     for entry in spec.fg_entries():
         for column, (kind, _) in feature_kind(entry.kind).columns(entry).items():
             if feature_output(column) is None:  # "feature:X" is derived by FG, never read from the rows
-                kinds[column] = kind
+                # A column read as ids and as a number (an id feature and an expr of it) is read as ids:
+                # integral floats (a DataFrame's nullable ints) become int64, which a number reader takes too.
+                if not (kind == "float" and kinds.get(column) == "id"):
+                    kinds[column] = kind
     if with_labels:
         for column in spec.labels:
             kinds[column] = "float"

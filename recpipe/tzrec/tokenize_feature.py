@@ -2,8 +2,10 @@
 TokenizeFeature; tzrec/features/tokenize_feature.py; field names and defaults from tzrec/protos/feature.proto).
 
 ``vocab_file`` and ``text_normalizer.stop_char_file`` are joined to ``asset_dir`` as TorchEasyRec joins them;
-``default_value`` ``""`` is none. What recpipe does not honour is reported at its line: ``tokens_as_sequence``
-(the tokens as a jagged history), and the normalizer options recpipe cannot reproduce
+``default_value`` ``""`` is none. ``tokens_as_sequence`` with ``sequence_length`` maps to recpipe's (the tokens a
+jagged history, :mod:`recpipe.features.kinds.tokenize`; a SEQUENCE group reads it). What recpipe does not honour
+is reported at its line: ``tokens_as_sequence`` without ``sequence_length`` or of FG_NONE input, and the
+normalizer options recpipe cannot reproduce
 (:func:`recpipe.config.tokenize.norm_refusal`: TEXT_CHT2CHS, TEXT_FILTER's built-in stop list,
 ``max_length``), TorchEasyRec's defaults included when ``norm_options`` is empty.
 
@@ -49,18 +51,26 @@ def map_tokenize(
     elif cfg.tokenizer_type != "bpe":
         out["tokenizer_type"] = cfg.tokenizer_type
     out["embedding_dim"] = cfg.embedding_dim
-    if cfg.pooling != "sum":
+    if cfg.pooling != "sum" and not cfg.tokens_as_sequence:
         out["pooling"] = cfg.pooling
     if cfg.default_value:
         out["default_value"] = cfg.default_value
     if encoded:
         out["separator"] = multival_sep
-    if cfg.tokens_as_sequence:
+    if cfg.tokens_as_sequence and encoded:
         found.problem(
             f"{path}.tokens_as_sequence",
-            "tokens_as_sequence (the tokens as a history of one token per item, for a sequence encoder) is not "
-            "supported: recpipe's kind tokenize is one pooled key",
+            "tokens_as_sequence of pre-encoded input (FG_NONE: the token ids FG wrote) is not supported yet: "
+            "recpipe reads them as one pooled key only",
         )
+    elif cfg.tokens_as_sequence and not cfg.HasField("sequence_length"):
+        found.problem(
+            f"{path}.sequence_length",
+            "tokens_as_sequence needs sequence_length (feature.md: the most tokens kept; the proto has no default)",
+        )
+    elif cfg.tokens_as_sequence:
+        out["tokens_as_sequence"] = True
+        out["sequence_length"] = cfg.sequence_length
     elif cfg.HasField("sequence_length"):
         found.note(f"{path}.sequence_length", "ignored: the feature is not a sequence (tokens_as_sequence)")
     if cfg.HasField("text_normalizer"):

@@ -799,11 +799,53 @@ def test_a_config_of_lookup_combo_and_multi_value_ids_trains(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_rich_taobao_small_trains_on_its_generated_rows(tmp_path) -> None:
+def test_rich_taobao_small_trains_evaluates_exports_registers_and_serves(tmp_path, monkeypatch) -> None:
+    """Issue 26's done-when for the config of every kind, its tokenize feature included: generated rows pass FG
+    with ``on_bad_row: error`` (the ad titles tokenized), it trains, evaluates, exports to jit, onnx, rtp and
+    aoti with parity, registers, and the registered model serves raw rows from a folder where the
+    tokenizer file is not (fg.json carries it) as rtp scores them. Minutes: aoti compiles C++."""
+    from stage_flow import export_with_parity
+
+    from recpipe import tracking
+    from recpipe.eval.metrics import sigmoid
+    from recpipe.export.loaders import load_backend
+    from recpipe.stages import evaluate, ingest, register, train
+
+    monkeypatch.chdir(ROOT)  # the config's vocab_file is a path in the checkout, as `recpipe run` reads it
     config = ROOT / "configs" / "rich_taobao_small.yaml"
-    kinds = {f.kind for f in load_config(config).features}
-    assert kinds >= {"id", "raw", "combo", "lookup", "match", "expr", "overlap", "sequence"}
-    _train_on_generated(config, tmp_path)
+    cfg = load_config(config)
+    kinds = {f.kind for f in cfg.features}
+    assert kinds >= {"id", "raw", "combo", "lookup", "match", "expr", "overlap", "tokenize", "sequence"}
+    assert cfg.data.on_bad_row == "error"
+    spec = build_feature_spec(cfg)
+    data = ingest.run(f"synthetic:config?path={config}&rows=2000&seed=3", tmp_path / "data", cfg.data.label,
+                      cfg.data.split, spec=spec)  # fmt: skip
+    rows = pq.read_table(data.train_dir)
+    lengths = FeatureGenerator(spec, on_bad_row="error")(rows).lengths[
+        spec.sparse_keys().index("title_tokens")
+    ]
+    titled = pc.fill_null(pc.utf8_length(rows["ad_title"]), 0).to_numpy() > 0
+    assert titled.mean() > 0.9 and (lengths[titled] > 0).all() and (lengths[~titled] == 0).all()
+    assert pc.count_distinct(rows["ad_title"]).as_py() < 0.5 * rows.num_rows  # titles repeat, as items do
+
+    r = train.run(str(config), data.train_dir, data.eval_dir, str(tmp_path / "train"), overrides=SHORT)
+    report = evaluate.run(r.checkpoint_dir, data.eval_dir, str(tmp_path / "report.json"))
+    assert report.rows == data.eval_rows
+    export_with_parity(
+        Path(r.checkpoint_dir), ["jit", "onnx", "rtp", "aoti"], tmp_path / "export", data.eval_dir
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    version = register.run(str(tmp_path / "export"), report.report_path, "taobao-rich-small", uri,
+                           example_data=data.eval_dir).version  # fmt: skip
+    assert version == 1
+
+    monkeypatch.chdir(tmp_path)  # configs/rich_taobao_small_tokenizer.json is not here
+    raw = pq.read_table(data.eval_dir).slice(0, 64)
+    rtp = load_backend(tmp_path / "export" / "rtp")
+    assert {e.kind for e in rtp.spec.fg_entries()} >= {"tokenize"}
+    want = sigmoid(np.asarray(rtp.predict_raw(raw.drop_columns([cfg.data.label])), np.float64))
+    served = tracking.load_pyfunc_model(uri, "models:/taobao-rich-small@challenger")
+    np.testing.assert_allclose(np.asarray(served.predict(raw.to_pandas()), np.float64), want, atol=1e-6)
 
 
 @pytest.mark.parametrize("encoded", [False, True])
@@ -894,3 +936,23 @@ def test_a_tokenize_column_is_text_of_words_that_fg_tokenizes(tmp_path, lists: b
     lengths = out.lengths[spec.sparse_keys().index("title_token")]
     text = pc.fill_null(pc.utf8_length(table["title"]), 0).to_numpy()
     assert (lengths[text == 0] == 0).all() and (lengths[text > 0] > 0).all()  # a null or "" has no token
+    # A title a row from a Zipf catalogue: titles repeat across rows as items do, the popular ones oftenest.
+    counts = pc.value_counts(table["title"].drop_null()).field("counts").to_numpy()
+    assert counts.size < 0.5 * len(table) and counts.max() > 20
+
+
+def test_the_rich_configs_tokenizer_spells_every_generated_title_word(monkeypatch) -> None:
+    """configs/rich_taobao_small_tokenizer.json (scripts/make_rich_tokenizer.py) reads the ``ad_title`` words
+    synthetic:config writes for the rich config: no ``[UNK]``, and a word's later pieces are ``##`` pieces."""
+    from tokenizers import Tokenizer
+
+    monkeypatch.chdir(ROOT)
+    cfg = _cfg("rich_taobao_small.yaml")
+    table = make_chunk(build_model(cfg, seed=2, rows=40_000), 2, 0, 5000)[0]
+    titles = pc.filter(table["ad_title"], pc.fill_null(pc.not_equal(table["ad_title"], ""), False))
+    words = pc.unique(pc.list_flatten(pc.split_pattern(titles, " "))).to_pylist()
+    tok = Tokenizer.from_file(str(ROOT / "configs" / "rich_taobao_small_tokenizer.json"))
+    assert 190 <= tok.get_vocab_size() <= 210 and len(words) > 500
+    for word, enc in zip(words, tok.encode_batch(words, add_special_tokens=False)):
+        assert "[UNK]" not in enc.tokens and "".join(t.removeprefix("##") for t in enc.tokens) == word, word
+        assert not enc.tokens[0].startswith("##") and all(t.startswith("##") for t in enc.tokens[1:]), word

@@ -224,3 +224,125 @@ def test_a_large_batch_is_one_library_call(bpe: Path) -> None:
 
     tok = Tokenizer.from_file(str(bpe))
     assert got == [tok.encode(t, add_special_tokens=False).ids if t else [] for t in texts]
+
+
+@pytest.mark.parametrize("repeats", ["many", "none", "one_text"])
+def test_distinct_texts_are_tokenized_once_and_gathered_as_every_row(
+    bpe: Path, repeats: str, monkeypatch
+) -> None:
+    """The batch's distinct texts go to the tokenizer once each; the rows' ids equal tokenizing each row."""
+    from recpipe.features.kinds import tokenize as kind
+
+    rng = np.random.default_rng(3)
+    words = np.array(["abc", "efg", "hij", "xyz", "klm"])
+    if repeats == "many":
+        pool = [" ".join(words[rng.integers(0, 5, rng.integers(1, 4))]) for _ in range(30)]
+        texts = [pool[i] for i in rng.integers(0, 30, 500)]
+    elif repeats == "none":
+        texts = [f"{' '.join(words[rng.integers(0, 5, 2)])} {i}" for i in range(200)]
+    else:
+        texts = ["abc efg"] * 50
+    spec = spec_of(token(bpe))
+    tok = kind.tokenizer(spec.sparse[0])
+    seen: list[list[str]] = []
+    encode = kind._Tokenizer.encode
+    monkeypatch.setattr(kind._Tokenizer, "encode", lambda self, t: seen.append(t) or encode(self, t))
+    values, lengths = kind.encode_distinct(tok, pa.array(texts))
+    plain = [encode(tok, [t])[0] for t in texts]  # the plain path: every row tokenized by itself
+    assert lengths.tolist() == [len(p) for p in plain]
+    assert values.tolist() == [i for p in plain for i in p]
+    assert [sorted(s) for s in seen] == [sorted(set(texts))]
+    # Through FG, two batches of one spec: each batch's own texts (nothing carried from the first).
+    fg = FeatureGenerator(spec, with_labels=False)
+    first = fg(pa.table({"token_input": texts})).values[0].tolist()
+    second = fg(pa.table({"token_input": ["hij", "abc efg", None]})).values[0].tolist()
+    assert first == values.tolist() and second == tok_ids(bpe, "h", "ij", "abc", "Ġef", "g")
+
+
+def seq_config(vocab_file: Path, **kw) -> dict:
+    """tokens_as_sequence's example of feature.md (the tokens a history, sequence_length 32 there, 16 in
+    tokenize_feature_test.py) read by a DIN tower whose query is a pooled tokenize feature of the same table."""
+    tokens = token(vocab_file, embedding_dim=16, embedding_name="tokens", tokens_as_sequence=True,
+                   sequence_length=16, **kw)  # fmt: skip
+    query = {"kind": "tokenize", "name": "query_tokens", "column": "query", "vocab_file": str(vocab_file),
+             "embedding_dim": 16, "embedding_name": "tokens"}  # fmt: skip
+    return {
+        "name": "tokens_as_sequence",
+        "data": {"label": "label"},
+        "features": [{"kind": "id", "name": "item", "num_buckets": 10, "embedding_dim": 8}, query, tokens],
+        "feature_groups": [
+            {"name": "deep", "type": "deep", "features": ["item"]},
+            {"name": "seq", "type": "sequence", "features": ["query_tokens", "token_feat"]},
+        ],
+        "model": {
+            "type": "multi_tower_din",
+            "towers": [{"group": "deep", "mlp": {"hidden_units": [8]}}],
+            "din_towers": [{"group": "seq", "attn_mlp": {"hidden_units": [8]}}],
+            "final": {"hidden_units": [8]},
+        },
+    }
+
+
+def seq_spec(vocab_file: Path, **kw) -> FeatureSpec:
+    return build_feature_spec(parse_config(seq_config(vocab_file, **kw)))
+
+
+@pytest.mark.parametrize(
+    ("default", "want_tokens", "seq_lengths"),
+    [
+        # tokenize_feature_test.py test_tokens_as_sequence: default "xyz", ["abc efg", "", "hij"] -> key_lengths
+        # all 1 (one token an item), seq_lengths [3, 1, 2]
+        ("xyz", ["abc", "Ġef", "g", "xyz", "h", "ij"], [3, 1, 2]),
+        # no default_value: TorchEasyRec's fg_json makes it "0", tokenized (the fixture spells it as byte "0")
+        ("", ["abc", "Ġef", "g", "0", "h", "ij"], [3, 1, 2]),
+    ],
+)
+def test_tokens_as_sequence(bpe: Path, default: str, want_tokens: list[str], seq_lengths: list[int]) -> None:
+    spec = seq_spec(bpe, default_value=default)
+    entry = spec.feature("token_feat")
+    (history,) = spec.sequences
+    assert entry.sequence == "token_feat" and history.kind == "tokenize" and history.max_length == 16
+    assert spec.feature("query_tokens").sequence is None and entry.table == "tokens"
+    rows = {"item": [1, 2, 3], "query": ["abc", None, "xyz"], "token_input": ["abc efg", "", "hij"]}
+    out = FeatureGenerator(spec, with_labels=False)(pa.table(rows))
+    k = spec.sparse_keys().index("token_feat")
+    assert out.values[k].tolist() == tok_ids(bpe, *want_tokens)
+    assert out.lengths[k].tolist() == seq_lengths
+
+
+def test_tokens_as_sequence_keeps_the_first_sequence_length_tokens(bpe: Path) -> None:
+    d = seq_config(bpe)
+    d["features"][-1]["sequence_length"] = 2
+    spec = build_feature_spec(parse_config(d))
+    fg = FeatureGenerator(spec, with_labels=False)
+    out = fg(pa.table({"item": [1, 2, 3], "query": ["abc"] * 3, "token_input": ["abc efg", None, "hij abc"]}))
+    k = spec.sparse_keys().index("token_feat")
+    assert out.lengths[k].tolist() == [2, 1, 2]
+    assert out.values[k].tolist() == tok_ids(bpe, "abc", "Ġef", "0", "h", "ij")
+    assert fg.stats.truncated_histories == 2
+    # fg.json round trip: the history and its key come back as they were
+    assert FeatureSpec.from_dict(spec.to_dict()).sequences == spec.sequences
+
+
+def test_tokens_as_sequence_settings_are_checked(bpe: Path) -> None:
+    with pytest.raises(ConfigError, match="tokens_as_sequence needs sequence_length"):
+        parse_config(config_dict(token(bpe, tokens_as_sequence=True)))
+    with pytest.raises(ConfigError, match="sequence_length is a setting of tokens_as_sequence"):
+        parse_config(config_dict(token(bpe, sequence_length=4)))
+    with pytest.raises(FeatureSpecError, match="lists sequence sub-features"):  # a history in a deep group
+        spec_of(token(bpe, tokens_as_sequence=True, sequence_length=4))
+
+
+def config_dict(feature: dict) -> dict:
+    return {
+        "name": "t",
+        "data": {"label": "label"},
+        "features": [feature],
+        "feature_groups": [{"name": "all", "type": "deep", "features": [feature["name"]]}],
+        "model": {
+            "type": "dlrm",
+            "dense_mlp": {"hidden_units": [8]},
+            "over_mlp": {"hidden_units": [8]},
+            "sparse_group": "all",
+        },  # fmt: skip
+    }

@@ -154,3 +154,35 @@ def test_an_all_digit_id_in_a_csv_stays_text(tmp_path: Path) -> None:
     inferred = open_source(str(tmp_path / "r.csv")).schema().field("C1").type
     assert inferred == pa.int64()  # what the options guard against
     _same(_fg(CRITEO, to_arrow([row])), _fg(CRITEO, _read(tmp_path / "r.csv", CRITEO)), "the CSV")
+
+
+def test_a_column_read_as_ids_and_as_a_number_takes_a_dataframes_float_ids() -> None:
+    """The rich config's age_level: an id feature and an expr read it. Sent as a DataFrame with a null, pandas
+    makes it float64; it is read as ids (the id reader refused a double column when the expr, listed later,
+    made it a number column) and the expr reads the same numbers."""
+    from recpipe.config import parse_config
+
+    cfg = parse_config(
+        {
+            "name": "id_and_expr",
+            "data": {"label": "label"},
+            "features": [
+                {"kind": "id", "name": "age", "num_buckets": 8},
+                {"kind": "expr", "name": "half_age", "expression": "age / 2"},
+            ],
+            "feature_groups": [{"name": "deep", "type": "deep", "features": ["age", "half_age"]}],
+            "model": {
+                "type": "dlrm",
+                "dense_mlp": {"hidden_units": [4]},
+                "over_mlp": {"hidden_units": [4]},
+                "sparse_group": "deep",
+            },  # fmt: skip
+        }
+    )
+    fg = FeatureGenerator(build_feature_spec(cfg), on_bad_row="error", with_labels=False)
+    frame = pd.DataFrame({"age": [3, None, 6]})
+    assert frame["age"].dtype == np.float64
+    got = fg(to_arrow(frame))
+    want = fg(pa.table({"age": pa.array([3, None, 6], pa.int64())}))
+    assert got.values[0].tolist() == want.values[0].tolist() == [3, 6]
+    np.testing.assert_array_equal(np.asarray(got.dense), np.asarray(want.dense))

@@ -1,5 +1,6 @@
-"""TorchEasyRec's tokenize_feature → recpipe kind tokenize, written as feature.md documents it; what recpipe
-cannot honour (tokens_as_sequence, the normalizer options it cannot reproduce) is reported at its line."""
+"""TorchEasyRec's tokenize_feature → recpipe kind tokenize, written as feature.md documents it (its
+tokens_as_sequence example too, in a DIN's SEQUENCE group); what recpipe cannot honour (tokens_as_sequence without
+sequence_length or of FG_NONE input, the normalizer options it cannot reproduce) is reported at its line."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ BASE = 'feature_name: "title_token" expression: "item:title" vocab_file: "t.json
 @pytest.mark.parametrize(
     ("extra", "field", "message"),
     [
-        ("tokens_as_sequence: true sequence_length: 32", "tokens_as_sequence", "tokens_as_sequence"),
+        ("tokens_as_sequence: true", "sequence_length", "tokens_as_sequence needs sequence_length"),
         ("text_normalizer {}", "text_normalizer.norm_options", "TEXT_CHT2CHS"),
         (
             "text_normalizer { norm_options: [TEXT_CHT2CHS] }",
@@ -112,3 +113,63 @@ def test_what_recpipe_cannot_honour_is_reported(extra: str, field: str, message:
     (problem,) = err.value.problems
     assert problem.path == f"feature_configs[0].tokenize_feature.{field}" and message in problem.message
     assert problem.line == text.splitlines().index(f"feature_configs {{ {block} }}") + 1
+
+
+# feature.md's tokens_as_sequence example (title_token, sequence_length 32) as the history of a DIN's SEQUENCE
+# group, whose query is the user's query tokenized by the same tokenizer into the same table.
+TOKENS_AS_SEQUENCE = (
+    HEAD
+    + """\
+feature_configs { id_feature { feature_name: "item" expression: "item:item" num_buckets: 20 embedding_dim: 8 } }
+feature_configs { tokenize_feature { feature_name: "query_token" expression: "user:query"
+    vocab_file: "VOCAB" embedding_dim: 8 embedding_name: "tokens" } }
+feature_configs { tokenize_feature { feature_name: "title_token" expression: "item:title"
+    vocab_file: "VOCAB" embedding_dim: 8 embedding_name: "tokens" tokens_as_sequence: true sequence_length: 32 } }
+model_config {
+    feature_groups { group_name: "deep" feature_names: ["item"] group_type: DEEP }
+    feature_groups { group_name: "seq" feature_names: ["query_token", "title_token"] group_type: SEQUENCE }
+    multi_tower_din {
+        towers { input: "deep" mlp { hidden_units: [8] } }
+        din_towers { input: "seq" attn_mlp { hidden_units: [8] } }
+        final { hidden_units: [8] }
+    }
+}
+"""
+)
+
+
+def test_tokens_as_sequence_maps_to_a_history_a_din_group_reads(tmp_path: Path) -> None:
+    path = write_bpe(tmp_path / "tokenizer.json")
+    imported = import_tzrec(TOKENS_AS_SEQUENCE.replace("VOCAB", str(path)))
+    features = {f["name"]: f for f in imported.data["features"]}
+    assert features["title_token"] == {
+        "kind": "tokenize",
+        "name": "title_token",
+        "column": "title",
+        "vocab_file": str(path),
+        "embedding_dim": 8,
+        "embedding_name": "query_token",  # TorchEasyRec's shared table "tokens", named after its first feature
+        "tokens_as_sequence": True,
+        "sequence_length": 32,
+    }
+    assert "tokens_as_sequence" not in features["query_token"]
+    spec = build_feature_spec(imported.config)
+    assert [s.name for s in spec.sequences] == ["title_token"] and spec.feature("title_token").sequence
+    assert spec.feature("title_token").table == spec.feature("query_token").table
+    rows = pa.table({"item": [1, 2], "query": ["abc", "hij"], "title": ["abc efg", None], "clk": [1, 0]})
+    out = FeatureGenerator(spec)(rows)
+    k = spec.sparse_keys().index("title_token")
+    # one token an item; a missing title is TorchEasyRec's default "0" tokenized
+    assert out.values[k].tolist() == [bpe_id(path, t) for t in ("abc", "Ġef", "g", "0")]
+    assert out.lengths[k].tolist() == [3, 1]
+
+
+def test_tokens_as_sequence_of_pre_encoded_ids_is_refused(tmp_path: Path) -> None:
+    text = TOKENS_AS_SEQUENCE.replace("VOCAB", str(write_bpe(tmp_path / "t.json"))).replace(
+        "FG_DAG", "FG_NONE"
+    )
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(text)
+    (problem,) = err.value.problems
+    assert problem.path == "feature_configs[2].tokenize_feature.tokens_as_sequence"
+    assert "pre-encoded input (FG_NONE" in problem.message

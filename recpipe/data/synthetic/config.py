@@ -6,7 +6,8 @@ How the rows are made:
 
 - **Plan.** Each feature's kind claims its input columns through :data:`CLAIMS` (one entry per kind: ids,
   numbers, a raw vector, a ``k:v`` map, a two-level ``pk^sk:v`` map, query/title terms, text to tokenize
-  (words joined by spaces, text even with ``lists=1``), a history: a
+  (an item's title: 1 to 3 words joined by spaces, text even with ``lists=1``, drawn a title a row from a
+  Zipf catalogue so titles repeat across rows as items do), a history: a
   standalone ``sequence_id`` / ``sequence_raw`` is one of one sub-feature, itself). Columns
   read by several features merge their claims (an id column a lookup keys on and an ``expr`` compares is
   one integer id column); claims that cannot be one column are refused, naming both features. A kind
@@ -961,6 +962,9 @@ def _draw_ids(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
     if not col.is_multi:
         d.ids[col.name] = _Ids(space.sampler.sample(rng, n), None)
         return
+    if col.text:  # a tokenized text: a title of an item, whose rows repeat as the items' rows repeat in logs
+        _draw_titles(d, col, space, rng)
+        return
     if col.terms:
         counts = _counts(rng, n, 1, 3, empty=0.03)
     else:
@@ -970,6 +974,18 @@ def _draw_ids(model: ConfigModel, d: _Draw, col: Column, rng: np.random.Generato
     d.ids[col.name] = _Ids(space.sampler.sample(rng, int(counts.sum())), counts)
     if col.weighted:
         d.maps[f"weights:{col.name}"] = (np.round(rng.uniform(0.1, 2.0, int(counts.sum())), 2),)
+
+
+def _draw_titles(d: _Draw, col: Column, space: Space, rng: np.random.Generator) -> None:
+    """A text column's rows: one title a row, drawn from as many titles as its space has words (popular ones
+    oftener, as items are), 3% empty; title ``t`` is 1 to 3 words, the first word ``t`` (so popular words lead
+    popular titles), each next one a stride of ``t`` further in the words space."""
+    titles = space.sampler.sample(rng, d.n)
+    counts = (titles % 3 + 1).astype(np.int64)
+    counts[(rng.random(d.n) < 0.03) | d.null[col.name]] = 0
+    k = np.arange(int(counts.sum())) - np.repeat(_offsets(counts)[:-1], counts)
+    t = np.repeat(titles, counts)
+    d.ids[col.name] = _Ids((t + k * (t % 97 + 7)) % space.size, counts)
 
 
 def _draw_output(model: ConfigModel, d: _Draw, col: Column) -> None:

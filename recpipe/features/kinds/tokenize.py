@@ -12,11 +12,17 @@ The file's bytes travel in the entry's ``params`` (base64, with their sha256), a
 checkpoint, every export folder, a cluster pod), and the spec's digest covers the tokenizer. ``stop_char_file``
 travels as its characters.
 
+``tokens_as_sequence``: the same tokens as a history (:class:`~recpipe.features.spec.SequenceFeature` of kind
+``tokenize``, its one key named after the feature, jagged: one token an item), the first ``sequence_length``
+kept, ``default_value`` ``"0"`` when none (TorchEasyRec's ``TokenizeFeature.fg_json``); a sequence group reads
+it as any history key.
+
 The raw-value contract: a missing row (null, ``""``, a column left out at serving) and a row whose normalized
 text is empty are tokenized as ``default_value`` (not normalized: TorchEasyRec's default is the tokenizer's
 input), or have no token when it is None; a value that is not text (a number, a list) is a bad row. Vectorized:
-the normalizer runs over the column, the tokenizer's batch call over its present values
-(``Tokenizer.encode_batch`` / ``SentencePieceProcessor.encode`` of a list), flattened without a loop of ours.
+the normalizer runs over the column, the tokenizer's batch call over the batch's distinct present values
+(``Tokenizer.encode_batch`` / ``SentencePieceProcessor.encode`` of a list: a title repeats across a log's rows
+as its item does), their ids gathered into the rows without a loop of ours (:func:`encode_distinct`).
 
 Example::
 
@@ -42,7 +48,7 @@ from recpipe.config.features import MULTI_VALUE_SEPARATOR
 from recpipe.config.tokenize import TokenizeFeatureConfig
 from recpipe.features.columns import BadRows, as_numpy, is_string
 from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, SparseOut, SpecParts
-from recpipe.features.spec import FeatureSpecError, IdMapping, SparseFeature
+from recpipe.features.spec import FeatureSpecError, IdMapping, SequenceFeature, SparseFeature
 from recpipe.features.text_norm import normalize_text, stop_chars_of
 
 EXPECTED = "text to tokenize (a string value)"
@@ -80,8 +86,9 @@ class _Tokenizer:
         self.kind = kind
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        if self.kind == "bpe":
-            return list(map(attrgetter("ids"), self._tok.encode_batch(texts, add_special_tokens=False)))
+        if self.kind == "bpe":  # encode_batch_fast: the same ids, without the offsets FG never reads
+            encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+            return list(map(attrgetter("ids"), encode(texts, add_special_tokens=False)))
         return self._tok.encode(texts, out_type=int)
 
 
@@ -118,6 +125,11 @@ def build(f: TokenizeFeatureConfig, parts: SpecParts) -> None:
         "vocab_data": base64.b64encode(raw).decode("ascii"),
     }
     size = _loaded(f.tokenizer_type, sha, params["vocab_data"], f"feature {f.name!r}, vocab_file {path}").size
+    if parts.encoded and f.tokens_as_sequence:
+        raise FeatureSpecError(
+            f"feature {f.name!r}: pre-encoded input (data.fg_encoded) of tokens_as_sequence is not supported yet: "
+            "recpipe reads the token ids FG wrote as one pooled key only"
+        )
     if parts.encoded:
         # TorchEasyRec's FG_NONE: the column holds the token ids FG wrote, read as an id feature's.
         sep = {"separator": f.separator} if f.separator != MULTI_VALUE_SEPARATOR else {}
@@ -132,8 +144,28 @@ def build(f: TokenizeFeatureConfig, parts: SpecParts) -> None:
                 raise FeatureSpecError(f"feature {f.name!r}: stop_char_file {stop} does not exist")
             params["stop_chars"] = stop_chars_of(stop.read_text(encoding="utf-8"))
     params["default_value"] = f.default_value or None
+    if not f.tokens_as_sequence:
+        parts.add_table(
+            f, f.source_column, IdMapping("identity", size), "tokenize", pooling=f.pooling, params=params
+        )
+        return
+    # TorchEasyRec's fg_json of tokens_as_sequence: an empty default_value is "0" (tokenize_feature.py).
+    params["default_value"] = f.default_value or "0"
     parts.add_table(
-        f, f.source_column, IdMapping("identity", size), "tokenize", pooling=f.pooling, params=params
+        f, f.source_column, IdMapping("identity", size), "tokenize", params=params, sequence=f.name
+    )
+    parts.sequences.append(
+        SequenceFeature(
+            name=f.name,
+            column=f.source_column,
+            max_length=f.sequence_length,
+            # A text, not items joined (its tokens are the items): words by spaces, which the parity check's
+            # edge rows join (0, 1 and sequence_length words: at least as many tokens); no sub-values.
+            delimiter=" ",
+            sub_delimiter=MULTI_VALUE_SEPARATOR,
+            sub_features=[f.name],
+            kind="tokenize",
+        )
     )
 
 
@@ -163,15 +195,54 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     lengths = np.zeros(n, np.int32)
     if not present.size:
         return np.zeros(0, np.int64), lengths, bad
-    texts = arr.take(pa.array(present)).to_pylist()
-    ids = tokenizer(f).encode(texts)
-    lengths[present] = np.fromiter(map(len, ids), np.int32, count=len(ids))
-    values = np.fromiter(chain.from_iterable(ids), np.int64, count=int(lengths.sum()))
+    values, lengths[present] = encode_distinct(tokenizer(f), arr.take(pa.array(present)))
     return values, lengths, bad
 
 
-def column(e: SparseFeature) -> tuple[ColumnKind, str]:
+def encode_distinct(tok: _Tokenizer, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of every text (no null among them) as ``(values, lengths)``: each distinct text tokenized
+    once and its ids gathered into every row that holds it (a title repeats in a batch as its item does; the
+    tokenizer is a pure function of the text, so this equals tokenizing every row; nothing is kept after)."""
+    codes = pc.dictionary_encode(texts)
+    idx = as_numpy(codes.indices).astype(np.int64)
+    ids = tok.encode(codes.dictionary.to_pylist())
+    per_text = np.fromiter(map(len, ids), np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), np.int64, count=int(per_text.sum()))
+    lengths = per_text[idx]
+    if len(ids) == len(idx):  # every text distinct: the rows are the dictionary's, in its order
+        return flat, lengths.astype(np.int32)
+    starts = np.cumsum(per_text) - per_text
+    row_of = np.repeat(np.arange(idx.size), lengths)
+    within = np.arange(row_of.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[starts[idx][row_of] + within], lengths.astype(np.int32)
+
+
+def token_history(
+    s: SequenceFeature,
+    feats: list[SparseFeature],
+    batch: pa.RecordBatch,
+    values: dict[str, np.ndarray],
+    lengths: dict[str, np.ndarray],
+    bads: list[BadRows],
+) -> int:
+    """``tokens_as_sequence``: the row's tokens (as :func:`sparse` gives them) as a history of one token an item,
+    the first ``s.max_length`` kept (TorchEasyRec's ``to_padded_dense(sequence_length)`` keeps the first);
+    returns how many rows lost tokens."""
+    (f,) = feats
+    ids, counts, bad = sparse(f, batch)
+    if bad is not None:
+        bads.append(bad)
+    kept = np.minimum(counts, s.max_length)
+    cut = int((counts > kept).sum())
+    if cut:
+        pos = np.arange(ids.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        ids = ids[pos < np.repeat(kept, counts)]
+    values[f.name], lengths[f.name] = ids, kept.astype(np.int32)
+    return cut
+
+
+def column(e: SparseFeature | SequenceFeature) -> tuple[ColumnKind, str]:
     return "text", TEXT
 
 
-KIND = FeatureKind(name="tokenize", build=build, column=column, sparse=sparse)
+KIND = FeatureKind(name="tokenize", build=build, column=column, sparse=sparse, sequence=token_history)
