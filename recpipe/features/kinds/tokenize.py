@@ -22,7 +22,10 @@ text is empty are tokenized as ``default_value`` (not normalized: TorchEasyRec's
 input), or have no token when it is None; a value that is not text (a number, a list) is a bad row. Vectorized:
 the normalizer runs over the column, the tokenizer's batch call over the batch's distinct present values
 (``Tokenizer.encode_batch`` / ``SentencePieceProcessor.encode`` of a list: a title repeats across a log's rows
-as its item does), their ids gathered into the rows without a loop of ours (:func:`encode_distinct`).
+as its item does), their ids gathered into the rows without a loop of ours (:func:`encode_distinct`); a
+tokenizer whose tokens never span a space (a WordPiece / BPE ``tokenizer.json`` after a whitespace
+pre-tokenizer) gets each distinct word once, through a bounded word memo kept across batches
+(:meth:`_Tokenizer.encode_flat`): the same ids, tested equal to the library's on every text.
 
 Example::
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
@@ -84,12 +88,93 @@ class _Tokenizer:
                 "(the vocabulary size, as TorchEasyRec sizes it) would not hold every id"
             )
         self.kind = kind
+        self.splits_at_spaces = kind == "bpe" and _splits_at_spaces(json.loads(data))
+        self._memo: dict[str, list[int]] = {}
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         if self.kind == "bpe":  # encode_batch_fast: the same ids, without the offsets FG never reads
             encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
             return list(map(attrgetter("ids"), encode(texts, add_special_tokens=False)))
         return self._tok.encode(texts, out_type=int)
+
+    def encode_words(self, words: list[str]) -> list[list[int]]:
+        """:meth:`encode` of distinct words through the tokenizer's word memo: a word's tokens are a pure
+        function of the word, and the words of titles repeat across batches (and requests) as items do, so a
+        word the memo holds is not tokenized again. The memo holds at most :data:`MEMO_WORDS` words and is
+        emptied when a batch would overflow it: its size is bounded, and what it returns never changes."""
+        memo = self._memo
+        new = [w for w in words if w not in memo]
+        if not new:
+            return [memo[w] for w in words]
+        if len(memo) + len(new) > MEMO_WORDS:
+            memo.clear()
+        fresh = dict(zip(new, self.encode(new), strict=True))
+        if len(fresh) <= MEMO_WORDS:
+            memo.update(fresh)
+        return [fresh[w] if w in fresh else memo[w] for w in words]
+
+    def encode_flat(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """The token ids of every text (a string array without nulls) back to back, and each text's count.
+
+        A tokenizer whose tokens never span an ASCII space (:func:`_splits_at_spaces`) gets each distinct
+        space-separated word once, through its word memo (:meth:`encode_words`): titles share their words far
+        more than they repeat whole, and the tokens of a text are its words' tokens in order, so this equals
+        tokenizing every text."""
+        if not self.splits_at_spaces:
+            return _flatten(self.encode(texts.to_pylist()))
+        words = pc.split_pattern(texts, " ")
+        codes = pc.dictionary_encode(words.flatten())
+        flat, per_word = _flatten(self.encode_words(codes.dictionary.to_pylist()))
+        values, word_lengths = gather_runs(flat, per_word, as_numpy(codes.indices).astype(np.int64))
+        ends = np.cumsum(word_lengths)
+        bounds = as_numpy(words.offsets).astype(np.int64)  # each text's words: [bounds[i], bounds[i + 1])
+        totals = np.concatenate([[0], ends])[bounds]
+        return values, np.diff(totals)
+
+
+# The most words a tokenizer's word memo holds (``_Tokenizer.encode_words``): ~100 MB at the worst.
+MEMO_WORDS = 1 << 20
+
+# What a tokenizer.json may hold for its tokens never to span an ASCII space (``encode_flat``'s word split):
+# pre-tokenizers that split at every whitespace (or only split further), normalizers that map one character
+# at a time, and no truncation or padding (which count tokens over the whole text).
+_SPACE_PRE_TOKENIZERS = {"Whitespace", "WhitespaceSplit", "BertPreTokenizer"}
+_SPLIT_ONLY_PRE_TOKENIZERS = _SPACE_PRE_TOKENIZERS | {"Punctuation", "Digits"}
+_CHARWISE_NORMALIZERS = {"Lowercase", "BertNormalizer", "NFD", "NFKD", "StripAccents"}
+
+
+def _splits_at_spaces(config: dict[str, Any]) -> bool:
+    """Whether a HuggingFace ``tokenizer.json`` tokenizes a text as its space-separated words one by one."""
+    pre = config.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    types = {step.get("type") for step in steps}
+    if not types & _SPACE_PRE_TOKENIZERS or not types <= _SPLIT_ONLY_PRE_TOKENIZERS:
+        return False
+    norm = config.get("normalizer")
+    norms = [] if norm is None else norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
+    if not {n.get("type") for n in norms} <= _CHARWISE_NORMALIZERS:
+        return False
+    if config.get("truncation") is not None or config.get("padding") is not None:
+        return False
+    # An added token is matched on the whole text before the split: one holding whitespace could span words.
+    return not any(any(c.isspace() for c in t.get("content", "")) for t in config.get("added_tokens") or [])
+
+
+def _flatten(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    per = np.fromiter(map(len, ids), np.int64, count=len(ids))
+    return np.fromiter(chain.from_iterable(ids), np.int64, count=int(per.sum())), per
+
+
+def gather_runs(flat: np.ndarray, per: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``idx[k]`` of ``flat`` (runs of ``per`` values back to back) for every ``k``, back to back, and the
+    runs' lengths: ``flat [1, 2, 3], per [2, 1], idx [1, 0, 1]`` → ``[3, 1, 2, 3]``, ``[1, 2, 1]``."""
+    lengths = per[idx]
+    if idx.size == per.size and np.array_equal(idx, np.arange(idx.size)):
+        return flat, lengths
+    starts = np.cumsum(per) - per
+    row_of = np.repeat(np.arange(idx.size), lengths)
+    within = np.arange(row_of.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[starts[idx][row_of] + within], lengths
 
 
 # (tokenizer_type, sha256) → the loaded tokenizer: one per process, however many specs carry it.
@@ -104,6 +189,12 @@ def _loaded(kind: str, sha256: str, data: str, where: str) -> _Tokenizer:
             raise FeatureSpecError(f"{where}: the tokenizer's bytes do not match their sha256 {sha256[:12]}…")
         tok = _LOADED[(kind, sha256)] = _Tokenizer(kind, raw, where)
     return tok
+
+
+def clear_memos() -> None:
+    """Empty every loaded tokenizer's word memo (a benchmark's cold start; results never depend on it)."""
+    for tok in _LOADED.values():
+        tok._memo.clear()
 
 
 def tokenizer(f: SparseFeature) -> _Tokenizer:
@@ -201,20 +292,13 @@ def sparse(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
 
 def encode_distinct(tok: _Tokenizer, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The token ids of every text (no null among them) as ``(values, lengths)``: each distinct text tokenized
-    once and its ids gathered into every row that holds it (a title repeats in a batch as its item does; the
-    tokenizer is a pure function of the text, so this equals tokenizing every row; nothing is kept after)."""
+    once (:meth:`_Tokenizer.encode_flat`) and its ids gathered into every row that holds it (a title repeats in
+    a batch as its item does; the tokenizer is a pure function of the text, so this equals tokenizing every
+    row; nothing is kept after)."""
     codes = pc.dictionary_encode(texts)
-    idx = as_numpy(codes.indices).astype(np.int64)
-    ids = tok.encode(codes.dictionary.to_pylist())
-    per_text = np.fromiter(map(len, ids), np.int64, count=len(ids))
-    flat = np.fromiter(chain.from_iterable(ids), np.int64, count=int(per_text.sum()))
-    lengths = per_text[idx]
-    if len(ids) == len(idx):  # every text distinct: the rows are the dictionary's, in its order
-        return flat, lengths.astype(np.int32)
-    starts = np.cumsum(per_text) - per_text
-    row_of = np.repeat(np.arange(idx.size), lengths)
-    within = np.arange(row_of.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return flat[starts[idx][row_of] + within], lengths.astype(np.int32)
+    flat, per_text = tok.encode_flat(codes.dictionary)
+    values, lengths = gather_runs(flat, per_text, as_numpy(codes.indices).astype(np.int64))
+    return values, lengths.astype(np.int32)
 
 
 def token_history(
