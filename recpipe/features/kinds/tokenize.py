@@ -103,15 +103,16 @@ class _Tokenizer:
         word the memo holds is not tokenized again. The memo holds at most :data:`MEMO_WORDS` words and is
         emptied when a batch would overflow it: its size is bounded, and what it returns never changes."""
         memo = self._memo
-        new = [w for w in words if w not in memo]
+        got = list(map(memo.get, words))  # read once: another thread may empty the memo meanwhile
+        new = [w for w, ids in zip(words, got, strict=True) if ids is None]
         if not new:
-            return [memo[w] for w in words]
-        if len(memo) + len(new) > MEMO_WORDS:
-            memo.clear()
+            return got  # type: ignore[return-value]
         fresh = dict(zip(new, self.encode(new), strict=True))
+        if len(memo) + len(fresh) > MEMO_WORDS:
+            memo.clear()
         if len(fresh) <= MEMO_WORDS:
             memo.update(fresh)
-        return [fresh[w] if w in fresh else memo[w] for w in words]
+        return [fresh[w] if ids is None else ids for w, ids in zip(words, got, strict=True)]
 
     def encode_flat(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """The token ids of every text (a string array without nulls) back to back, and each text's count.
