@@ -120,6 +120,12 @@ MODELS: dict[str, Declared] = {
     "mmoe": Declared("recpipe.models.mmoe.config:MmoeConfig", "recpipe.models.mmoe.model:build"),
     "dbmtl": Declared("recpipe.models.dbmtl.config:DbmtlConfig", "recpipe.models.dbmtl.model:build"),
     "ple": Declared("recpipe.models.ple.config:PleConfig", "recpipe.models.ple.model:build"),
+    "dcn_v2": Declared("recpipe.models.dcn_v2.config:DcnV2Config", "recpipe.models.dcn_v2.model:build"),
+    "dcn_v1": Declared("recpipe.models.dcn_v1.config:DcnV1Config", "recpipe.models.dcn_v1.model:build"),
+    "mask_net": Declared(
+        "recpipe.models.mask_net.config:MaskNetConfig", "recpipe.models.mask_net.model:build"
+    ),
+    "xdeepfm": Declared("recpipe.models.xdeepfm.config:XDeepFMConfig", "recpipe.models.xdeepfm.model:build"),
 }
 # A package outside recpipe adds to a table by an entry point of this group, naming a module whose ``Config``
 # is the config class and whose attribute given here is the code.

@@ -39,7 +39,10 @@ What maps to what (TorchEasyRec → recpipe):
   groups' ``embedding_dim``; see :mod:`recpipe.tzrec.models`) and ``dlrm`` (``final`` → ``over_mlp``,
   ``sparse_group: sparse``, ``arch_with_sparse``, which TorchEasyRec defaults to true); ``mmoe``, ``dbmtl``
   and ``ple`` (their one group read as it is, ``task_towers`` → ``task_towers`` by name and label, DBMTL's
-  relations, MMoE's and DBMTL's experts, PLE's ``extraction_networks``);
+  relations, MMoE's and DBMTL's experts, PLE's ``extraction_networks``); ``dcn_v2``, ``dcn_v1`` and ``mask_net``
+  (their first group → ``group``; ``cross_num`` → ``num_layers``, ``low_rank``, ``backbone``/``deep``/``final``;
+  ``mask_net_module`` → ``num_blocks``, ``mask_block``, ``top_mlp``, ``parallel``) and ``xdeepfm``
+  (``cin_layer_size`` → ``cin_layer_sizes``, groups ``wide``/``deep``, ``wide_embedding_dim``, default 16);
   ``MLP``: ``hidden_units``, ``activation``, ``use_bn`` → ``batch_norm``, one ``dropout_ratio``;
   ``metrics`` ``auc {}`` (recpipe always reports AUC) and ``grouped_auc`` → ``eval.gauc_group``;
   ``losses`` ``binary_cross_entropy {}`` (recpipe's loss) and, on a multi-task model's task tower,

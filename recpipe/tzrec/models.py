@@ -1,5 +1,6 @@
 """TorchEasyRec's ``model_config`` model → recpipe's ``model:`` section: MultiTowerDIN, MultiTower, DLRM,
-DeepFM and WideAndDeep, their MLPs, metrics and the feature groups each reads."""
+DeepFM, WideAndDeep, the multi-task models and the cross models (DCNv2, DCNv1, MaskNet, xDeepFM), their MLPs,
+metrics and the feature groups each reads."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from recpipe.tzrec.schema import TZREC_MODELS
 
 _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
 MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "mmoe", "dbmtl", "ple")
+# The models over one deep group (TorchEasyRec's ``embedding_group.group_names()[0]``) and xDeepFM (issue 29).
+CROSS_MODELS = ("dcn_v2", "dcn_v1", "mask_net", "xdeepfm")
+MODELS = (*MODELS, *CROSS_MODELS)
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
 # A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
@@ -123,6 +127,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         if kind == "deepfm":
             has_fm = any(g.group_name == "fm" for g in mc.feature_groups)
             model["fm_group"] = "fm" if has_fm else "deep"
+    elif kind in CROSS_MODELS:
+        model = _cross_model(mc, kind, f"{p}.{kind}", found)
     elif kind in MULTI_TASK:
         model = _multi_task(mc, kind, f"{p}.{kind}", found)
         if mc.feature_groups:
@@ -156,6 +162,72 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
             found.problem(p, f"no model set; supported: {', '.join(MODELS)}")
     return model, eval_
+
+
+def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
+    """DCNv2, DCNv1 and MaskNet read their first feature group (``embedding_group.group_names()[0]``,
+    tzrec/models/dcn_v2.py, dcn.py, masknet.py); xDeepFM the groups ``wide`` and ``deep``
+    (tzrec/models/xdeepfm.py)."""
+    m = getattr(mc, kind)
+    groups = [g.group_name for g in mc.feature_groups]
+    if kind == "xdeepfm":
+        return {
+            "type": kind,
+            "cin_layer_sizes": list(m.cin.cin_layer_size),
+            "deep": _mlp(m.deep, f"{path}.deep", found),
+            "final": _mlp(m.final, f"{path}.final", found),
+            "wide_group": "wide",
+            "deep_group": "deep",
+        }
+    if len(groups) > 1:
+        found.note(
+            "model_config.feature_groups",
+            f"{kind} reads its first group, {groups[0]!r} (TorchEasyRec's too); {groups[1:]} are looked up "
+            "by neither",
+        )
+    out: dict[str, Any] = {"type": kind, "group": groups[0] if groups else "all"}
+    if kind == "mask_net":
+        mn, mp = m.mask_net_module, f"{path}.mask_net_module"
+        block = mn.mask_block
+        if block.reduction_ratio < 0:
+            found.problem(f"{mp}.mask_block.reduction_ratio", f"reduction_ratio {block.reduction_ratio} < 0")
+        if block.reduction_ratio == 0 and not block.aggregation_dim:
+            found.problem(
+                f"{mp}.mask_block",
+                "reduction_ratio 0 and no aggregation_dim: TorchEasyRec's MaskBlock refuses it",
+            )
+        if block.reduction_ratio and block.HasField("aggregation_dim"):
+            found.note(
+                f"{mp}.mask_block.aggregation_dim",
+                f"ignored: reduction_ratio {block.reduction_ratio} (default 1.0) sizes the mask generator, as in "
+                "TorchEasyRec's MaskBlock; set reduction_ratio: 0 to use aggregation_dim",
+            )
+        out.update(
+            num_blocks=mn.n_mask_blocks,
+            mask_block={
+                "hidden_dim": block.hidden_dim,
+                "reduction_ratio": block.reduction_ratio or None,
+                "aggregation_dim": block.aggregation_dim or None,
+            },
+            parallel=mn.use_parallel,
+        )
+        if mn.HasField("top_mlp"):
+            out["top_mlp"] = _mlp(mn.top_mlp, f"{mp}.top_mlp", found)
+        else:  # TorchEasyRec's MaskNet reads top_mlp.hidden_units[-1] for its logit Linear
+            found.problem(
+                f"{mp}.top_mlp", "TorchEasyRec's MaskNet needs a top_mlp (its logit reads its width)"
+            )
+        return out
+    out["cross"] = {"num_layers": m.cross.cross_num}
+    if kind == "dcn_v2":
+        out["cross"]["low_rank"] = m.cross.low_rank
+        for part in ("backbone", "deep"):
+            if m.HasField(part):
+                out[part] = _mlp(getattr(m, part), f"{path}.{part}", found)
+    else:
+        out["deep"] = _mlp(m.deep, f"{path}.deep", found)
+    out["final"] = _mlp(m.final, f"{path}.final", found)
+    return out
 
 
 def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
@@ -391,13 +463,15 @@ def wide_embedding_dim(mc: Any) -> int | None:
     kind = mc.WhichOneof("model")
     if kind in ("deepfm", "wide_and_deep") and getattr(mc, kind).HasField("wide_embedding_dim"):
         return int(getattr(mc, kind).wide_embedding_dim)
+    if kind == "xdeepfm":  # its default is 16 (rank_model.proto xDeepFM), not the wide groups' 4
+        return int(mc.xdeepfm.wide_embedding_dim)
     return None
 
 
 def check_model_groups(model: dict[str, Any], groups: list[dict[str, Any]], found: Findings) -> None:
-    """DeepFM / WideAndDeep need their groups by name: ``wide`` of type WIDE (its per-feature wide tables
+    """DeepFM / WideAndDeep / xDeepFM need their groups by name: ``wide`` of type WIDE (its per-feature wide tables
     are summed: tzrec/modules/embedding.py sizes them only for WIDE groups) and ``deep``."""
-    if model.get("type") not in ("deepfm", "wide_and_deep"):
+    if model.get("type") not in ("deepfm", "wide_and_deep", "xdeepfm"):
         return
     types = {g["name"]: g["type"] for g in groups}
     wanted = [("wide", "wide"), ("deep", "deep")] + (

@@ -41,7 +41,7 @@ WORKERS = 2  # quick runs at once: each uses one thread
 SLOW = {
     "serving_load": "a real MLflow scoring server under load for 3 s, after the shared pipeline run",
     "serving": "a real MLflow scoring server and batch scoring, after the shared pipeline run",
-    "quality": "13 1-epoch trainings on 5 generated data sets (44-89 s)",
+    "quality": "17 1-epoch trainings on 5 generated data sets (44-89 s, more with the four cross models)",
     "export_latency": "every backend exported, the AOTInductor compile of the whole model (39-91 s)",
     "scaling": "three launches, two of them 2-rank torchrun (33-61 s)",
     "startup": "two `recpipe train` processes to their first step (30-53 s)",

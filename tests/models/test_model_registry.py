@@ -39,6 +39,10 @@ def test_registry_is_explicit() -> None:
         "mmoe",
         "dbmtl",
         "ple",
+        "dcn_v2",
+        "dcn_v1",
+        "mask_net",
+        "xdeepfm",
     ]
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -58,7 +62,7 @@ def test_model_section_errors_name_the_key_path() -> None:
     d["model"]["type"] = "wide_deep"
     with pytest.raises(
         ConfigError,
-        match=r"model: Value error, unknown model type 'wide_deep'; known: \['dbmtl', 'deepfm', 'dlrm'",
+        match=r"model: Value error, unknown model type 'wide_deep'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm'",
     ):
         parse_config(d)
     d = _raw("dlrm_criteo_small.yaml")
@@ -92,7 +96,8 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
 ) -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown model type 'half'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep'\]",
+        match=r"unknown model type 'half'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm', 'mask_net', 'mmoe', "
+        r"'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep', 'xdeepfm'\]",
     ):
         builder("half")
     declare_model("half = recpipe.models.blocks.mlp")  # a module that declares no model

@@ -21,7 +21,14 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "mmoe",
         "dbmtl",
         "ple",
+        "mask_net",
+        "dcn_v1",
+        "dcn_v2",
+        "xdeepfm",
     ]
+    # model.proto: MaskNet mask_net = 104; DCNV1 dcn_v1 = 106; DCNV2 dcn_v2 = 107; xDeepFM xdeepfm = 108
+    cross = ("mask_net", "dcn_v1", "dcn_v2", "xdeepfm")
+    assert [descriptor("ModelConfig").fields_by_name[m].number for m in cross] == [104, 106, 107, 108]
     # tzrec/protos/model.proto: MMoE mmoe = 201; DBMTL dbmtl = 202; PLE ple = 203
     assert [descriptor("ModelConfig").fields_by_name[m].number for m in ("mmoe", "dbmtl", "ple")] == [
         201,

@@ -199,3 +199,66 @@ data_config {{
     losses {{ binary_cross_entropy {{}} }}
 }}
 """
+
+
+def tzrec_criteo_dag(model: str, groups: str = "", max_buckets: int | None = None) -> str:
+    """A Criteo config written the way TorchEasyRec's ``examples/masknet_criteo.config`` is (and
+    ``wukong_criteo``, ``rocket_launching_criteo``): empty input paths and ``model_dir``, ``fg_mode: FG_DAG``,
+    ``int_k`` raw features with ``embedding_dim: 16``, an ``expression: "user:int_k"`` and a
+    ``normalizer: "method=expression,expr=log(x+3)"``, ``cat_k`` id features with ``hash_bucket_size`` (the
+    Terabyte counts, capped at ``max_buckets``) and ``expression: "item:cat_k"``, one DEEP group
+    ``all_features`` of the 26 ids then the 13 counts (``groups`` replaces it), and ``model`` (the model's
+    block, e.g. ``mask_net { … }``)."""
+    raw = "".join(
+        f'feature_configs {{ raw_feature {{ feature_name: "int_{i}" embedding_dim: 16 expression: "user:int_{i}" '
+        f'normalizer: "method=expression,expr=log(x+3)" }} }}\n'
+        for i in range(13)
+    )
+    ids = "".join(
+        f'feature_configs {{ id_feature {{ feature_name: "cat_{i}" hash_bucket_size: {min(n, max_buckets or n)} '
+        f'embedding_dim: 16 expression: "item:cat_{i}" }} }}\n'
+        for i, n in enumerate(TERABYTE_BUCKETS)
+    )
+    names = (
+        " ".join(f'feature_names: "cat_{i}"' for i in range(26))
+        + " "
+        + " ".join(f'feature_names: "int_{i}"' for i in range(13))
+    )
+    groups = groups or f'feature_groups {{ group_name: "all_features" {names} group_type: DEEP }}'
+    return f"""\
+train_input_path: ""
+eval_input_path: ""
+model_dir: ""
+train_config {{
+    sparse_optimizer {{ adagrad_optimizer {{ lr: 0.0001 }} constant_learning_rate {{ }} }}
+    dense_optimizer {{ adam_optimizer {{ lr: 0.0001 }} constant_learning_rate {{ }} }}
+    num_epochs: 1
+    save_checkpoints_epochs: 1
+}}
+eval_config {{
+}}
+data_config {{
+    batch_size: 8192
+    dataset_type: OdpsDataset
+    fg_mode: FG_DAG
+    label_fields: "label"
+    num_workers: 8
+}}
+{raw}{ids}model_config {{
+    {groups}
+    {model}
+    metrics {{ auc {{}} }}
+    losses {{ binary_cross_entropy {{}} }}
+}}
+"""
+
+
+# examples/masknet_criteo.config's model block.
+MASKNET_MODEL = """mask_net {
+        mask_net_module {
+            n_mask_blocks: 3
+            mask_block { reduction_ratio: 3 hidden_dim: 512 }
+            use_parallel: true
+            top_mlp { hidden_units: [256, 128, 64] }
+        }
+    }"""
