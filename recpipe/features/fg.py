@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from recpipe.data.types import DataError
 from recpipe.features.columns import BadRows, as_numpy, to_float
 from recpipe.features.hashing import fnv1a64, to_string_array
-from recpipe.features.kinds.base import FeatureKind
+from recpipe.features.kinds.base import FeatureKind, HistoryOut
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.outputs import outputs_of, with_feature_outputs
 from recpipe.features.raw import normalize
@@ -254,9 +254,10 @@ class FeatureGenerator:
                 bads.append(bad)
         for key, same in self._repeats.items():
             values[key], lengths[key] = values[same], lengths[same]
+        histories = HistoryOut(values, lengths, bads)
         for s in self.spec.sequences:
             feats = [self.spec.feature(k) for k in s.sub_features]
-            truncated += self._kind[s.name].sequence(s, feats, batch, values, lengths, bads)
+            truncated += self._kind[s.name].sequence(s, feats, batch, histories)
         for group, first, other in self._aligned:
             differ = lengths[first] != lengths[other]
             if differ.any():

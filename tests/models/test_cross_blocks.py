@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from recpipe.models.blocks.cross import CompressedInteraction, CrossNet, CrossNetV2
-from recpipe.models.blocks.group_input import GroupColumns
-from recpipe.models.blocks.masknet import MaskBlock, MaskNetModule
+from recpipe.models.blocks.group_input import GroupColumns, GroupConcat
+from recpipe.models.blocks.masknet import MaskBlock, MaskNetModule, MaskNetSpec
 from recpipe.models.blocks.mlp import MlpSpec
 from recpipe.models.dcn_v2.dense import DcnDense
 from recpipe.models.mask_net.dense import MaskNetDense
@@ -90,21 +90,23 @@ def test_mask_block_masks_its_input_by_the_embedding_then_ln_relu():
 def test_mask_net_parallel_concatenates_and_serial_chains():
     torch.manual_seed(3)
     emb = torch.randn(4, 6)
-    par = MaskNetModule(6, 2, hidden_dim=5, reduction_ratio=2.0, aggregation_dim=None)
+    par = MaskNetModule(6, MaskNetSpec(2, hidden_dim=5, reduction_ratio=2.0, aggregation_dim=None))
     normed = torch.nn.functional.layer_norm(emb, (6,))
     want = torch.cat([blk(normed, emb) for blk in par.blocks], dim=1)
     torch.testing.assert_close(par(emb), want)
     assert par.blocks[0].mask_generator[0].out_features == 12  # int(6 · 2.0)
-    ser = MaskNetModule(6, 2, hidden_dim=5, reduction_ratio=2.0, aggregation_dim=None, parallel=False)
+    ser = MaskNetModule(
+        6, MaskNetSpec(2, hidden_dim=5, reduction_ratio=2.0, aggregation_dim=None, parallel=False)
+    )
     torch.testing.assert_close(ser(emb), ser.blocks[1](ser.blocks[0](normed, emb), emb))
     assert ser.blocks[1].mask_generator[0].out_features == 10  # int(5 · 2.0): its input is the 5-wide hidden
-    top = MaskNetModule(6, 2, 5, None, 7, MlpSpec((8, 4)))
+    top = MaskNetModule(6, MaskNetSpec(2, 5, None, 7, MlpSpec((8, 4))))
     assert top(emb).shape == (4, 4) and top.blocks[0].mask_generator[0].out_features == 7
 
 
 def test_mask_block_without_a_width_is_refused():
     with pytest.raises(ValueError, match="reduction_ratio or aggregation_dim"):
-        MaskNetModule(6, 1, 5, None, None)
+        MaskNetModule(6, MaskNetSpec(1, 5, None, None))
 
 
 def _embeddings(keys, dim, b=3):
@@ -121,7 +123,7 @@ def test_dense_archs_read_the_group_and_end_in_one_logit():
     want = dcn.logit(dcn.final(torch.cat([dcn.cross(x0), dcn.deep(x0)], dim=1))).squeeze(-1)
     torch.testing.assert_close(dcn(dense, emb), want)
     assert dcn.logit.bias is None and dcn.input_names() == ["dense", "a", "b"]
-    mask = MaskNetDense(cols, dims, 2, 2, 4, 1.0, None, MlpSpec((3,)))
+    mask = MaskNetDense(GroupConcat(cols, dims, 2), MaskNetSpec(2, 4, 1.0, None, MlpSpec((3,))))
     assert mask(dense, emb).shape == (3,)
     x = XDeepFMDense(["a__wide", "b__wide"], cols, dims, 2, [3, 2], MlpSpec((4,)), MlpSpec((4,)))
     assert x(dense, emb).shape == (3,) and x.input_names() == ["dense", "a__wide", "b__wide", "a", "b"]

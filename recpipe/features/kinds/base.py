@@ -103,6 +103,16 @@ def no_needs(section: Any) -> FitNeeds:
     return FitNeeds()
 
 
+@dataclass
+class HistoryOut:
+    """Where a kind's ``sequence`` hook writes a batch's histories: ``values`` / ``lengths`` by sub-feature key
+    (the jagged ids or numbers, and the items a row), and ``bads``, the bad rows it found."""
+
+    values: dict[str, np.ndarray]
+    lengths: dict[str, np.ndarray]
+    bads: list[BadRows]
+
+
 @dataclass(frozen=True)
 class FeatureKind:
     """One feature kind.
@@ -117,8 +127,8 @@ class FeatureKind:
         needs (Callable): ``needs(section) -> FitNeeds``.
         sparse (Callable | None): ``sparse(entry, batch) -> SparseOut`` for its pooled keys.
         dense (Callable | None): ``dense(entry, batch) -> DenseOut`` for its dense columns.
-        sequence (Callable | None): ``sequence(entry, sub_features, batch, values, lengths, bads) ->
-            truncated rows`` for its histories: fills ``values`` / ``lengths`` of every sub-feature key.
+        sequence (Callable | None): ``sequence(entry, sub_features, batch, out) -> truncated rows`` for its
+            histories: fills ``out`` (a :class:`HistoryOut`) for every sub-feature key.
         fit_values (Callable | None): ``fit_values(entry, batch) -> pa.Array``: the text values a fitted
             vocabulary (``min_freq``) of one of its pooled keys counts; None: the column as text.
     """
@@ -130,20 +140,7 @@ class FeatureKind:
     inputs: Callable[[Any], dict[str, tuple[ColumnKind, str]]] | None = None
     sparse: Callable[[SparseFeature, pa.RecordBatch], SparseOut] | None = None
     dense: Callable[[DenseFeature, pa.RecordBatch], DenseOut] | None = None
-    sequence: (
-        Callable[
-            [
-                SequenceFeature,
-                list[SparseFeature],
-                pa.RecordBatch,
-                dict[str, np.ndarray],
-                dict[str, np.ndarray],
-                list[BadRows],
-            ],
-            int,
-        ]
-        | None
-    ) = None
+    sequence: Callable[[SequenceFeature, list[SparseFeature], pa.RecordBatch, HistoryOut], int] | None = None
     fit_values: Callable[[SparseFeature, pa.RecordBatch], pa.Array] | None = None
 
     def columns(self, entry: Any) -> dict[str, tuple[ColumnKind, str]]:

@@ -40,7 +40,7 @@ from recpipe.features.columns import (
     parse_uint,
     to_float,
 )
-from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, SpecParts
+from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, HistoryOut, SpecParts
 from recpipe.features.kinds.id import id_entry
 from recpipe.features.spec import (
     FeatureSpecError,
@@ -551,16 +551,9 @@ def needs(f: SequenceFeatureConfig) -> FitNeeds:
     )
 
 
-def histories(
-    s: SequenceFeature,
-    feats: list[SparseFeature],
-    batch: pa.RecordBatch,
-    values: dict[str, np.ndarray],
-    lengths: dict[str, np.ndarray],
-    bads: list[BadRows],
-) -> int:
+def histories(s: SequenceFeature, feats: list[SparseFeature], batch: pa.RecordBatch, out: HistoryOut) -> int:
     """:func:`sequence_ids` over the batch's history column."""
-    return sequence_ids(batch.column(s.column), s, feats, batch.num_rows, values, lengths, bads)
+    return sequence_ids(batch.column(s.column), s, feats, batch.num_rows, out.values, out.lengths, out.bads)
 
 
 def column(entry: SequenceFeature) -> tuple[ColumnKind, str]:

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from recpipe.config.features import MULTI_VALUE_SEPARATOR
 from recpipe.config.tokenize import TokenizeFeatureConfig
 from recpipe.features.columns import BadRows, as_numpy, is_string
-from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, SparseOut, SpecParts
+from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, HistoryOut, SparseOut, SpecParts
 from recpipe.features.spec import FeatureSpecError, IdMapping, SequenceFeature, SparseFeature
 from recpipe.features.text_norm import normalize_text, stop_chars_of
 
@@ -303,12 +303,7 @@ def encode_distinct(tok: _Tokenizer, texts: pa.Array) -> tuple[np.ndarray, np.nd
 
 
 def token_history(
-    s: SequenceFeature,
-    feats: list[SparseFeature],
-    batch: pa.RecordBatch,
-    values: dict[str, np.ndarray],
-    lengths: dict[str, np.ndarray],
-    bads: list[BadRows],
+    s: SequenceFeature, feats: list[SparseFeature], batch: pa.RecordBatch, out: HistoryOut
 ) -> int:
     """``tokens_as_sequence``: the row's tokens (as :func:`sparse` gives them) as a history of one token an item,
     the first ``s.max_length`` kept (TorchEasyRec's ``to_padded_dense(sequence_length)`` keeps the first);
@@ -316,13 +311,13 @@ def token_history(
     (f,) = feats
     ids, counts, bad = sparse(f, batch)
     if bad is not None:
-        bads.append(bad)
+        out.bads.append(bad)
     kept = np.minimum(counts, s.max_length)
     cut = int((counts > kept).sum())
     if cut:
         pos = np.arange(ids.size) - np.repeat(np.cumsum(counts) - counts, counts)
         ids = ids[pos < np.repeat(kept, counts)]
-    values[f.name], lengths[f.name] = ids, kept.astype(np.int32)
+    out.values[f.name], out.lengths[f.name] = ids, kept.astype(np.int32)
     return cut
 
 

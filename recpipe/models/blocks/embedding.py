@@ -5,6 +5,7 @@ in a ManagedCollisionEmbeddingCollection that maps 63-bit id keys to rows."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -663,3 +664,15 @@ class EmbeddingGroup(nn.Module):
             values={k: values[k] for k in self.sequence_keys},
             offsets={k: offsets[k] for k in self.sequence_keys},
         )
+
+
+def pooled_group(
+    tables: list[TableSpec],
+    keys: Sequence[str],
+    pooling: dict[str, str] | None = None,
+    device: torch.device | None = None,
+) -> tuple[EmbeddingGroup, dict[str, int]]:
+    """The lookup of a model over pooled ``keys`` only (one group's, as DCN, MaskNet and xDeepFM read) and each
+    key's embedding width."""
+    embeddings = EmbeddingGroup(tables, list(keys), [], pooling, device=device)
+    return embeddings, {k: embeddings.embedding_dim(k) for k in keys}

@@ -3,6 +3,8 @@ tzrec/modules/masknet.py; Wang et al. 2021)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -67,6 +69,27 @@ def aggregation_width(in_features: int, reduction_ratio: float | None, aggregati
     raise ValueError("a mask block needs reduction_ratio or aggregation_dim")
 
 
+@dataclass(frozen=True)
+class MaskNetSpec:
+    """A MaskNet's blocks (TorchEasyRec's ``MaskNetModule`` message).
+
+    Args:
+        num_blocks (int): ``n_mask_blocks``.
+        hidden_dim (int): each block's output width.
+        reduction_ratio (float | None): the mask generator's width over its block's input width.
+        aggregation_dim (int | None): the mask generator's width when no ratio is set.
+        top_mlp (MlpSpec | None): the MLP over the blocks' output.
+        parallel (bool): ``use_parallel`` (TorchEasyRec's default: true).
+    """
+
+    num_blocks: int
+    hidden_dim: int
+    reduction_ratio: float | None
+    aggregation_dim: int | None
+    top_mlp: MlpSpec | None = None
+    parallel: bool = True
+
+
 class MaskNetModule(nn.Module):
     """LayerNorm over the embedding, then ``n`` :class:`MaskBlock` s, in parallel (each over the normalized
     embedding, outputs concatenated) or serial (the first over it, each next over the previous output), all
@@ -74,46 +97,33 @@ class MaskNetModule(nn.Module):
 
     Args:
         in_features (int): the embedding width ``D``.
-        num_blocks (int): ``n_mask_blocks``.
-        hidden_dim (int): each block's output width.
-        reduction_ratio (float | None): the mask generator's width over its block's input width.
-        aggregation_dim (int | None): the mask generator's width when no ratio is set.
-        top_mlp (MlpSpec | None): the MLP over the blocks' output.
-        parallel (bool): ``use_parallel`` (TorchEasyRec's default: true).
+        spec (MaskNetSpec): the blocks and the top MLP.
         device (torch.device | None): parameter device.
 
     Example::
 
-        net = MaskNetModule(429, 3, 512, 3.0, None, MlpSpec((256, 128, 64)))
+        net = MaskNetModule(429, MaskNetSpec(3, 512, 3.0, None, MlpSpec((256, 128, 64))))
         net(torch.randn(8, 429)).shape   # (8, 64)
     """
 
-    def __init__(
-        self,
-        in_features: int,
-        num_blocks: int,
-        hidden_dim: int,
-        reduction_ratio: float | None,
-        aggregation_dim: int | None,
-        top_mlp: MlpSpec | None = None,
-        parallel: bool = True,
-        device: torch.device | None = None,
-    ) -> None:
+    def __init__(self, in_features: int, spec: MaskNetSpec, device: torch.device | None = None) -> None:
         super().__init__()
-        if num_blocks < 1:
-            raise ValueError(f"MaskNet needs at least one mask block, got {num_blocks}")
+        if spec.num_blocks < 1:
+            raise ValueError(f"MaskNet needs at least one mask block, got {spec.num_blocks}")
         self.norm = nn.LayerNorm(in_features, device=device)
-        self.parallel = parallel
+        self.parallel = spec.parallel
+        hidden_dim = spec.hidden_dim
         blocks = []
         width = in_features
-        for _ in range(num_blocks):
-            block_in = in_features if parallel else width
-            agg = aggregation_width(block_in, reduction_ratio, aggregation_dim)
+        for _ in range(spec.num_blocks):
+            block_in = in_features if spec.parallel else width
+            agg = aggregation_width(block_in, spec.reduction_ratio, spec.aggregation_dim)
             blocks.append(MaskBlock(block_in, in_features, hidden_dim, agg, device=device))
             width = hidden_dim
         self.blocks = nn.ModuleList(blocks)
-        width = hidden_dim * num_blocks if parallel else hidden_dim
-        self.top = MLP.from_spec(width, top_mlp, device=device) if top_mlp is not None else None
+        width = hidden_dim * spec.num_blocks if spec.parallel else hidden_dim
+        top = spec.top_mlp
+        self.top = MLP.from_spec(width, top, device=device) if top is not None else None
         self.out_features = self.top.out_features if self.top is not None else width
 
     def forward(self, emb: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ from torch import nn
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.base import SplitModel
 from recpipe.models.blocks.cross import CrossNetV2
-from recpipe.models.blocks.embedding import EmbeddingGroup
+from recpipe.models.blocks.embedding import pooled_group
 from recpipe.models.blocks.group_input import GroupColumns, group_columns
 from recpipe.models.blocks.mlp import MLP, MlpSpec, mlp_spec, optional_mlp_spec
 from recpipe.models.dcn_v2.config import DcnV2Config
@@ -54,8 +54,7 @@ class DCN(SplitModel):
         pooling: dict[str, str] | None = None,
         device: torch.device | None = None,
     ) -> None:
-        embeddings = EmbeddingGroup(tables, list(columns.keys), [], pooling, device=device)
-        dims = {k: embeddings.embedding_dim(k) for k in columns.keys}
+        embeddings, dims = pooled_group(tables, columns.keys, pooling, device)
         width = sum(dims.values()) + len(columns.dense_columns)
         bb = MLP.from_spec(width, backbone, device=device) if backbone is not None else None
         cross: nn.Module = make_cross(bb.out_features if bb is not None else width)

@@ -10,9 +10,10 @@ import torch
 
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.base import SplitModel
-from recpipe.models.blocks.embedding import EmbeddingGroup
-from recpipe.models.blocks.group_input import GroupColumns, group_columns
-from recpipe.models.blocks.mlp import MlpSpec, optional_mlp_spec
+from recpipe.models.blocks.embedding import pooled_group
+from recpipe.models.blocks.group_input import GroupColumns, GroupConcat, group_columns
+from recpipe.models.blocks.masknet import MaskNetSpec
+from recpipe.models.blocks.mlp import optional_mlp_spec
 from recpipe.models.mask_net.config import MaskNetConfig
 from recpipe.models.mask_net.dense import MaskNetDense
 
@@ -23,12 +24,7 @@ class MaskNet(SplitModel):
     Args:
         tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
         columns (GroupColumns): the group's keys and dense columns.
-        num_blocks (int): mask blocks.
-        hidden_dim (int): each block's output width.
-        reduction_ratio (float | None): the mask generator's width over its block's input width.
-        aggregation_dim (int | None): the mask generator's width without a ratio.
-        top_mlp (MlpSpec | None): the MLP over the blocks.
-        parallel (bool): parallel or serial blocks.
+        spec (MaskNetSpec): the mask blocks and the top MLP.
         dense_in_features (int): width of ``Batch.dense``.
         pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per pooled key.
         device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
@@ -45,37 +41,34 @@ class MaskNet(SplitModel):
         self,
         tables: list[TableSpec],
         columns: GroupColumns,
-        num_blocks: int,
-        hidden_dim: int,
-        reduction_ratio: float | None,
-        aggregation_dim: int | None,
-        top_mlp: MlpSpec | None = None,
-        parallel: bool = True,
+        spec: MaskNetSpec,
         dense_in_features: int = 0,
         pooling: dict[str, str] | None = None,
         device: torch.device | None = None,
     ) -> None:
-        embeddings = EmbeddingGroup(tables, list(columns.keys), [], pooling, device=device)
-        dims = {k: embeddings.embedding_dim(k) for k in columns.keys}
-        dense = MaskNetDense(
-            columns, dims, dense_in_features, num_blocks, hidden_dim, reduction_ratio, aggregation_dim,
-            top_mlp, parallel, device=device,
-        )  # fmt: skip
-        super().__init__(embeddings, dense, dense_in_features)
+        embeddings, dims = pooled_group(tables, columns.keys, pooling, device)
+        super().__init__(
+            embeddings,
+            MaskNetDense(GroupConcat(columns, dims, dense_in_features), spec, device),
+            dense_in_features,
+        )
 
 
 def build(spec: FeatureSpec, cfg: MaskNetConfig, device: torch.device | None = None) -> MaskNet:
     """MaskNet over ``cfg.group``."""
     block = cfg.mask_block
-    return MaskNet(
-        spec.tables(),
-        group_columns(spec, cfg.group, "mask_net"),
+    blocks = MaskNetSpec(
         cfg.num_blocks,
         block.hidden_dim,
         block.reduction_ratio,
         block.aggregation_dim,
         optional_mlp_spec(cfg.top_mlp),
         cfg.parallel,
+    )
+    return MaskNet(
+        spec.tables(),
+        group_columns(spec, cfg.group, "mask_net"),
+        blocks,
         dense_in_features=spec.dense_dim,
         pooling=spec.pooling(),
         device=device,

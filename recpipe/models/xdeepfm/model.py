@@ -12,7 +12,7 @@ import torch
 
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.base import SplitModel
-from recpipe.models.blocks.embedding import EmbeddingGroup
+from recpipe.models.blocks.embedding import pooled_group
 from recpipe.models.blocks.group_input import GroupColumns, group_columns
 from recpipe.models.blocks.mlp import MlpSpec, mlp_spec
 from recpipe.models.xdeepfm.config import XDeepFMConfig
@@ -54,8 +54,7 @@ class XDeepFM(SplitModel):
         device: torch.device | None = None,
     ) -> None:
         keys = list(dict.fromkeys([*wide_keys, *deep.keys]))
-        embeddings = EmbeddingGroup(tables, keys, [], pooling, device=device)
-        dims = {k: embeddings.embedding_dim(k) for k in keys}
+        embeddings, dims = pooled_group(tables, keys, pooling, device)
         dense = XDeepFMDense(
             wide_keys, deep, dims, dense_in_features, cin_layer_sizes, deep_mlp, final, device=device
         )
