@@ -10,6 +10,7 @@ from recpipe.tzrec.schema import TZREC_MODELS
 
 _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice": "dice"}
 MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "mmoe", "dbmtl", "ple")
+MODELS += ("wukong",)
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
 # A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
@@ -108,6 +109,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             # Unset means TorchEasyRec's default, true: the raw embeddings reach the final MLP too.
             "arch_with_sparse": dlrm.arch_with_sparse,
         }
+    elif kind == "wukong":
+        model = _wukong(mc, f"{p}.wukong", found)
     elif kind in ("deepfm", "wide_and_deep"):
         m, mp = getattr(mc, kind), f"{p}.{kind}"
         # TorchEasyRec's DeepFM / WideAndDeep read the groups named "wide" and "deep", DeepFM's FM term the
@@ -156,6 +159,41 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
             found.problem(p, f"no model set; supported: {', '.join(MODELS)}")
     return model, eval_
+
+
+def _wukong(mc: Any, path: str, found: Findings) -> dict[str, Any]:
+    """WuKong (tzrec/models/wukong.py): its sparse group is the only group, else ``sparse``; its ``dense_mlp``
+    reads group ``dense`` when there are several groups (recpipe's reads every dense feature: the importer
+    checks group ``dense`` lists them all, as for DLRM), else TorchEasyRec builds none."""
+    m = mc.wukong
+    groups = [g.group_name for g in mc.feature_groups]
+    out: dict[str, Any] = {
+        "type": "wukong",
+        "sparse_group": groups[0] if len(groups) == 1 else "sparse",
+        "wukong_layers": [
+            {
+                "lcb_feature_num": layer.lcb_feature_num,
+                "fmb_feature_num": layer.fmb_feature_num,
+                "compressed_feature_num": layer.compressed_feature_num,
+                "feature_num_mlp": _mlp(
+                    layer.feature_num_mlp, f"{path}.wukong_layers[{i}].feature_num_mlp", found
+                ),
+            }
+            for i, layer in enumerate(m.wukong_layers)
+        ],
+        "final": _mlp(m.final, f"{path}.final", found),
+    }
+    if len(groups) > 1 and "dense" in groups:
+        if not m.HasField("dense_mlp"):
+            found.problem(f"{path}", "group 'dense' needs a dense_mlp (TorchEasyRec builds its MLP from it)")
+        else:
+            out["dense_mlp"] = _mlp(m.dense_mlp, f"{path}.dense_mlp", found)
+    elif m.HasField("dense_mlp"):
+        found.note(
+            f"{path}.dense_mlp",
+            "ignored, as TorchEasyRec ignores it: there is no group 'dense' beside the sparse one",
+        )
+    return out
 
 
 def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
@@ -370,20 +408,43 @@ def _unsupported_model(q: Problem) -> str:
 
 
 def check_dlrm_groups(msg: Any, data: dict[str, Any], found: Findings) -> None:
-    """recpipe's DLRM feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
+    """recpipe's DLRM (and WuKong) feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
     groups = {g["name"]: (i, g) for i, g in enumerate(data["feature_groups"])}
     dense = [f["name"] for f in data["features"] if f["kind"] == "raw" and "boundaries" not in f]
     sparse_group = data["model"]["sparse_group"]
     if sparse_group not in groups:
-        found.problem("model_config.feature_groups", f"DLRM needs a feature group named {sparse_group!r}")
+        found.problem(
+            "model_config.feature_groups",
+            f"{data['model']['type']} needs a feature group named {sparse_group!r}",
+        )
     if "dense" in groups:
         i, g = groups["dense"]
         if sorted(g["features"]) != sorted(dense):
             found.problem(
                 f"model_config.feature_groups[{i}]",
-                f"recpipe's DLRM bottom MLP reads every dense raw feature ({dense}); group 'dense' lists "
+                f"recpipe's {data['model']['type']} dense MLP reads every dense raw feature ({dense}); group 'dense' lists "
                 f"{g['features']}",
             )
+
+
+def check_wukong_dims(data: dict[str, Any], found: Findings) -> None:
+    """WuKong's dense MLP output is one more feature of its stack: its last width must be the sparse group's
+    embedding dim (TorchEasyRec refuses the model otherwise: "dense mlp last hidden_unit must be the same sparse
+    feature dim", tzrec/models/wukong.py)."""
+    model = data["model"]
+    if model.get("type") != "wukong" or "dense_mlp" not in model:
+        return
+    group = next((g for g in data["feature_groups"] if g["name"] == model["sparse_group"]), None)
+    names = set(group["features"]) if group else set()
+    dims = {f["embedding_dim"] for f in data["features"] if f["name"] in names and "embedding_dim" in f}
+    last = model["dense_mlp"]["hidden_units"][-1]
+    if len(dims) == 1 and last not in dims:
+        found.problem(
+            "model_config.wukong.dense_mlp.hidden_units",
+            f"the dense MLP's last width {last} must equal the sparse features' embedding dim {dims.pop()}: its "
+            "output is one more feature of the stack (TorchEasyRec refuses it too: 'dense mlp last hidden_unit "
+            "must be the same sparse feature dim', tzrec/models/wukong.py)",
+        )
 
 
 def wide_embedding_dim(mc: Any) -> int | None:
