@@ -12,8 +12,8 @@ _ACTIVATIONS = {"nn.ReLU": "relu", "nn.GELU": "gelu", "nn.SiLU": "silu", "Dice":
 MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "mmoe", "dbmtl", "ple")
 MODELS += ("wukong",)
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
-MODELS += ("pepnet",)
-MULTI_TASK += ("pepnet",)
+MODELS += ("pepnet", "simple_multi_task")
+MULTI_TASK += ("pepnet", "simple_multi_task")
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
 # A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
 SINGLE_TASK_REFUSED = {
@@ -22,7 +22,7 @@ SINGLE_TASK_REFUSED = {
     "softmax_cross_entropy": "two-class softmax cross-entropy",
 }
 VARIATIONAL_DROPOUT = ("multi_tower_din", "multi_tower", "mmoe", "dbmtl", "ple")
-VARIATIONAL_DROPOUT += ("pepnet",)
+VARIATIONAL_DROPOUT += ("pepnet", "simple_multi_task")
 
 
 def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:

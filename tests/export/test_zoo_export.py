@@ -1,4 +1,4 @@
-"""The ranking-zoo models of issue 29 (WuKong, PEPNet, …) through every backend: a few training steps on generated
+"""The ranking-zoo models of issue 29 (WuKong, PEPNet, SimpleMultiTask) through every backend: a few training steps on generated
 rows, parity on jit, onnx and rtp (aoti slow-marked: a compile each), and one model's request served by
 MLflow's scoring server after the stages train, evaluate, export, register and promote it."""
 
@@ -20,10 +20,21 @@ from recpipe.export.loaders import load_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 # model -> (config under configs/, generated data kind)
-ZOO = {"wukong": ("wukong_criteo_small.yaml", "criteo"), "pepnet": ("pepnet_taobao_small.yaml", "taobao")}
+ZOO = {
+    "wukong": ("wukong_criteo_small.yaml", "criteo"),
+    "pepnet": ("pepnet_taobao_small.yaml", "taobao"),
+    "simple_multi_task": ("simple_multi_task_taobao_small.yaml", "taobao"),
+}
 
 
-@pytest.fixture(scope="module", params=sorted(ZOO))
+# Taobao's models take 13-16 s each for jit, onnx and rtp (a DIN tower's history): slow-marked.
+FAST = {"wukong"}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in sorted(ZOO)],
+)
 def zoo(request, tmp_path_factory):
     config, kind = ZOO[request.param]
     cfg = load_config(ROOT / "configs" / config)

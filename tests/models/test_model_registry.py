@@ -41,6 +41,7 @@ def test_registry_is_explicit() -> None:
         "ple",
         "wukong",
         "pepnet",
+        "simple_multi_task",
     ]
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -94,7 +95,7 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
 ) -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown model type 'half'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'pepnet', 'ple', 'wide_and_deep', 'wukong'\]",
+        match=r"unknown model type 'half'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'pepnet', 'ple', 'simple_multi_task', 'wide_and_deep', 'wukong'\]",
     ):
         builder("half")
     declare_model("half = recpipe.models.blocks.mlp")  # a module that declares no model
