@@ -126,6 +126,12 @@ MODELS: dict[str, Declared] = {
         "recpipe.models.mask_net.config:MaskNetConfig", "recpipe.models.mask_net.model:build"
     ),
     "xdeepfm": Declared("recpipe.models.xdeepfm.config:XDeepFMConfig", "recpipe.models.xdeepfm.model:build"),
+    "wukong": Declared("recpipe.models.wukong.config:WukongConfig", "recpipe.models.wukong.model:build"),
+    "pepnet": Declared("recpipe.models.pepnet.config:PepnetConfig", "recpipe.models.pepnet.model:build"),
+    "simple_multi_task": Declared(
+        "recpipe.models.simple_multi_task.config:SimpleMultiTaskConfig",
+        "recpipe.models.simple_multi_task.model:build",
+    ),
 }
 # A package outside recpipe adds to a table by an entry point of this group, naming a module whose ``Config``
 # is the config class and whose attribute given here is the code.

@@ -77,6 +77,7 @@ from recpipe.tzrec.features import map_features
 from recpipe.tzrec.models import (
     check_dlrm_groups,
     check_model_groups,
+    check_wukong_dims,
     map_model,
     sequence_group_name,
     wide_embedding_dim,
@@ -268,8 +269,9 @@ def _map(msg: Any, found: Findings, name: str | None, dropped: set[str]) -> dict
     }
     if eval_:
         data["eval"] = eval_
-    if model.get("type") == "dlrm":
+    if model.get("type") in ("dlrm", "wukong"):
         check_dlrm_groups(msg, data, found)
+    check_wukong_dims(data, found)
     check_model_groups(model, data["feature_groups"], found)
     return data
 

@@ -14,7 +14,10 @@ MODELS = ("multi_tower_din", "multi_tower", "dlrm", "deepfm", "wide_and_deep", "
 # The models over one deep group (TorchEasyRec's ``embedding_group.group_names()[0]``) and xDeepFM (issue 29).
 CROSS_MODELS = ("dcn_v2", "dcn_v1", "mask_net", "xdeepfm")
 MODELS = (*MODELS, *CROSS_MODELS)
+MODELS += ("wukong",)
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
+MODELS += ("pepnet", "simple_multi_task")
+MULTI_TASK += ("pepnet", "simple_multi_task")
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
 # A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
 SINGLE_TASK_REFUSED = {
@@ -23,6 +26,7 @@ SINGLE_TASK_REFUSED = {
     "softmax_cross_entropy": "two-class softmax cross-entropy",
 }
 VARIATIONAL_DROPOUT = ("multi_tower_din", "multi_tower", "mmoe", "dbmtl", "ple")
+VARIATIONAL_DROPOUT += ("pepnet", "simple_multi_task")
 
 
 def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:
@@ -112,6 +116,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             # Unset means TorchEasyRec's default, true: the raw embeddings reach the final MLP too.
             "arch_with_sparse": dlrm.arch_with_sparse,
         }
+    elif kind == "wukong":
+        model = _wukong(mc, f"{p}.wukong", found)
     elif kind in ("deepfm", "wide_and_deep"):
         m, mp = getattr(mc, kind), f"{p}.{kind}"
         # TorchEasyRec's DeepFM / WideAndDeep read the groups named "wide" and "deep", DeepFM's FM term the
@@ -129,6 +135,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             model["fm_group"] = "fm" if has_fm else "deep"
     elif kind in CROSS_MODELS:
         model = _cross_model(mc, kind, f"{p}.{kind}", found)
+    elif kind == "pepnet":
+        model = _pepnet(mc, f"{p}.pepnet", found)
     elif kind in MULTI_TASK:
         model = _multi_task(mc, kind, f"{p}.{kind}", found)
         if mc.feature_groups:
@@ -230,6 +238,108 @@ def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, An
     return out
 
 
+def _wukong(mc: Any, path: str, found: Findings) -> dict[str, Any]:
+    """WuKong (tzrec/models/wukong.py): its sparse group is the only group, else ``sparse``; its ``dense_mlp``
+    reads group ``dense`` when there are several groups (recpipe's reads every dense feature: the importer
+    checks group ``dense`` lists them all, as for DLRM), else TorchEasyRec builds none."""
+    m = mc.wukong
+    groups = [g.group_name for g in mc.feature_groups]
+    out: dict[str, Any] = {
+        "type": "wukong",
+        "sparse_group": groups[0] if len(groups) == 1 else "sparse",
+        "wukong_layers": [
+            {
+                "lcb_feature_num": layer.lcb_feature_num,
+                "fmb_feature_num": layer.fmb_feature_num,
+                "compressed_feature_num": layer.compressed_feature_num,
+                "feature_num_mlp": _mlp(
+                    layer.feature_num_mlp, f"{path}.wukong_layers[{i}].feature_num_mlp", found
+                ),
+            }
+            for i, layer in enumerate(m.wukong_layers)
+        ],
+        "final": _mlp(m.final, f"{path}.final", found),
+    }
+    if len(groups) > 1 and "dense" in groups:
+        if not m.HasField("dense_mlp"):
+            found.problem(f"{path}", "group 'dense' needs a dense_mlp (TorchEasyRec builds its MLP from it)")
+        else:
+            out["dense_mlp"] = _mlp(m.dense_mlp, f"{path}.dense_mlp", found)
+    elif m.HasField("dense_mlp"):
+        found.note(
+            f"{path}.dense_mlp",
+            "ignored, as TorchEasyRec ignores it: there is no group 'dense' beside the sparse one",
+        )
+    return out
+
+
+def _pepnet(mc: Any, path: str, found: Findings) -> dict[str, Any]:
+    """PEPNet (tzrec/models/pepnet.py): group ``all``, and ``domain`` (EPNet) and ``uia`` (PPNet) when defined;
+    ``domain_input_name`` / ``task_domain_num`` (a tower per task and domain, the loss reading the domain
+    from a label) are refused: recpipe's model has one tower per task."""
+    m = mc.pepnet
+    groups = [g.group_name for g in mc.feature_groups]
+    if "all" not in groups:
+        found.problem(
+            "model_config.feature_groups", "PEPNet reads a feature group named 'all' (there is none)"
+        )
+    other = [g for g in groups if g not in ("all", "domain", "uia")]
+    if other:
+        found.problem(
+            "model_config.feature_groups",
+            f"PEPNet reads groups all, domain and uia only; also defined: {other}",
+        )
+    for i, g in enumerate(mc.feature_groups):
+        if g.sequence_groups or g.sequence_encoders:
+            found.problem(
+                f"model_config.feature_groups[{i}].sequence_encoders",
+                "recpipe's pepnet reads its groups' embeddings as they are; sequence encoders are not mapped",
+            )
+    out: dict[str, Any] = {
+        "type": "pepnet",
+        "towers": [{"group": g} for g in ("all", "domain", "uia") if g in groups],
+    }
+    if "domain" in groups:
+        out["domain_group"] = "domain"
+        if m.HasField("epnet_hidden_unit"):
+            out["epnet_hidden_unit"] = m.epnet_hidden_unit
+        if m.epnet_gamma != 2.0:
+            out["epnet_gamma"] = m.epnet_gamma
+    if "uia" in groups:
+        out["uia_group"] = "uia"
+        out["ppnet_hidden_units"] = list(m.ppnet_hidden_units)
+        if m.ppnet_activation not in _ACTIVATIONS:
+            found.problem(
+                f"{path}.ppnet_activation",
+                f"activation {m.ppnet_activation!r} is not supported; supported: {', '.join(_ACTIVATIONS)}",
+            )
+        elif _ACTIVATIONS[m.ppnet_activation] != "relu":
+            out["ppnet_activation"] = _ACTIVATIONS[m.ppnet_activation]
+        dropout = set(m.ppnet_dropout_ratio)
+        if len(dropout) > 1:
+            found.problem(
+                f"{path}.ppnet_dropout_ratio",
+                f"recpipe uses one dropout for all PPNet layers; got {list(m.ppnet_dropout_ratio)}",
+            )
+        elif dropout and dropout != {0.0}:
+            out["ppnet_dropout"] = dropout.pop()
+        if m.ppnet_gamma != 2.0:
+            out["ppnet_gamma"] = m.ppnet_gamma
+    if m.HasField("domain_input_name"):
+        found.problem(
+            f"{path}.domain_input_name",
+            f"domain towers ({m.domain_input_name!r}, task_domain_num {m.task_domain_num}: a tower per task and "
+            "domain, the loss reading each row's domain from that label, every domain's prediction served) are not "
+            "built by recpipe's pepnet, which has one tower per task; remove domain_input_name and task_domain_num",
+        )
+    elif m.task_domain_num != 1:
+        found.problem(f"{path}.task_domain_num", "task_domain_num counts only with domain_input_name")
+    out["task_towers"] = [
+        _task_tower(t, "pepnet", f"{path}.task_towers[{i}]", found) for i, t in enumerate(m.task_towers)
+    ]
+    return out
+
+
 def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
     """MMoE / DBMTL / PLE: TorchEasyRec's multi-task models read their one feature group's embeddings
     (``embedding_group.group_names()[0]``, tzrec/models/mmoe.py, dbmtl.py, ple.py): a tower without an MLP
@@ -241,34 +351,7 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
     if len(groups) != 1:
         found.problem(f"{path}", f"{kind} reads one feature group (TorchEasyRec's first); groups: {groups}")
     out: dict[str, Any] = {"type": kind, "towers": [{"group": groups[0]}] if groups else []}
-    towers = []
-    for i, t in enumerate(m.task_towers):
-        tp = f"{path}.task_towers[{i}]"
-        tower: dict[str, Any] = {"name": t.tower_name, "label": t.label_name or t.tower_name}
-        if t.HasField("mlp"):
-            tower["mlp"] = _mlp(t.mlp, f"{tp}.mlp", found)
-        if t.weight != 1.0:
-            tower["weight"] = t.weight
-        loss = _task_loss(t.losses, f"{tp}.losses", found)
-        if loss is not None:
-            tower["loss"] = loss
-        if _task_classes(t.num_class, t.losses, tp, found) == 2:
-            tower["num_class"] = 2
-        if t.HasField("task_space_indicator_label"):  # MultiTaskRank.loss's task space (multi_task_rank.py)
-            tower["task_space_indicator_label"] = t.task_space_indicator_label
-        for key in ("in_task_space_weight", "out_task_space_weight"):
-            if getattr(t, key) != 1.0:
-                tower[key] = getattr(t, key)
-        if t.metrics:
-            found.note(f"{tp}.metrics", "ignored: recpipe reports every task's AUC, GAUC and logloss")
-        if t.train_metrics:
-            found.note(f"{tp}.train_metrics", TRAIN_METRICS_NOTE)
-        if kind == "dbmtl":
-            if t.relation_tower_names:
-                tower["relation_tower_names"] = list(t.relation_tower_names)
-            if t.HasField("relation_mlp"):
-                tower["relation_mlp"] = _mlp(t.relation_mlp, f"{tp}.relation_mlp", found)
-        towers.append(tower)
+    towers = [_task_tower(t, kind, f"{path}.task_towers[{i}]", found) for i, t in enumerate(m.task_towers)]
     out["task_towers"] = towers
     if kind == "mmoe":
         out.update(expert_mlp=_mlp(m.expert_mlp, f"{path}.expert_mlp", found), num_experts=m.num_expert)
@@ -294,6 +377,35 @@ def _multi_task(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any
             networks.append(net)
         out["extraction_networks"] = networks
     return out
+
+
+def _task_tower(t: Any, kind: str, tp: str, found: Findings) -> dict[str, Any]:
+    """One ``task_towers[]`` entry (TaskTower; DBMTL's BayesTaskTower with its relations)."""
+    tower: dict[str, Any] = {"name": t.tower_name, "label": t.label_name or t.tower_name}
+    if t.HasField("mlp"):
+        tower["mlp"] = _mlp(t.mlp, f"{tp}.mlp", found)
+    if t.weight != 1.0:
+        tower["weight"] = t.weight
+    loss = _task_loss(t.losses, f"{tp}.losses", found)
+    if loss is not None:
+        tower["loss"] = loss
+    if _task_classes(t.num_class, t.losses, tp, found) == 2:
+        tower["num_class"] = 2
+    if t.HasField("task_space_indicator_label"):  # MultiTaskRank.loss's task space (multi_task_rank.py)
+        tower["task_space_indicator_label"] = t.task_space_indicator_label
+    for key in ("in_task_space_weight", "out_task_space_weight"):
+        if getattr(t, key) != 1.0:
+            tower[key] = getattr(t, key)
+    if t.metrics:
+        found.note(f"{tp}.metrics", "ignored: recpipe reports every task's AUC, GAUC and logloss")
+    if t.train_metrics:
+        found.note(f"{tp}.train_metrics", TRAIN_METRICS_NOTE)
+    if kind == "dbmtl":
+        if t.relation_tower_names:
+            tower["relation_tower_names"] = list(t.relation_tower_names)
+        if t.HasField("relation_mlp"):
+            tower["relation_mlp"] = _mlp(t.relation_mlp, f"{tp}.relation_mlp", found)
+    return tower
 
 
 def _variational_dropout(vd: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
@@ -442,20 +554,43 @@ def _unsupported_model(q: Problem) -> str:
 
 
 def check_dlrm_groups(msg: Any, data: dict[str, Any], found: Findings) -> None:
-    """recpipe's DLRM feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
+    """recpipe's DLRM (and WuKong) feeds every dense feature to the bottom MLP; TorchEasyRec feeds group ``dense``."""
     groups = {g["name"]: (i, g) for i, g in enumerate(data["feature_groups"])}
     dense = [f["name"] for f in data["features"] if f["kind"] == "raw" and "boundaries" not in f]
     sparse_group = data["model"]["sparse_group"]
     if sparse_group not in groups:
-        found.problem("model_config.feature_groups", f"DLRM needs a feature group named {sparse_group!r}")
+        found.problem(
+            "model_config.feature_groups",
+            f"{data['model']['type']} needs a feature group named {sparse_group!r}",
+        )
     if "dense" in groups:
         i, g = groups["dense"]
         if sorted(g["features"]) != sorted(dense):
             found.problem(
                 f"model_config.feature_groups[{i}]",
-                f"recpipe's DLRM bottom MLP reads every dense raw feature ({dense}); group 'dense' lists "
+                f"recpipe's {data['model']['type']} dense MLP reads every dense raw feature ({dense}); group 'dense' lists "
                 f"{g['features']}",
             )
+
+
+def check_wukong_dims(data: dict[str, Any], found: Findings) -> None:
+    """WuKong's dense MLP output is one more feature of its stack: its last width must be the sparse group's
+    embedding dim (TorchEasyRec refuses the model otherwise: "dense mlp last hidden_unit must be the same sparse
+    feature dim", tzrec/models/wukong.py)."""
+    model = data["model"]
+    if model.get("type") != "wukong" or "dense_mlp" not in model:
+        return
+    group = next((g for g in data["feature_groups"] if g["name"] == model["sparse_group"]), None)
+    names = set(group["features"]) if group else set()
+    dims = {f["embedding_dim"] for f in data["features"] if f["name"] in names and "embedding_dim" in f}
+    last = model["dense_mlp"]["hidden_units"][-1]
+    if len(dims) == 1 and last not in dims:
+        found.problem(
+            "model_config.wukong.dense_mlp.hidden_units",
+            f"the dense MLP's last width {last} must equal the sparse features' embedding dim {dims.pop()}: its "
+            "output is one more feature of the stack (TorchEasyRec refuses it too: 'dense mlp last hidden_unit "
+            "must be the same sparse feature dim', tzrec/models/wukong.py)",
+        )
 
 
 def wide_embedding_dim(mc: Any) -> int | None:

@@ -43,6 +43,9 @@ def test_registry_is_explicit() -> None:
         "dcn_v1",
         "mask_net",
         "xdeepfm",
+        "wukong",
+        "pepnet",
+        "simple_multi_task",
     ]
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -96,8 +99,8 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
 ) -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown model type 'half'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm', 'mask_net', 'mmoe', "
-        r"'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep', 'xdeepfm'\]",
+        match=r"unknown model type 'half'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm', 'mask_net', 'mmoe', 'multi_tower', "
+        r"'multi_tower_din', 'pepnet', 'ple', 'simple_multi_task', 'wide_and_deep', 'wukong', 'xdeepfm'\]",
     ):
         builder("half")
     declare_model("half = recpipe.models.blocks.mlp")  # a module that declares no model

@@ -84,7 +84,7 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_unregistered_the_model_is_unknown(toy: dict[str, str]) -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown model type 'toy'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'ple', 'wide_and_deep'\]",
+        match=r"unknown model type 'toy'; known: \['dbmtl', 'deepfm', 'dlrm', 'mmoe', 'multi_tower', 'multi_tower_din', 'pepnet', 'ple', 'simple_multi_task', 'wide_and_deep', 'wukong'\]",
     ):
         load_config(toy["config"])
 

@@ -73,11 +73,32 @@ model_config {{
     )
 
 
-def tzrec_dlrm(max_buckets: int | None = None) -> str:
+DLRM_MODEL = """dlrm {
+        dense_mlp { hidden_units: 64 hidden_units: 16 }
+        final { hidden_units: 64 hidden_units: 32 }
+        arch_with_sparse: true
+    }"""
+
+
+def wukong_model(dense_mlp: str = "512, 256, 128") -> str:
+    """TorchEasyRec's ``examples/wukong_criteo.config`` model block (its ``dense_mlp`` ends at 128, the
+    embeddings are 16 wide; ``dense_mlp`` replaces the widths)."""
+    layer = (
+        "wukong_layers { lcb_feature_num: 16 fmb_feature_num: 16 compressed_feature_num: 24 "
+        "feature_num_mlp { hidden_units: 512 } }"
+    )
+    return (
+        f"wukong {{ dense_mlp {{ hidden_units: [{dense_mlp}] }} {layer} {layer} "
+        "final { hidden_units: 512 hidden_units: 64 } }"
+    )
+
+
+def tzrec_dlrm(max_buckets: int | None = None, model: str = "", model_dir: str = "dlrm_criteo") -> str:
     """A DLRM/Criteo config written the way TorchEasyRec's ``examples/dlrm_criteo.config`` is: ``{PROJECT}``
     ODPS paths, ``odps_data_quota_name: ""``, ``eval_config { num_steps }``, ``int_k`` raw features with a
     ``log(x+3)`` FG expression, ``cat_k`` id features with ``num_buckets`` (capped at ``max_buckets``),
-    groups ``dense`` and ``sparse``, ``arch_with_sparse: true``."""
+    groups ``dense`` and ``sparse``, ``arch_with_sparse: true``. ``model`` replaces the ``dlrm`` block (TorchEasyRec's
+    ``wukong_criteo.config`` and ``masknet_criteo.config`` share these features and groups)."""
     raw = "".join(
         f'feature_configs {{ raw_feature {{ feature_name: "int_{i}" expression: "user:int_{i}" '
         f'normalizer: "method=expression,expr=log(x+3)" }} }}\n'
@@ -93,7 +114,7 @@ def tzrec_dlrm(max_buckets: int | None = None) -> str:
     return f"""\
 train_input_path: "odps://{{PROJECT}}/tables/criteo_terabyte_train_hashed_v1"
 eval_input_path: "odps://{{PROJECT}}/tables/criteo_terabyte_val_test_hashed_v1"
-model_dir: "experiments/dlrm_criteo"
+model_dir: "experiments/{model_dir}"
 train_config {{
     sparse_optimizer {{ adagrad_optimizer {{ lr: 0.001 }} constant_learning_rate {{ }} }}
     dense_optimizer {{ adam_optimizer {{ lr: 0.001 }} constant_learning_rate {{ }} }}
@@ -111,11 +132,7 @@ data_config {{
 {raw}{ids}model_config {{
     feature_groups {{ group_name: "dense" {dense} group_type: DEEP }}
     feature_groups {{ group_name: "sparse" {sparse} group_type: DEEP }}
-    dlrm {{
-        dense_mlp {{ hidden_units: 64 hidden_units: 16 }}
-        final {{ hidden_units: 64 hidden_units: 32 }}
-        arch_with_sparse: true
-    }}
+    {model or DLRM_MODEL}
     num_class: 1
     metrics {{ auc {{}} }}
     losses {{ binary_cross_entropy {{}} }}

@@ -1,0 +1,2 @@
+"""WuKong: ``config.py`` its section (torch-free), ``dense.py`` its dense arch (plain torch), ``model.py`` the
+module and ``build``. This package imports nothing."""

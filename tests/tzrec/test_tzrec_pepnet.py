@@ -1,0 +1,94 @@
+"""TorchEasyRec's PEPNet (``examples/pepnet_taobao.config``'s constructs: groups ``all``, ``domain`` and ``uia``,
+``ppnet_hidden_units`` / ``ppnet_dropout_ratio``, task towers with a task space, ``domain_input_name`` with
+``task_domain_num`` and a third label ``occupation``): mapped field by field, the domain towers refused at their
+line, the config without them imported and trained on generated Taobao rows."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import pytest
+from test_train_imported import _splits
+from tzrec_fixtures import DIN_CONFIG
+
+from recpipe.config import parse_config
+from recpipe.features.build import build_feature_spec
+from recpipe.launch.worker import train
+from recpipe.tzrec import TzrecImportError, import_tzrec
+
+UIA = ["user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level", "pvalue_level", "shopping_level",
+       "new_user_class_level", "adgroup_id", "cate_id", "campaign_id", "brand", "price"]  # fmt: skip
+TOWERS = """
+        task_towers { tower_name: "ctr" label_name: "clk" mlp { hidden_units: [32, 16] }
+            metrics { auc {} } losses { binary_cross_entropy {} } }
+        task_towers { tower_name: "cvr" label_name: "buy" mlp { hidden_units: [32, 16] }
+            metrics { auc { thresholds: 1000 } } losses { binary_cross_entropy {} }
+            task_space_indicator_label: "clk" in_task_space_weight: 1 out_task_space_weight: 0 }"""
+
+
+def pepnet_config(domains: bool) -> str:
+    """The DIN fixture's features, labels clk and buy (and occupation with ``domains``), pepnet_taobao's groups."""
+    text = DIN_CONFIG.read_text()
+    labels = 'label_fields: "clk"\n    label_fields: "buy"' + (
+        '\n    label_fields: "occupation"' if domains else ""
+    )
+    text = text.replace('label_fields: "clk"', labels)
+    head = text[: text.index("model_config {")]
+    deep = re.search(r'group_name: "deep"(.*?)group_type: DEEP', text, re.S).group(1)
+    uia = " ".join(f'feature_names: "{f}"' for f in UIA)
+    domain = "domain_input_name: 'occupation' task_domain_num: 3" if domains else ""
+    return (
+        head
+        + f"""model_config {{
+    feature_groups {{ group_name: "all"{deep}group_type: DEEP }}
+    feature_groups {{ group_name: "domain" feature_names: "occupation" group_type: DEEP }}
+    feature_groups {{ group_name: "uia" {uia} group_type: DEEP }}
+    pepnet {{
+        {domain}
+        ppnet_hidden_units: [64, 32]
+        ppnet_dropout_ratio: [0.1, 0.1]{TOWERS}
+    }}
+}}
+"""
+    )
+
+
+def test_domain_towers_are_refused_at_their_line():
+    with pytest.raises(TzrecImportError) as err:
+        import_tzrec(pepnet_config(domains=True), "pepnet_taobao.config")
+    paths = [p.path for p in err.value.problems]
+    assert "model_config.pepnet.domain_input_name" in paths
+    assert "one tower per task" in next(
+        p.message for p in err.value.problems if p.path.endswith("domain_input_name")
+    )
+
+
+def test_pepnet_maps_its_groups_gates_and_towers():
+    model = import_tzrec(pepnet_config(domains=False)).data["model"]
+    assert model["type"] == "pepnet" and model["towers"] == [{"group": g} for g in ("all", "domain", "uia")]
+    assert (model["domain_group"], model["uia_group"]) == ("domain", "uia")
+    assert model["ppnet_hidden_units"] == [64, 32] and model["ppnet_dropout"] == 0.1
+    assert model["task_towers"][1]["task_space_indicator_label"] == "clk"
+    assert model["task_towers"][1]["out_task_space_weight"] == 0.0
+    text = pepnet_config(domains=False).replace("[0.1, 0.1]", "[0.1, 0.2]")
+    with pytest.raises(TzrecImportError, match="one dropout for all PPNet layers"):
+        import_tzrec(text)
+
+
+@pytest.mark.slow
+def test_imported_pepnet_taobao_trains(tmp_path):
+    data = copy.deepcopy(import_tzrec(pepnet_config(domains=False)).data)
+    for f in data["features"]:
+        for item in (f, *f.get("sub_features", [])):
+            for key in ("num_buckets", "hash_bucket_size"):
+                if item.get(key, 0) > 1000:
+                    item[key] //= 100
+    data["data"].update(batch_size=64, num_workers=0)
+    data["train"].update(max_steps=12, log_every_steps=4, checkpoint_every_steps=1000)
+    cfg = parse_config(data)
+    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
+    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
+    assert result.steps == 12 and set(result.eval["tasks"]) == {"clk", "buy"}
+    assert all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())
