@@ -36,6 +36,11 @@ def test_dense_parts_import_without_torchrec() -> None:
         "recpipe.models.multi_tower_din.dense",
         "recpipe.models.dlrm.dense",
         "recpipe.models.wide_and_deep.dense",
+        "recpipe.models.dcn_v2.dense",
+        "recpipe.models.mask_net.dense",
+        "recpipe.models.xdeepfm.dense",
+        "recpipe.models.wukong.dense",
+        "recpipe.models.pepnet.dense",
     ]
     code = (
         "import importlib, sys\n"

@@ -18,6 +18,8 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "multi_tower",
         "multi_tower_din",
         "wide_and_deep",
+        "wukong",
+        "simple_multi_task",
         "mmoe",
         "dbmtl",
         "ple",
@@ -25,6 +27,7 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "dcn_v1",
         "dcn_v2",
         "xdeepfm",
+        "pepnet",
     ]
     # model.proto: MaskNet mask_net = 104; DCNV1 dcn_v1 = 106; DCNV2 dcn_v2 = 107; xDeepFM xdeepfm = 108
     cross = ("mask_net", "dcn_v1", "dcn_v2", "xdeepfm")
