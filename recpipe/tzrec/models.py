@@ -37,24 +37,34 @@ def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]
     ]
 
 
+def _activation(name: str, path: str, found: Findings) -> str | None:
+    """recpipe's name of TorchEasyRec's activation ``name``; None, with a problem at ``path``, when it has none."""
+    if name not in _ACTIVATIONS:
+        found.problem(path, f"activation {name!r} is not supported; supported: {', '.join(_ACTIVATIONS)}")
+        return None
+    return _ACTIVATIONS[name]
+
+
+def _one_dropout(ratios: Any, path: str, found: Findings, layers: str) -> float | None:
+    """The one dropout ratio of ``layers`` (None: none); different ratios per layer are a problem at ``path``."""
+    dropout = set(ratios)
+    if len(dropout) > 1:
+        found.problem(path, f"recpipe uses one dropout for {layers}; got {list(ratios)}")
+    elif dropout and dropout != {0.0}:
+        return dropout.pop()
+    return None
+
+
 def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
     out: dict[str, Any] = {"hidden_units": list(mlp.hidden_units)}
-    if mlp.activation not in _ACTIVATIONS:
-        found.problem(
-            f"{path}.activation",
-            f"activation {mlp.activation!r} is not supported; supported: {', '.join(_ACTIVATIONS)}",
-        )
-    elif _ACTIVATIONS[mlp.activation] != "relu":
-        out["activation"] = _ACTIVATIONS[mlp.activation]
+    activation = _activation(mlp.activation, f"{path}.activation", found)
+    if activation not in (None, "relu"):
+        out["activation"] = activation
     if mlp.use_bn:
         out["batch_norm"] = True
-    dropout = set(mlp.dropout_ratio)
-    if len(dropout) > 1:
-        found.problem(
-            f"{path}.dropout_ratio", f"recpipe uses one dropout for all layers; got {list(mlp.dropout_ratio)}"
-        )
-    elif dropout and dropout != {0.0}:
-        out["dropout"] = dropout.pop()
+    dropout = _one_dropout(mlp.dropout_ratio, f"{path}.dropout_ratio", found, "all layers")
+    if dropout is not None:
+        out["dropout"] = dropout
     return out
 
 
@@ -308,21 +318,14 @@ def _pepnet(mc: Any, path: str, found: Findings) -> dict[str, Any]:
     if "uia" in groups:
         out["uia_group"] = "uia"
         out["ppnet_hidden_units"] = list(m.ppnet_hidden_units)
-        if m.ppnet_activation not in _ACTIVATIONS:
-            found.problem(
-                f"{path}.ppnet_activation",
-                f"activation {m.ppnet_activation!r} is not supported; supported: {', '.join(_ACTIVATIONS)}",
-            )
-        elif _ACTIVATIONS[m.ppnet_activation] != "relu":
-            out["ppnet_activation"] = _ACTIVATIONS[m.ppnet_activation]
-        dropout = set(m.ppnet_dropout_ratio)
-        if len(dropout) > 1:
-            found.problem(
-                f"{path}.ppnet_dropout_ratio",
-                f"recpipe uses one dropout for all PPNet layers; got {list(m.ppnet_dropout_ratio)}",
-            )
-        elif dropout and dropout != {0.0}:
-            out["ppnet_dropout"] = dropout.pop()
+        activation = _activation(m.ppnet_activation, f"{path}.ppnet_activation", found)
+        if activation not in (None, "relu"):
+            out["ppnet_activation"] = activation
+        dropout = _one_dropout(
+            m.ppnet_dropout_ratio, f"{path}.ppnet_dropout_ratio", found, "all PPNet layers"
+        )
+        if dropout is not None:
+            out["ppnet_dropout"] = dropout
         if m.ppnet_gamma != 2.0:
             out["ppnet_gamma"] = m.ppnet_gamma
     if m.HasField("domain_input_name"):
