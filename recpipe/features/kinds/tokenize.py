@@ -108,21 +108,30 @@ class _Tokenizer:
         if not new:
             return got  # type: ignore[return-value]
         fresh = dict(zip(new, self.encode(new), strict=True))
-        if len(memo) + len(fresh) > MEMO_WORDS:
-            memo.clear()
-        if len(fresh) <= MEMO_WORDS:
-            memo.update(fresh)
+        self._remember(fresh)
         return [fresh[w] if ids is None else ids for w, ids in zip(words, got, strict=True)]
 
     def encode_flat(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """The token ids of every text (a string array without nulls) back to back, and each text's count.
 
-        A tokenizer whose tokens never span an ASCII space (:func:`_splits_at_spaces`) gets each distinct
-        space-separated word once, through its word memo (:meth:`encode_words`): titles share their words far
-        more than they repeat whole, and the tokens of a text are its words' tokens in order, so this equals
-        tokenizing every text."""
+        A tokenizer whose tokens never span an ASCII space (:func:`_splits_at_spaces`) reads each text from its
+        memo, and tokenizes a text the memo lacks as its space-separated words, each distinct word once through
+        the same memo (:meth:`encode_words`): the tokens of a text are its words' tokens in order, so this equals
+        tokenizing every text (a text of one word is that word: one key, one value)."""
         if not self.splits_at_spaces:
             return _flatten(self.encode(texts.to_pylist()))
+        items = texts.to_pylist()
+        got = list(map(self._memo.get, items))  # read once: another thread may empty the memo meanwhile
+        todo = [i for i, ids in enumerate(got) if ids is None]
+        if todo:
+            values, per_text = self._encode_by_words(texts.take(pa.array(todo, pa.int64())))
+            pieces = np.split(values, np.cumsum(per_text)[:-1]) if len(todo) > 1 else [values]
+            fresh = {items[i]: ids.tolist() for i, ids in zip(todo, pieces, strict=True)}
+            self._remember(fresh)
+            got = [fresh[t] if ids is None else ids for t, ids in zip(items, got, strict=True)]
+        return _flatten(got)  # type: ignore[arg-type]
+
+    def _encode_by_words(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         words = pc.split_pattern(texts, " ")
         codes = pc.dictionary_encode(words.flatten())
         flat, per_word = _flatten(self.encode_words(codes.dictionary.to_pylist()))
@@ -132,8 +141,15 @@ class _Tokenizer:
         totals = np.concatenate([[0], ends])[bounds]
         return values, np.diff(totals)
 
+    def _remember(self, fresh: dict[str, list[int]]) -> None:
+        """Add ``fresh`` to the memo, emptied first when it would outgrow :data:`MEMO_WORDS` keys."""
+        if len(self._memo) + len(fresh) > MEMO_WORDS:
+            self._memo.clear()
+        if len(fresh) <= MEMO_WORDS:
+            self._memo.update(fresh)
 
-# The most words a tokenizer's word memo holds (``_Tokenizer.encode_words``): ~100 MB at the worst.
+
+# The most keys (texts and words) a tokenizer's memo holds (``_Tokenizer.encode_flat``): ~100 MB at the worst.
 MEMO_WORDS = 1 << 20
 
 # What a tokenizer.json may hold for its tokens never to span an ASCII space (``encode_flat``'s word split):
