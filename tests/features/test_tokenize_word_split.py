@@ -10,6 +10,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from map_kinds import config, every_representation
 
 from recpipe.features.kinds import tokenize as kind
 
@@ -180,3 +183,26 @@ def test_the_word_memo_tokenizes_a_word_once_across_batches_and_stays_bounded(
         ["over", "the"],
     ]
     kind.clear_memos()
+
+
+_TEXT = st.one_of(st.none(), st.text(alphabet=" abcé,!北\tü", max_size=14))
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(_TEXT, min_size=1, max_size=6))
+def test_any_texts_give_the_librarys_ids_in_every_representation(tmp_path: Path, texts: list) -> None:
+    """The raw-value contract of kind tokenize on the word-split path: a typed table, Parquet, CSV, a DataFrame
+    (many rows and one), JSON records all give the library's ids of each text; a null or empty text none."""
+    path = ROOT / "configs" / "rich_taobao_small_tokenizer.json"
+    kind.clear_memos()
+    feature = {"kind": "tokenize", "name": "title_tokens", "column": "title", "vocab_file": str(path)}
+    # (a second column: a CSV line of one empty value is a blank line, which CSV readers skip)
+    rows = [{"title": t, "k": i} for i, t in enumerate(texts)]
+    out = every_representation(config(feature), rows, tmp_path)
+    plain = _loaded(path).encode([t or "" for t in texts])
+    assert out.lengths[0].tolist() == [len(p) for p in plain]
+    assert out.values[0].tolist() == [i for p in plain for i in p]
