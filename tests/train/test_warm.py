@@ -36,6 +36,13 @@ TINY = {
     "dbmtl": ("taobao_multitask", None),
     "mmoe": ("taobao_multitask", "mmoe"),
     "ple": ("taobao_multitask", "ple"),
+    "dcn_v2": ("criteo", "configs/dcn_v2_criteo_quality.yaml"),
+    "dcn_v1": ("criteo", "configs/dcn_v1_criteo_quality.yaml"),
+    "mask_net": ("criteo", "configs/mask_net_criteo_quality.yaml"),
+    "xdeepfm": ("criteo", "configs/xdeepfm_criteo_quality.yaml"),
+    "wukong": ("criteo", "configs/wukong_criteo_small.yaml"),
+    "pepnet": ("taobao_multitask", "configs/pepnet_taobao_small.yaml"),
+    "simple_multi_task": ("taobao_multitask", "configs/simple_multi_task_taobao_small.yaml"),
 }
 
 
@@ -44,8 +51,10 @@ def _tiny(kind: str, request, tmp_path: Path) -> tuple[dict[str, str], str]:
     data = request.getfixturevalue(data_fixture)
     if source is None:
         return data, data["config"]
-    if data_fixture == "taobao_multitask":
+    if data_fixture == "taobao_multitask" and not source.endswith(".yaml"):
         return data, multitask_config(data["config"], source, tmp_path)
+    if data_fixture == "taobao_multitask":
+        return data, str(_shrink(source, tmp_path / f"{kind}.yaml", divide=100))
     return data, str(_shrink(source, tmp_path / f"{kind}.yaml", cap=1000))
 
 
