@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from pathlib import Path
 
 import pytest
 from test_train_imported import _splits
@@ -87,19 +88,7 @@ def test_multitask_config_imports_as_shipped_and_trains(kind, tmp_path):
     if kind == "ple":
         assert [n["share_num"] for n in model["extraction_networks"]] == [2, 3]
     # It trains on generated Taobao rows (which have clk and buy), tables shrunk as in test_train_imported.
-    small = copy.deepcopy(data)
-    for f in small["features"]:
-        for item in (f, *f.get("sub_features", [])):
-            for key in ("num_buckets", "hash_bucket_size"):
-                if item.get(key, 0) > 1000:
-                    item[key] //= 100
-    small["data"].update(batch_size=64, num_workers=0)
-    small["train"].update(max_steps=12, log_every_steps=4, checkpoint_every_steps=1000)
-    cfg = parse_config(small)
-    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
-    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
-    assert result.steps == 12 and set(result.eval["tasks"]) == {"clk", "buy"}
-    assert all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())
+    trains_on_generated_taobao(data, tmp_path)
 
 
 def test_unsupported_multitask_parts_are_reported_once_each():
@@ -170,3 +159,21 @@ def test_a_task_space_needs_a_label_of_the_data(space, message):
     text = text[:cvr] + space + " " + text[cvr:]
     with pytest.raises(Exception, match=message):
         import_tzrec(text, "mmoe.config")
+
+
+def trains_on_generated_taobao(data: dict, tmp_path: Path) -> None:
+    """An imported multi-task config's dict trains 12 steps on generated Taobao rows (which have clk and buy),
+    its tables shrunk as in test_train_imported, and evaluates both tasks to finite loglosses."""
+    small = copy.deepcopy(data)
+    for f in small["features"]:
+        for item in (f, *f.get("sub_features", [])):
+            for key in ("num_buckets", "hash_bucket_size"):
+                if item.get(key, 0) > 1000:
+                    item[key] //= 100
+    small["data"].update(batch_size=64, num_workers=0)
+    small["train"].update(max_steps=12, log_every_steps=4, checkpoint_every_steps=1000)
+    cfg = parse_config(small)
+    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
+    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
+    assert result.steps == 12 and set(result.eval["tasks"]) == {"clk", "buy"}
+    assert all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())

@@ -5,17 +5,12 @@ line, the config without them imported and trained on generated Taobao rows."""
 
 from __future__ import annotations
 
-import copy
-import math
 import re
 
 import pytest
-from test_train_imported import _splits
+from test_tzrec_multitask import trains_on_generated_taobao
 from tzrec_fixtures import DIN_CONFIG
 
-from recpipe.config import parse_config
-from recpipe.features.build import build_feature_spec
-from recpipe.launch.worker import train
 from recpipe.tzrec import TzrecImportError, import_tzrec
 
 UIA = ["user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level", "pvalue_level", "shopping_level",
@@ -79,16 +74,4 @@ def test_pepnet_maps_its_groups_gates_and_towers():
 
 @pytest.mark.slow
 def test_imported_pepnet_taobao_trains(tmp_path):
-    data = copy.deepcopy(import_tzrec(pepnet_config(domains=False)).data)
-    for f in data["features"]:
-        for item in (f, *f.get("sub_features", [])):
-            for key in ("num_buckets", "hash_bucket_size"):
-                if item.get(key, 0) > 1000:
-                    item[key] //= 100
-    data["data"].update(batch_size=64, num_workers=0)
-    data["train"].update(max_steps=12, log_every_steps=4, checkpoint_every_steps=1000)
-    cfg = parse_config(data)
-    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
-    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
-    assert result.steps == 12 and set(result.eval["tasks"]) == {"clk", "buy"}
-    assert all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())
+    trains_on_generated_taobao(import_tzrec(pepnet_config(domains=False)).data, tmp_path)

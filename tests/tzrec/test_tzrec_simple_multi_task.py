@@ -3,16 +3,9 @@ converter maps to it) imports over group ``all`` and trains on generated Taobao 
 
 from __future__ import annotations
 
-import copy
-import math
-
 import pytest
-from test_train_imported import _splits
-from test_tzrec_multitask import HEADS, TOWER, multitask_config
+from test_tzrec_multitask import HEADS, TOWER, multitask_config, trains_on_generated_taobao
 
-from recpipe.config import parse_config
-from recpipe.features.build import build_feature_spec
-from recpipe.launch.worker import train
 from recpipe.tzrec import import_tzrec
 
 
@@ -34,16 +27,4 @@ def test_simple_multi_task_imports_its_task_towers_over_group_all():
 
 @pytest.mark.slow
 def test_imported_simple_multi_task_trains(tmp_path):
-    data = copy.deepcopy(import_tzrec(simple_config()).data)
-    for f in data["features"]:
-        for item in (f, *f.get("sub_features", [])):
-            for key in ("num_buckets", "hash_bucket_size"):
-                if item.get(key, 0) > 1000:
-                    item[key] //= 100
-    data["data"].update(batch_size=64, num_workers=0)
-    data["train"].update(max_steps=12, log_every_steps=4, checkpoint_every_steps=1000)
-    cfg = parse_config(data)
-    train_uri, eval_uri = _splits("taobao", tmp_path / "data", 1000, 300)
-    result = train(cfg, build_feature_spec(cfg), train_uri, eval_uri, tmp_path / "run")
-    assert result.steps == 12 and set(result.eval["tasks"]) == {"clk", "buy"}
-    assert all(math.isfinite(t["logloss"]) for t in result.eval["tasks"].values())
+    trains_on_generated_taobao(import_tzrec(simple_config()).data, tmp_path)
