@@ -105,6 +105,8 @@ CRITEO_MODELS: dict[str, tuple[Path, str, int | None]] = {
     "mask_net": (ROOT / "configs" / "mask_net_criteo_quality.yaml", "", None),
     # xDeepFM's CIN (outer products of every map with every field) is slow on CPU: 2M rows (~5,000 rows/s).
     "xdeepfm": (ROOT / "configs" / "xdeepfm_criteo_quality.yaml", "", 2_000_000),
+    # RocketLaunching (issue 29): the light net served, distilled from a booster trained beside it.
+    "rocket_launching": (ROOT / "configs" / "rocket_launching_criteo_quality.yaml", "", None),
 }
 # Multi-task (issue 19) on the DIN run's Taobao rows: each label and its true probability, the DBMTL config
 # (MMoE and PLE take its towers under their own head: ``multitask_config``) and the single-task baselines

@@ -132,6 +132,10 @@ MODELS: dict[str, Declared] = {
         "recpipe.models.simple_multi_task.config:SimpleMultiTaskConfig",
         "recpipe.models.simple_multi_task.model:build",
     ),
+    "rocket_launching": Declared(
+        "recpipe.models.rocket_launching.config:RocketLaunchingConfig",
+        "recpipe.models.rocket_launching.model:build",
+    ),
 }
 # A package outside recpipe adds to a table by an entry point of this group, naming a module whose ``Config``
 # is the config class and whose attribute given here is the code.

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recpipe.batch import Batch
+from recpipe.models.blocks.distill import distillation_terms
 from recpipe.models.blocks.multitask import TwoClassLogit
 
 if TYPE_CHECKING:  # annotations only: no torchrec at import
@@ -30,7 +31,10 @@ class TrainModel(nn.Module):
             give a task's JRC ``(session feature, alpha)``: that task's tower ends in a
             :class:`~recpipe.models.blocks.multitask.TwoClassLogit`, whose ``(l0, l1)`` the loss reads during
             the forward); a ``regularization(batch_size)`` (a variational dropout's term, or None) is added
-            to the loss.
+            to the loss. A distilled model (``distillation(batch) ->``
+            :class:`~recpipe.models.blocks.distill.Distillation`, RocketLaunching) trains its light and
+            booster nets' BCE plus :func:`~recpipe.models.blocks.distill.distillation_terms`; its logits are
+            the light net's (evaluation, in eval mode, is the light net's BCE alone, as TorchEasyRec's).
 
     Example::
 
@@ -70,6 +74,13 @@ class TrainModel(nn.Module):
         self.jrc_pairs = [] if jrc is None else _pair_paths(model, list(model.task_names), jrc)
 
     def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        distill = getattr(self.model, "distillation", None)
+        if distill is not None and self.training:
+            out = distill(batch)
+            loss = bce_loss(out.light, batch.labels, batch.weights) + bce_loss(
+                out.booster, batch.labels, batch.weights
+            )
+            return loss + distillation_terms(out, batch.weights), out.light.detach()
         jrc = None
         if self.jrc_alpha is None:
             logits = self.model.predict(batch)

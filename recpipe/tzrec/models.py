@@ -18,6 +18,7 @@ MODELS += ("wukong",)
 MULTI_TASK = ("mmoe", "dbmtl", "ple")
 MODELS += ("pepnet", "simple_multi_task")
 MULTI_TASK += ("pepnet", "simple_multi_task")
+MODELS += ("rocket_launching",)
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
 # A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
 SINGLE_TASK_REFUSED = {
@@ -79,23 +80,25 @@ TRAIN_METRICS_NOTE = (
 def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``model:`` section and the ``eval:`` settings the metrics imply."""
     p = "model_config"
-    if mc.num_class != 1:
+    kind = mc.WhichOneof("model")
+    if kind == "rocket_launching":  # two nets of num_class 2 with softmax_cross_entropy, or 1 with BCE
+        _task_classes(mc.num_class, mc.losses, p, found)
+    elif mc.num_class != 1:
         found.problem(
             f"{p}.num_class", f"num_class {mc.num_class}: recpipe trains binary CTR models (num_class: 1)"
         )
     eval_: dict[str, Any] = {}
     for i, metric in enumerate(mc.metrics):
-        kind = metric.WhichOneof("metric")
-        if kind == "grouped_auc":
+        which = metric.WhichOneof("metric")
+        if which == "grouped_auc":
             key = metric.grouped_auc.grouping_key
             if eval_.get("gauc_group", key) != key:
                 found.problem(f"{p}.metrics[{i}]", "recpipe reports one GAUC; grouping keys differ")
             eval_["gauc_group"] = key
-        elif kind == "auc" and metric.auc.HasField("thresholds"):
+        elif which == "auc" and metric.auc.HasField("thresholds"):
             found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
     if mc.train_metrics:
         found.note(f"{p}.train_metrics", TRAIN_METRICS_NOTE)
-    kind = mc.WhichOneof("model")
     if kind == "multi_tower":
         mt, mp = mc.multi_tower, f"{p}.multi_tower"
         model = {
@@ -147,6 +150,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         model = _cross_model(mc, kind, f"{p}.{kind}", found)
     elif kind == "pepnet":
         model = _pepnet(mc, f"{p}.pepnet", found)
+    elif kind == "rocket_launching":
+        model = _rocket_launching(mc, f"{p}.rocket_launching", found)
     elif kind in MULTI_TASK:
         model = _multi_task(mc, kind, f"{p}.{kind}", found)
         if mc.feature_groups:
@@ -157,7 +162,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         model = {}
     for i, loss in enumerate(mc.losses):
         which = loss.WhichOneof("loss")
-        if kind in MODELS and kind not in MULTI_TASK and which in SINGLE_TASK_REFUSED:
+        two_class = kind == "rocket_launching" and which == "softmax_cross_entropy"
+        if kind in MODELS and kind not in MULTI_TASK and which in SINGLE_TASK_REFUSED and not two_class:
             found.problem(
                 f"{p}.losses[{i}].{which}",
                 f"recpipe's {kind} trains binary cross-entropy; a {SINGLE_TASK_REFUSED[which]} is a multi-task "
@@ -245,6 +251,46 @@ def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, An
     else:
         out["deep"] = _mlp(m.deep, f"{path}.deep", found)
     out["final"] = _mlp(m.final, f"{path}.final", found)
+    return out
+
+
+def _rocket_launching(mc: Any, path: str, found: Findings) -> dict[str, Any]:
+    """RocketLaunching (tzrec/models/rocket_launching.py) reads its first group; TorchEasyRec's similarity
+    ``INNER_PRODUCT`` takes its Euclidean branch (``feature_based_sim``: anything but COSINE), so it maps to
+    ``euclid``."""
+    m = mc.rocket_launching
+    groups = [g.group_name for g in mc.feature_groups]
+    if len(groups) > 1:
+        found.note(
+            "model_config.feature_groups",
+            f"rocket_launching reads its first group, {groups[0]!r} (TorchEasyRec's too); {groups[1:]} are "
+            "looked up by neither",
+        )
+    out: dict[str, Any] = {
+        "type": "rocket_launching",
+        "group": groups[0] if groups else "all",
+        "booster_mlp": _mlp(m.booster_mlp, f"{path}.booster_mlp", found),
+        "light_mlp": _mlp(m.light_mlp, f"{path}.light_mlp", found),
+    }
+    if m.HasField("share_mlp"):
+        out["share_mlp"] = _mlp(m.share_mlp, f"{path}.share_mlp", found)
+    if mc.num_class == 2:
+        out["num_class"] = 2
+    if m.feature_based_distillation:
+        out["feature_based_distillation"] = True
+        function = (
+            m.DESCRIPTOR.fields_by_name["feature_distillation_function"]
+            .enum_type.values_by_number[m.feature_distillation_function]
+            .name
+        )
+        if function == "INNER_PRODUCT":
+            found.note(
+                f"{path}.feature_distillation_function",
+                "INNER_PRODUCT: TorchEasyRec computes the Euclidean distance for it (its feature_based_sim "
+                "treats every function but COSINE alike); mapped to euclid",
+            )
+        if function != "COSINE":
+            out["feature_distillation_function"] = "euclid"
     return out
 
 

@@ -1,7 +1,7 @@
-"""The cross models (DCNv2, DCNv1, MaskNet, xDeepFM), each trained a few steps on generated Criteo rows over
+"""The cross models (DCNv2, DCNv1, MaskNet, xDeepFM) and RocketLaunching, each trained a few steps on generated Criteo rows over
 ``configs/deepfm_criteo_small.yaml``'s features, through jit, onnx and rtp with parity, and one request scored
 by the registered pyfunc the scoring server runs (:class:`~recpipe.tracking.pyfunc.RawRowsModel`); AOTI (a
-compile per model, 25-70 s) is slow-marked, and so are the three models after DCNv2."""
+compile per model, 25-70 s) is slow-marked, and so are the models after DCNv2."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ MODELS = {
          {"name": "deep", "type": "deep", "features": INTS + CATS}],
         {"type": "xdeepfm", "cin_layer_sizes": [4, 4], "deep": SMALL_MLP, "final": {"hidden_units": [8]}},
     ),
+    # The served graph is the light net alone; the booster's layers are trained only.
+    "rocket_launching": (ALL, {"type": "rocket_launching", "booster_mlp": {"hidden_units": [32, 16]},
+                               "light_mlp": SMALL_MLP, "feature_based_distillation": True, "num_class": 2}),
 }  # fmt: skip
 
 

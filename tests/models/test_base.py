@@ -41,6 +41,7 @@ def test_dense_parts_import_without_torchrec() -> None:
         "recpipe.models.xdeepfm.dense",
         "recpipe.models.wukong.dense",
         "recpipe.models.pepnet.dense",
+        "recpipe.models.rocket_launching.dense",
     ]
     code = (
         "import importlib, sys\n"

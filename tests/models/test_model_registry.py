@@ -46,6 +46,7 @@ def test_registry_is_explicit() -> None:
         "wukong",
         "pepnet",
         "simple_multi_task",
+        "rocket_launching",
     ]
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -100,7 +101,7 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
     with pytest.raises(
         ValueError,
         match=r"unknown model type 'half'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm', 'mask_net', 'mmoe', 'multi_tower', "
-        r"'multi_tower_din', 'pepnet', 'ple', 'simple_multi_task', 'wide_and_deep', 'wukong', 'xdeepfm'\]",
+        r"'multi_tower_din', 'pepnet', 'ple', 'rocket_launching', 'simple_multi_task', 'wide_and_deep', 'wukong', 'xdeepfm'\]",
     ):
         builder("half")
     declare_model("half = recpipe.models.blocks.mlp")  # a module that declares no model

@@ -43,6 +43,7 @@ TINY = {
     "wukong": ("criteo", "configs/wukong_criteo_small.yaml"),
     "pepnet": ("taobao_multitask", "configs/pepnet_taobao_small.yaml"),
     "simple_multi_task": ("taobao_multitask", "configs/simple_multi_task_taobao_small.yaml"),
+    "rocket_launching": ("criteo", "configs/rocket_launching_criteo_quality.yaml"),
 }
 
 

@@ -23,7 +23,8 @@ def test_an_unsupported_model_is_one_problem():
             40,
             "model_config.dssm",
             "model 'dssm' is not supported; supported: multi_tower_din, multi_tower, dlrm, deepfm, "
-            "wide_and_deep, mmoe, dbmtl, ple, dcn_v2, dcn_v1, mask_net, xdeepfm, wukong, pepnet, simple_multi_task",
+            "wide_and_deep, mmoe, dbmtl, ple, dcn_v2, dcn_v1, mask_net, xdeepfm, wukong, pepnet, simple_multi_task, "
+            "rocket_launching",
         )
     ]
 

@@ -28,6 +28,7 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "dcn_v2",
         "xdeepfm",
         "pepnet",
+        "rocket_launching",
     ]
     # model.proto: MaskNet mask_net = 104; DCNV1 dcn_v1 = 106; DCNV2 dcn_v2 = 107; xDeepFM xdeepfm = 108
     cross = ("mask_net", "dcn_v1", "dcn_v2", "xdeepfm")

@@ -218,14 +218,19 @@ data_config {{
 """
 
 
-def tzrec_criteo_dag(model: str, groups: str = "", max_buckets: int | None = None) -> str:
+def tzrec_criteo_dag(
+    model: str,
+    groups: str = "",
+    max_buckets: int | None = None,
+    losses: str = "losses { binary_cross_entropy {} }",
+) -> str:
     """A Criteo config written the way TorchEasyRec's ``examples/masknet_criteo.config`` is (and
     ``wukong_criteo``, ``rocket_launching_criteo``): empty input paths and ``model_dir``, ``fg_mode: FG_DAG``,
     ``int_k`` raw features with ``embedding_dim: 16``, an ``expression: "user:int_k"`` and a
     ``normalizer: "method=expression,expr=log(x+3)"``, ``cat_k`` id features with ``hash_bucket_size`` (the
     Terabyte counts, capped at ``max_buckets``) and ``expression: "item:cat_k"``, one DEEP group
     ``all_features`` of the 26 ids then the 13 counts (``groups`` replaces it), and ``model`` (the model's
-    block, e.g. ``mask_net { … }``)."""
+    block, e.g. ``mask_net { … }``) and its ``losses`` (``num_class`` too, when it has two)."""
     raw = "".join(
         f'feature_configs {{ raw_feature {{ feature_name: "int_{i}" embedding_dim: 16 expression: "user:int_{i}" '
         f'normalizer: "method=expression,expr=log(x+3)" }} }}\n'
@@ -265,9 +270,18 @@ data_config {{
     {groups}
     {model}
     metrics {{ auc {{}} }}
-    losses {{ binary_cross_entropy {{}} }}
+    {losses}
 }}
 """
+
+
+# examples/rocket_launching_criteo.config's model block and losses (its group is named "deep").
+ROCKET_MODEL = """rocket_launching {
+        booster_mlp { hidden_units: [256, 128, 64, 32] }
+        light_mlp { hidden_units: [96, 64, 32] }
+        feature_based_distillation: true
+    }"""
+ROCKET_LOSSES = "num_class: 2\n    losses { softmax_cross_entropy {} }"
 
 
 # examples/masknet_criteo.config's model block.
