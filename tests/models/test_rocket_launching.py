@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from recpipe.models.blocks.distill import Distillation, distillation_terms
 from recpipe.models.blocks.group_input import GroupColumns, GroupConcat
 from recpipe.models.blocks.mlp import MlpSpec
-from recpipe.models.rocket_launching.dense import RocketDense, matched_layers
+from recpipe.models.rocket_launching.dense import RocketDense, RocketSpec, matched_layers
 from recpipe.models.train_model import TrainModel, bce_loss
 
 
@@ -25,7 +25,8 @@ def _arch(num_class: int = 2, feature_based: bool = True, similarity: str = "cos
     torch.manual_seed(0)
     group = GroupConcat(GroupColumns(("a", "b"), (0, 1)), {"a": 4, "b": 4}, 2)
     return RocketDense(
-        group, MlpSpec((16, 8)), MlpSpec((8,)), MlpSpec((12,)), num_class, feature_based, similarity
+        group,
+        RocketSpec(MlpSpec((16, 8)), MlpSpec((8,)), MlpSpec((12,)), num_class, feature_based, similarity),
     )
 
 

@@ -4,6 +4,8 @@ only). Imports neither torchrec nor fbgemm."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -45,6 +47,27 @@ def matched_layers(light: tuple[int, ...], booster: tuple[int, ...]) -> list[tup
     return [(i, booster.index(width)) for i, width in enumerate(light) if width in booster]
 
 
+@dataclass(frozen=True)
+class RocketSpec:
+    """The two nets of a RocketLaunching model.
+
+    Args:
+        booster (MlpSpec): the booster net.
+        light (MlpSpec): the light net.
+        share (MlpSpec | None): the shared MLP.
+        num_class (int): 1 or 2 (:func:`_head`).
+        feature_based (bool): pull matched hidden layers together (:func:`matched_layers`).
+        similarity (str): ``cosine`` or ``euclid``.
+    """
+
+    booster: MlpSpec
+    light: MlpSpec
+    share: MlpSpec | None = None
+    num_class: int = 1
+    feature_based: bool = False
+    similarity: str = "cosine"
+
+
 class RocketDense(nn.Module):
     """``forward``: the light net's logit ``(B,)`` (TorchEasyRec's ``logits_light``, what it serves);
     :meth:`distill`: both nets for the training loss. The light net reads the shared input detached: the
@@ -53,43 +76,29 @@ class RocketDense(nn.Module):
 
     Args:
         group (GroupConcat): the group's ``(B, D)`` input.
-        booster (MlpSpec): the booster net.
-        light (MlpSpec): the light net.
-        share (MlpSpec | None): the shared MLP.
-        num_class (int): 1 or 2 (:func:`_head`).
-        feature_based (bool): pull matched hidden layers together (:func:`matched_layers`).
-        similarity (str): ``cosine`` or ``euclid``.
+        spec (RocketSpec): the nets.
         device (torch.device | None): parameter device.
 
     Example::
 
-        arch = RocketDense(group, MlpSpec((64, 32)), MlpSpec((32,)), feature_based=True)
+        arch = RocketDense(group, RocketSpec(MlpSpec((64, 32)), MlpSpec((32,)), feature_based=True))
         arch(dense, embeddings).shape          # (B,): the light net
         arch.distill(dense, embeddings).hidden  # ((light layer 0, booster layer 1),)
     """
 
-    def __init__(
-        self,
-        group: GroupConcat,
-        booster: MlpSpec,
-        light: MlpSpec,
-        share: MlpSpec | None = None,
-        num_class: int = 1,
-        feature_based: bool = False,
-        similarity: str = "cosine",
-        device: torch.device | None = None,
-    ) -> None:
+    def __init__(self, group: GroupConcat, spec: RocketSpec, device: torch.device | None = None) -> None:
         super().__init__()
         self.group = group
         width = group.out_features
-        self.share = MLP.from_spec(width, share, device=device) if share is not None else None
+        self.share = MLP.from_spec(width, spec.share, device=device) if spec.share is not None else None
         width = self.share.out_features if self.share is not None else width
-        self.light = MLP.from_spec(width, light, device=device)
-        self.light_logit = _head(self.light.out_features, num_class, "light", device)
-        self.booster = MLP.from_spec(width, booster, device=device)
-        self.booster_logit = _head(self.booster.out_features, num_class, "booster", device)
-        self.matched = matched_layers(light.hidden_units, booster.hidden_units) if feature_based else []
-        self.similarity = similarity
+        self.light = MLP.from_spec(width, spec.light, device=device)
+        self.light_logit = _head(self.light.out_features, spec.num_class, "light", device)
+        self.booster = MLP.from_spec(width, spec.booster, device=device)
+        self.booster_logit = _head(self.booster.out_features, spec.num_class, "booster", device)
+        units = (spec.light.hidden_units, spec.booster.hidden_units)
+        self.matched = matched_layers(*units) if spec.feature_based else []
+        self.similarity = spec.similarity
 
     def input_names(self) -> list[str]:
         return ["dense", *self.group.keys]

@@ -18,9 +18,9 @@ from recpipe.models.blocks.dense_embedding import EmbeddedDense
 from recpipe.models.blocks.distill import Distillation
 from recpipe.models.blocks.embedding import pooled_group
 from recpipe.models.blocks.group_input import GroupColumns, GroupConcat, group_columns
-from recpipe.models.blocks.mlp import MlpSpec, mlp_spec, optional_mlp_spec
+from recpipe.models.blocks.mlp import mlp_spec, optional_mlp_spec
 from recpipe.models.rocket_launching.config import RocketLaunchingConfig
-from recpipe.models.rocket_launching.dense import RocketDense
+from recpipe.models.rocket_launching.dense import RocketDense, RocketSpec
 
 if TYPE_CHECKING:
     from recpipe.batch import Batch
@@ -33,12 +33,7 @@ class RocketLaunching(SplitModel):
     Args:
         tables (list[TableSpec]): embedding tables (``FeatureSpec.tables()``).
         columns (GroupColumns): the group's keys and dense columns.
-        booster (MlpSpec): the booster net.
-        light (MlpSpec): the light net.
-        share (MlpSpec | None): the shared MLP.
-        num_class (int): 1 or 2.
-        feature_based (bool): feature-based distillation of matched hidden layers.
-        similarity (str): ``cosine`` or ``euclid``.
+        spec (RocketSpec): the light and booster nets.
         dense_in_features (int): width of ``Batch.dense``.
         pooling (dict[str, str] | None): ``"sum"``/``"mean"`` per pooled key.
         device (torch.device | None): ``cpu`` (default), ``cuda`` or ``meta``.
@@ -55,19 +50,14 @@ class RocketLaunching(SplitModel):
         self,
         tables: list[TableSpec],
         columns: GroupColumns,
-        booster: MlpSpec,
-        light: MlpSpec,
-        share: MlpSpec | None = None,
-        num_class: int = 1,
-        feature_based: bool = False,
-        similarity: str = "cosine",
+        spec: RocketSpec,
         dense_in_features: int = 0,
         pooling: dict[str, str] | None = None,
         device: torch.device | None = None,
     ) -> None:
         embeddings, dims = pooled_group(tables, columns.keys, pooling, device)
         group = GroupConcat(columns, dims, dense_in_features)
-        dense = RocketDense(group, booster, light, share, num_class, feature_based, similarity, device)
+        dense = RocketDense(group, spec, device)
         super().__init__(embeddings, dense, dense_in_features)
 
     def distillation(self, batch: Batch) -> Distillation:
@@ -86,12 +76,14 @@ def build(
     return RocketLaunching(
         spec.tables(),
         group_columns(spec, cfg.group, "rocket_launching"),
-        mlp_spec(cfg.booster_mlp),
-        mlp_spec(cfg.light_mlp),
-        optional_mlp_spec(cfg.share_mlp),
-        cfg.num_class,
-        cfg.feature_based_distillation,
-        cfg.feature_distillation_function,
+        RocketSpec(
+            mlp_spec(cfg.booster_mlp),
+            mlp_spec(cfg.light_mlp),
+            optional_mlp_spec(cfg.share_mlp),
+            cfg.num_class,
+            cfg.feature_based_distillation,
+            cfg.feature_distillation_function,
+        ),
         dense_in_features=spec.dense_dim,
         pooling=spec.pooling(),
         device=device,
