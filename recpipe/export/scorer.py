@@ -166,7 +166,7 @@ class Scorer:
     def prepare_raw(self, rows: Any) -> pa.Table:
         """Raw rows read by the raw-value contract, checked, ready for :meth:`score_prepared`: exactly the
         model's input columns (an absent one all missing), each column as FG reads it
-        (:func:`~recpipe.features.raw.normalize`). A row's logits do not depend on the rows scored with it, so
+        (:func:`~recpipe.features.raw.normalize`), text as ``large_string``. A row's logits do not depend on the rows scored with it, so
         tables prepared from several requests that have one schema can be concatenated and scored at once
         (:class:`~recpipe.export.batching.MicroBatcher`).
 
