@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from recpipe.data.types import DataError
 from recpipe.export.manifest import ArtifactError, Manifest
 from recpipe.features.fg import FeatureGenerator
-from recpipe.features.raw import column_kinds, to_arrow
+from recpipe.features.raw import column_kinds, normalize, to_arrow
 from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.features.tile import TiledFG, context_table
 
@@ -75,6 +76,7 @@ class Scorer:
         self.keys = self.spec.sparse_keys()
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
         self._tiled = TiledFG(self._fg)
+        self._inputs = list(column_kinds(self.spec, with_labels=False))
 
     def predict_batch(self, dense: Any, values: Any, lengths: Any) -> np.ndarray:
         """Logits ``(B,)`` (``(B, T)`` for a multi-task model) for ``dense (B, D)`` float32, ``values (N,)``
@@ -159,7 +161,43 @@ class Scorer:
         columns = table.column_names + ([] if shared is None else shared.column_names)
         if table.num_rows:  # no rows, no answer to get wrong
             check_known_columns(self.spec, columns)
-        out = self._fg(table) if shared is None else self._tiled(shared, table)
+        return self._score(self._fg(table) if shared is None else self._tiled(shared, table))
+
+    def prepare_raw(self, rows: Any) -> pa.Table:
+        """Raw rows read by the raw-value contract, checked, ready for :meth:`score_prepared`: exactly the
+        model's input columns (an absent one all missing), each column as FG reads it
+        (:func:`~recpipe.features.raw.normalize`), text as ``large_string``. A row's logits do not depend on the rows scored with it, so
+        tables prepared from several requests that have one schema can be concatenated and scored at once
+        (:class:`~recpipe.export.batching.MicroBatcher`).
+
+        Raises:
+            DataError: rows without any of the model's columns (:func:`check_known_columns`).
+        """
+        table = to_arrow(rows)
+        if table.num_rows:
+            check_known_columns(self.spec, table.column_names)
+        batch = (
+            table.combine_chunks().to_batches()[0]
+            if table.num_rows
+            else pa.RecordBatch.from_pylist([], schema=table.schema)
+        )
+        table = pa.Table.from_batches([normalize(batch, self.spec, with_labels=False).select(self._inputs)])
+        # Text as large_string, whichever way it came (pandas' Arrow strings are large, a column of nulls is
+        # read as string): one schema for requests of the same columns, whatever held their nulls.
+        large = pa.schema(
+            [f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in table.schema]
+        )
+        return table if large == table.schema else table.cast(large)
+
+    def score_prepared(self, table: pa.Table) -> np.ndarray:
+        """Logits ``(B,)`` of :meth:`prepare_raw`'s rows (of one request or several concatenated).
+
+        Raises:
+            DataError: a bad value, naming its row (in ``table``) and column.
+        """
+        return self._score(self._fg(table))
+
+    def _score(self, out: Any) -> np.ndarray:
         values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
         lengths = np.concatenate(out.lengths) if out.lengths else np.zeros(0, np.int32)
         return self.predict_batch(out.dense, values, lengths)

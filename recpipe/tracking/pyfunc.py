@@ -32,7 +32,20 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
     """
 
     def __init__(self) -> None:
-        self._scorer: Any = None
+        self._batcher: Any = None
+
+    @property
+    def _scorer(self) -> Any:
+        """The loaded backend (None before :meth:`load_context`)."""
+        return None if self._batcher is None else self._batcher.scorer
+
+    @_scorer.setter
+    def _scorer(self, scorer: Any) -> None:
+        # The scoring server calls predict from a thread per request: concurrent requests without a context are
+        # scored in shared batches (recpipe.export.batching).
+        from recpipe.export.batching import MicroBatcher
+
+        self._batcher = None if scorer is None else MicroBatcher(scorer)
 
     def load_context(self, context: Any) -> None:
         from recpipe.export.loaders import load_backend
@@ -60,7 +73,11 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
                 f"params.output must be 'probability' or 'logit', got {output!r}", INVALID_PARAMETER_VALUE
             )
         try:
-            logits = self._scorer.predict_raw(model_input, (params or {}).get("context"))
+            shared = (params or {}).get("context")
+            if shared is None:
+                logits = self._batcher.logits(model_input)
+            else:
+                logits = self._scorer.predict_raw(model_input, shared)
         except DataError as err:
             raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
         scores = self._scorer.to_output(logits, output)

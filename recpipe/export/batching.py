@@ -1,0 +1,132 @@
+"""Adaptive batching of concurrent scoring calls: the requests that arrive while one batch is being scored are
+scored together next, in one FG + model call.
+
+A one-row request costs about as much as a 64-row one (FG and the model's per-call overhead, ~2.7 ms against
+~3.3 ms on the small DIN; benchmarks/RESULTS.md, "Serving under load"), and MLflow's scoring server runs each
+request's ``predict`` in a thread of its own (``asyncio.to_thread``). So under load a worker gains throughput by
+merging the calls that wait, and loses nothing alone: a call that finds no batch in progress is scored at
+once (no timer, no added latency). Each call still reads and checks its own rows first
+(:meth:`~recpipe.export.scorer.Scorer.prepare_raw`: a request without any model column is refused on its
+own), and a batch that fails is scored again request by request, so a bad value fails only its own request,
+with its own row number.
+
+Example::
+
+    batcher = MicroBatcher(load_backend("export/rtp"))
+    batcher.logits(rows)   # from many threads at once: each gets its own rows' logits
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from recpipe.export.scorer import Scorer
+
+# The most rows merged into one call: past a few hundred rows a batch costs about its rows (no overhead left
+# to share), and a bounded batch bounds the latency it adds to the calls behind it.
+MAX_BATCH_ROWS = 512
+
+
+class _Call:
+    """One waiting call: its prepared rows, then its logits or its error."""
+
+    __slots__ = ("done", "error", "lead", "logits", "table")
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.done = threading.Event()
+        self.lead = False  # this call's thread scores the next batch
+        self.logits: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+
+class MicroBatcher:
+    """Scores concurrent calls on ``scorer`` in shared batches; thread-safe.
+
+    One thread at a time (the leader) scores a batch: every call queued when it starts, up to ``max_rows`` rows,
+    grouped by schema (a column sent as text in one request and as numbers in another is not merged). When it
+    is done, the oldest call still waiting leads the next batch.
+
+    Args:
+        scorer (Scorer): a loaded backend.
+        max_rows (int): the most rows merged into one call (a larger request is scored alone).
+    """
+
+    def __init__(self, scorer: Scorer, max_rows: int = MAX_BATCH_ROWS) -> None:
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be positive, got {max_rows}")
+        self.scorer = scorer
+        self.max_rows = max_rows
+        self._lock = threading.Lock()
+        self._queue: list[_Call] = []
+        self._busy = False  # a leader is scoring; invariant: not busy => the queue is empty
+        self.batches = 0  # batches scored (each one FG + model call per schema), for tests and benchmarks
+
+    def logits(self, rows: Any) -> np.ndarray:
+        """Logits ``(B,)`` of raw ``rows``, the same as ``scorer.predict_raw(rows)``.
+
+        Raises:
+            DataError: as :meth:`~recpipe.export.scorer.Scorer.predict_raw`, for these rows only.
+        """
+        call = _Call(self.scorer.prepare_raw(rows))
+        with self._lock:
+            self._queue.append(call)
+            if not self._busy:
+                self._busy = call.lead = True
+        if not call.lead:
+            call.done.wait()  # scored by a leader, or handed the lead
+        if call.lead:
+            self._lead()
+        if call.error is not None:
+            raise call.error
+        assert call.logits is not None
+        return call.logits
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch = [self._queue.pop(0)]  # this call's own
+            rows = batch[0].table.num_rows
+            while self._queue and rows + self._queue[0].table.num_rows <= self.max_rows:
+                rows += self._queue[0].table.num_rows
+                batch.append(self._queue.pop(0))
+        try:
+            self._score(batch)
+        finally:
+            with self._lock:
+                if self._queue:
+                    self._queue[0].lead = True
+                    self._queue[0].done.set()
+                else:
+                    self._busy = False
+            for call in batch:
+                if call.logits is None and call.error is None:  # _score was interrupted (KeyboardInterrupt)
+                    call.error = RuntimeError("scoring this request's batch was interrupted")
+                call.lead = False
+                call.done.set()
+
+    def _score(self, batch: list[_Call]) -> None:
+        """Sets each call's logits or error; raises nothing."""
+        groups: dict[pa.Schema, list[_Call]] = {}
+        for call in batch:
+            groups.setdefault(call.table.schema, []).append(call)
+        for calls in groups.values():
+            self.batches += 1
+            if len(calls) > 1:
+                try:
+                    merged = self.scorer.score_prepared(pa.concat_tables([c.table for c in calls]))
+                except Exception:  # noqa: BLE001 - some call's rows are bad: each is scored alone below
+                    pass
+                else:
+                    ends = np.cumsum([c.table.num_rows for c in calls])
+                    for call, part in zip(calls, np.split(merged, ends[:-1]), strict=True):
+                        call.logits = part
+                    continue
+            for call in calls:
+                try:
+                    call.logits = self.scorer.score_prepared(call.table)
+                except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
+                    call.error = err
