@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from recpipe.models.blocks.din import (
+    SCORE_CHUNK,
     DinAttention,
     MeanPoolSequence,
     PaddedDinAttention,
@@ -38,7 +39,7 @@ LENGTHS = [5, 0, 100, 1, 0, 37, 1, 5, 100, 2, 0, 13]
 @pytest.mark.parametrize("weighting", ["softmax", "sigmoid"])
 @pytest.mark.parametrize(
     ("first_layer", "grad_rtol"),
-    [("folded", 1e-3), ("per_row", 1e-3), ("accumulate", 1e-3), ("concat", 1e-4)],
+    [("auto", 1e-3), ("folded", 1e-3), ("per_row", 1e-3), ("accumulate", 1e-3), ("concat", 1e-4)],
 )
 def test_jagged_equals_padded_outputs_and_gradients(
     first_layer: str, grad_rtol: float, weighting: str
@@ -145,6 +146,40 @@ def test_first_layer_variants_agree_and_validate() -> None:
                 )
     with pytest.raises(ValueError, match="first_layer"):
         DinAttention(DIM, HIDDEN, first_layer="split")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, SCORE_CHUNK])
+@pytest.mark.parametrize("hidden", [[32, 16], [24, 16, 8]])
+def test_chunked_scores_match_per_row_at_any_chunk(monkeypatch, chunk: int, hidden: list[int]) -> None:
+    # auto trains a ReLU MLP through _ReluScores (hand-written backward, chunk by chunk); per_row is
+    # plain autograd. Chunk boundaries fall inside rows at 1 and 7 items.
+    monkeypatch.setattr("recpipe.models.blocks.din.SCORE_CHUNK", chunk)
+    query, values, offsets = _jagged(LENGTHS, seed=7)
+    ref = DinAttention(DIM, hidden, first_layer="per_row")
+    _randomize(ref)
+    chunked = DinAttention(DIM, hidden)
+    chunked.load_state_dict(ref.state_dict())
+    assert chunked._use_chunked() and not ref._use_chunked()
+    grads = []
+    for module in (chunked, ref):
+        q = query.clone().requires_grad_(True)
+        v = values.clone().requires_grad_(True)
+        out = module(q, v, offsets)
+        (out * torch.linspace(-1.0, 2.0, out.numel()).view_as(out)).sum().backward()
+        grads.append({"out": out.detach(), "query": q.grad, "values": v.grad})
+        grads[-1].update({n: p.grad for n, p in module.named_parameters()})
+    for name in grads[1]:
+        assert grads[1][name].abs().sum() > 0, name
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_chunked_scores_only_for_eager_relu_training() -> None:
+    assert not DinAttention(DIM, HIDDEN, activation="dice")._use_chunked()
+    assert not DinAttention(DIM, HIDDEN, first_layer="folded")._use_chunked()
+    with torch.no_grad():
+        assert not DinAttention(DIM, HIDDEN)._use_chunked()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not DinAttention(DIM, HIDDEN)._use_chunked()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
