@@ -206,11 +206,8 @@ class DinAttention(nn.Module):
         super().__init__()
         if first_layer not in FIRST_LAYERS:
             raise ValueError(f"unknown first_layer {first_layer!r}; allowed: {list(FIRST_LAYERS)}")
-        _check_weighting(weighting)
-        self.dim = dim
         self.first_layer = first_layer
-        self.weighting = weighting
-        self.attn_mlp, self.attn_out = _attention_layers(dim, attn_hidden_units, activation, device)
+        _init_attention(self, dim, attn_hidden_units, activation, weighting, device)
         self._relu_mlp = all(
             isinstance(layer.act, nn.ReLU) and layer.norm is None and layer.dropout is None
             for layer in self.attn_mlp.layers
@@ -347,11 +344,8 @@ class PaddedDinAttention(nn.Module):
         super().__init__()
         if max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {max_length}")
-        _check_weighting(weighting)
-        self.dim = dim
         self.max_length = max_length
-        self.weighting = weighting
-        self.attn_mlp, self.attn_out = _attention_layers(dim, attn_hidden_units, activation, device)
+        _init_attention(self, dim, attn_hidden_units, activation, weighting, device)
 
     @property
     def out_features(self) -> int:
@@ -374,9 +368,21 @@ class PaddedDinAttention(nn.Module):
         return torch.bmm(weights.unsqueeze(1), padded).squeeze(1)
 
 
-def _check_weighting(weighting: str) -> None:
+def _init_attention(
+    module: nn.Module,
+    dim: int,
+    attn_hidden_units: list[int],
+    activation: str,
+    weighting: str,
+    device: torch.device | None,
+) -> None:
+    """The settings and layers the jagged and the padded attention share: ``dim``, ``weighting`` (checked),
+    ``attn_mlp`` and ``attn_out``."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"unknown attention weighting {weighting!r}; allowed: {list(WEIGHTINGS)}")
+    module.dim = dim
+    module.weighting = weighting
+    module.attn_mlp, module.attn_out = _attention_layers(dim, attn_hidden_units, activation, device)
 
 
 def pad_jagged(values: torch.Tensor, offsets: torch.Tensor, max_length: int) -> torch.Tensor:
