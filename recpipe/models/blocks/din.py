@@ -235,11 +235,10 @@ class DinAttention(nn.Module):
     def _chunked_scores(self, query: torch.Tensor, values: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
         """``(T,)`` scores through :class:`_ReluScores`, the first layer split as ``per_row`` splits it."""
         first = self.attn_mlp.layers[0].linear
-        w_q, w_s, w_d, w_p = first.weight.split(self.dim, dim=1)
-        per_row = F.linear(query, w_q + w_d, first.bias)  # (B, H)
+        w_row, w_items = _folded_first(first.weight, self.dim)
+        per_row = F.linear(query, w_row, first.bias)  # (B, H)
         layers = [p for layer in self.attn_mlp.layers[1:] for p in (layer.linear.weight, layer.linear.bias)]
         layers += [self.attn_out.weight, self.attn_out.bias]
-        w_items = torch.cat([w_s - w_d, w_p], 1)
         return _ReluScores.apply(per_row, query, values, seg, w_items, SCORE_CHUNK, *layers)
 
     def _hidden(self, query: torch.Tensor, values: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
@@ -255,24 +254,23 @@ class DinAttention(nn.Module):
         if mode == "concat":
             h = F.linear(torch.cat([q_t, values, q_t - values, qs], dim=1), weight, bias)
         else:
-            w_q, w_s, w_d, w_p = weight.split(self.dim, dim=1)
-            if mode == "folded":
-                h = F.linear(
-                    torch.cat([q_t, values, qs], dim=1), torch.cat([w_q + w_d, w_s - w_d, w_p], 1), bias
-                )
-            elif mode == "accumulate":
+            if mode == "accumulate":
+                w_q, w_s, w_d, w_p = weight.split(self.dim, dim=1)
                 h = F.linear(query, w_q + w_d, bias).index_select(0, seg)  # (T, H), a fresh tensor
                 # In-place GEMMs are not autocast: under mixed precision h is the autocast dtype, the rest not.
                 dt = h.dtype
                 h.addmm_(values.to(dt), (w_s - w_d).t().to(dt)).addmm_(qs.to(dt), w_p.t().to(dt))
             else:
-                per_row = F.linear(query, w_q + w_d, bias)  # (B, H)
-                # The gathered per-row term is the GEMM's accumulator: no separate (T, H) add.
-                h = torch.addmm(
-                    per_row.index_select(0, seg),
-                    torch.cat([values, qs], dim=1),
-                    torch.cat([w_s - w_d, w_p], 1).t(),
-                )
+                w_row, w_items = _folded_first(weight, self.dim)
+                if mode == "folded":
+                    h = F.linear(torch.cat([q_t, values, qs], dim=1), torch.cat([w_row, w_items], 1), bias)
+                else:
+                    # The gathered per-row term is the GEMM's accumulator: no separate (T, H) add.
+                    h = torch.addmm(
+                        F.linear(query, w_row, bias).index_select(0, seg),
+                        torch.cat([values, qs], dim=1),
+                        w_items.t(),
+                    )
         h = first.post(h)
         for layer in self.attn_mlp.layers[1:]:
             h = layer(h)
@@ -366,6 +364,14 @@ class PaddedDinAttention(nn.Module):
         scores = torch.where(mask, scores, torch.full_like(scores, PAD_MASK_VALUE))
         weights = torch.softmax(scores, dim=1)
         return torch.bmm(weights.unsqueeze(1), padded).squeeze(1)
+
+
+def _folded_first(weight: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first layer's weight over ``[q, s, q − s, q⊙s]`` folded, since ``q − s`` is linear in both:
+    ``W_q + W_d`` ``(H, D)`` over the row's query and ``[W_s − W_d, W_p]`` ``(H, 2·D)`` over each item's
+    ``[s, q⊙s]``."""
+    w_q, w_s, w_d, w_p = weight.split(dim, dim=1)
+    return w_q + w_d, torch.cat([w_s - w_d, w_p], 1)
 
 
 def _init_attention(
