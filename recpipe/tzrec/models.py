@@ -193,7 +193,6 @@ def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, An
     tzrec/models/dcn_v2.py, dcn.py, masknet.py); xDeepFM the groups ``wide`` and ``deep``
     (tzrec/models/xdeepfm.py)."""
     m = getattr(mc, kind)
-    groups = [g.group_name for g in mc.feature_groups]
     if kind == "xdeepfm":
         return {
             "type": kind,
@@ -203,13 +202,7 @@ def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, An
             "wide_group": "wide",
             "deep_group": "deep",
         }
-    if len(groups) > 1:
-        found.note(
-            "model_config.feature_groups",
-            f"{kind} reads its first group, {groups[0]!r} (TorchEasyRec's too); {groups[1:]} are looked up "
-            "by neither",
-        )
-    out: dict[str, Any] = {"type": kind, "group": groups[0] if groups else "all"}
+    out: dict[str, Any] = {"type": kind, "group": _first_group(mc, kind, found)}
     if kind == "mask_net":
         mn, mp = m.mask_net_module, f"{path}.mask_net_module"
         block = mn.mask_block
@@ -254,21 +247,27 @@ def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, An
     return out
 
 
+def _first_group(mc: Any, kind: str, found: Findings) -> str:
+    """The group a model over one deep group reads: the first (TorchEasyRec's
+    ``embedding_group.group_names()[0]``), ``all`` when there is none; the others are a note."""
+    groups = [g.group_name for g in mc.feature_groups]
+    if len(groups) > 1:
+        found.note(
+            "model_config.feature_groups",
+            f"{kind} reads its first group, {groups[0]!r} (TorchEasyRec's too); {groups[1:]} are looked up "
+            "by neither",
+        )
+    return groups[0] if groups else "all"
+
+
 def _rocket_launching(mc: Any, path: str, found: Findings) -> dict[str, Any]:
     """RocketLaunching (tzrec/models/rocket_launching.py) reads its first group; TorchEasyRec's similarity
     ``INNER_PRODUCT`` takes its Euclidean branch (``feature_based_sim``: anything but COSINE), so it maps to
     ``euclid``."""
     m = mc.rocket_launching
-    groups = [g.group_name for g in mc.feature_groups]
-    if len(groups) > 1:
-        found.note(
-            "model_config.feature_groups",
-            f"rocket_launching reads its first group, {groups[0]!r} (TorchEasyRec's too); {groups[1:]} are "
-            "looked up by neither",
-        )
     out: dict[str, Any] = {
         "type": "rocket_launching",
-        "group": groups[0] if groups else "all",
+        "group": _first_group(mc, "rocket_launching", found),
         "booster_mlp": _mlp(m.booster_mlp, f"{path}.booster_mlp", found),
         "light_mlp": _mlp(m.light_mlp, f"{path}.light_mlp", found),
     }

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from tzrec_fixtures import MASKNET_MODEL, tzrec_criteo_dag, tzrec_deepfm
 
-from recpipe.config import parse_config
+from recpipe.config import RecpipeConfig, parse_config
 from recpipe.data.synthetic import generate
 from recpipe.features.build import build_feature_spec
 from recpipe.launch.worker import train
@@ -115,12 +115,18 @@ def test_what_recpipe_does_not_honour_is_refused_at_its_line():
 
 
 def test_masknet_criteo_as_shipped_trains_on_generated_hashed_criteo(tmp_path):
-    imported = import_tzrec(tzrec_criteo_dag(MASKNET_MODEL, max_buckets=1000))
-    data = imported.data
+    cfg = trains_on_generated_hashed_criteo(
+        import_tzrec(tzrec_criteo_dag(MASKNET_MODEL, max_buckets=1000)).data, tmp_path
+    )
+    assert synthetic_source_for(cfg, 1300) == "synthetic:criteo?rows=1300&hashed=1"
+
+
+def trains_on_generated_hashed_criteo(data: dict, tmp_path) -> RecpipeConfig:
+    """An imported Criteo config's dict (its tables capped at import) trains 8 steps of 64 rows on 1,000
+    generated hashed Criteo rows, logs two finite losses and evaluates the next 300; returns its config."""
     data["data"].update(batch_size=64, num_workers=0)
     data["train"].update(max_steps=8, log_every_steps=4, checkpoint_every_steps=1000)
     cfg = parse_config(data)
-    assert synthetic_source_for(cfg, 1300) == "synthetic:criteo?rows=1300&hashed=1"
     generate("criteo", 1300, tmp_path / "all", seed=5, hashed=True)
     table = pq.read_table(tmp_path / "all")
     for name, part in (("train", table.slice(0, 1000)), ("eval", table.slice(1000))):
@@ -133,3 +139,4 @@ def test_masknet_criteo_as_shipped_trains_on_generated_hashed_criteo(tmp_path):
     losses = [r["loss"] for r in records if "loss" in r]
     assert result.steps == 8 and len(losses) == 2 and all(math.isfinite(x) for x in losses)
     assert result.eval is not None and result.eval["rows"] == 300 and 0.0 <= result.eval["auc"] <= 1.0
+    return cfg

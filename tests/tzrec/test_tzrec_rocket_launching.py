@@ -5,17 +5,10 @@ refused at their line, and the imported config trains on generated hashed Criteo
 
 from __future__ import annotations
 
-import json
-import math
-
-import pyarrow.parquet as pq
 import pytest
+from test_tzrec_cross_models import trains_on_generated_hashed_criteo
 from tzrec_fixtures import ROCKET_LOSSES, ROCKET_MODEL, tzrec_criteo_dag
 
-from recpipe.config import parse_config
-from recpipe.data.synthetic import generate
-from recpipe.features.build import build_feature_spec
-from recpipe.launch.worker import train
 from recpipe.tzrec import TzrecImportError, import_tzrec
 
 DEEP = (
@@ -69,20 +62,4 @@ def test_class_counts_and_losses_torcheasyrec_asserts_against_are_refused():
 
 
 def test_rocket_launching_criteo_as_shipped_trains_on_generated_hashed_criteo(tmp_path):
-    imported = import_tzrec(_rocket(max_buckets=1000))
-    data = imported.data
-    data["data"].update(batch_size=64, num_workers=0)
-    data["train"].update(max_steps=8, log_every_steps=4, checkpoint_every_steps=1000)
-    cfg = parse_config(data)
-    generate("criteo", 1300, tmp_path / "all", seed=5, hashed=True)
-    table = pq.read_table(tmp_path / "all")
-    for name, part in (("train", table.slice(0, 1000)), ("eval", table.slice(1000))):
-        (tmp_path / name).mkdir()
-        pq.write_table(part, tmp_path / name / "part-00000.parquet")
-    result = train(
-        cfg, build_feature_spec(cfg), str(tmp_path / "train"), str(tmp_path / "eval"), tmp_path / "run"
-    )
-    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    losses = [r["loss"] for r in records if "loss" in r]
-    assert result.steps == 8 and len(losses) == 2 and all(math.isfinite(x) for x in losses)
-    assert result.eval is not None and result.eval["rows"] == 300 and 0.0 <= result.eval["auc"] <= 1.0
+    trains_on_generated_hashed_criteo(import_tzrec(_rocket(max_buckets=1000)).data, tmp_path)
