@@ -35,6 +35,7 @@ SYNTHETIC_OPTIONS = {
     "taobao": ("users", "ads", "days", "start"),
     "criteo": ("max_vocab", "hashed", "pairs", "days", "start"),
     "config": ("path", "nulls", "vocab", "lists"),
+    "retrieval": ("users", "items", "dim"),
 }
 # Options that are not integers: synthetic:config's config path (generate's ``config``) and null share.
 _TEXT_OPTIONS = {"path": "config"}
@@ -48,7 +49,7 @@ class SyntheticSource(NamedTuple):
     """A parsed ``synthetic:`` URI: what :func:`recpipe.data.synthetic.generate` takes.
 
     Args:
-        kind (str): ``"taobao"``, ``"criteo"`` or ``"config"``.
+        kind (str): ``"taobao"``, ``"criteo"``, ``"config"`` or ``"retrieval"``.
         rows (int): rows to generate.
         seed (int): generator seed.
         options (dict[str, Any]): the kind's own options, as :func:`recpipe.data.synthetic.generate` takes them
@@ -71,7 +72,8 @@ def parse_synthetic(uri: str) -> SyntheticSource:
     (its first day, ``YYYYMMDD``, default 20260101); ``synthetic:config?path=<config.yaml>`` (rows for every input
     column of that config, :mod:`recpipe.data.synthetic.config`) takes ``nulls`` (share of nulls, default
     0.01), ``vocab`` (values per id space) and ``lists`` (1: list columns for multi-value ids); anything
-    else is an error naming the allowed keys.
+    else is an error naming the allowed keys; ``synthetic:retrieval`` takes ``users``, ``items`` and ``dim``
+    (:mod:`recpipe.data.synthetic.retrieval`; its item table is ``<folder>/_items.parquet``).
 
     Example::
 
@@ -86,7 +88,7 @@ def parse_synthetic(uri: str) -> SyntheticSource:
     kind = u.path or u.netloc
     if kind not in SYNTHETIC_OPTIONS:
         raise ValueError(
-            f"data source {uri!r}: synthetic kind must be 'taobao', 'criteo' or 'config', got {kind!r}"
+            f"data source {uri!r}: synthetic kind must be 'taobao', 'criteo', 'config' or 'retrieval', got {kind!r}"
         )
     q = parse_qs(u.query)
     allowed = ("rows", "seed", *SYNTHETIC_OPTIONS[kind])

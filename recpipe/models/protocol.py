@@ -1,5 +1,6 @@
-"""The contract every ranking model meets, as a Protocol: what export and training read. The shipped models
-meet it by :class:`~recpipe.models.base.SplitModel`, which writes it once; a model may meet it without."""
+"""The contracts models meet, as Protocols: what export and training read. The ranking models meet
+:class:`RankingModel` by :class:`~recpipe.models.base.SplitModel`, which writes it once (a model may meet it
+without); a two-tower retrieval model meets :class:`RetrievalModel` instead."""
 
 from __future__ import annotations
 
@@ -62,3 +63,23 @@ class DenseArchModule(torch.nn.Module):
         if len(inputs) != len(self.input_names):
             raise ValueError(f"expected {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
         return self.dense(inputs[0], dict(zip(self.input_names[1:], inputs[1:])))
+
+
+@runtime_checkable
+class RetrievalModel(Protocol):
+    """The contract of a two-tower retrieval model, apart from :class:`RankingModel`: a user embedding of
+    every row and an item embedding of every row, in one space, scored by their inner product over
+    ``temperature`` (export of the user tower and an item index read nothing else).
+
+    Example::
+
+        user = model.user_embedding(batch.dense, batch.sparse)        # (B, D)
+        items = model.item_embedding(catalogue.dense, catalogue.sparse)  # (N, D)
+        scores = user @ items.T / model.temperature                    # (B, N)
+    """
+
+    temperature: float
+
+    def user_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor: ...
+
+    def item_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor: ...

@@ -13,6 +13,7 @@ from torch import nn
 from recpipe.batch import Batch
 from recpipe.models.blocks.distill import distillation_terms
 from recpipe.models.blocks.multitask import TwoClassLogit
+from recpipe.models.protocol import RetrievalModel
 
 if TYPE_CHECKING:  # annotations only: no torchrec at import
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -45,6 +46,11 @@ class TrainModel(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
+        if isinstance(model, RetrievalModel):
+            raise ValueError(
+                f"{type(model).__name__} is a retrieval model (two towers): it trains a softmax over negatives "
+                "(recpipe.models.retrieval_train.RetrievalTrainModel), not the ranking loss"
+            )
         self.model = model
         # A multi-task model's (B, T) logits: the loss is Σ_t weight_t · BCE_t (TorchEasyRec's task weights).
         task_weights = getattr(model, "task_weights", None)

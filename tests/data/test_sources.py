@@ -68,7 +68,7 @@ def test_parse_synthetic() -> None:
     )
     assert parse_synthetic("synthetic:criteo") == SyntheticSource("criteo", 100_000, 0, {})
     for uri, match in (
-        ("synthetic:movies?rows=10", "synthetic kind must be 'taobao', 'criteo' or 'config'"),
+        ("synthetic:movies?rows=10", "synthetic kind must be 'taobao', 'criteo', 'config' or 'retrieval'"),
         ("synthetic:criteo?rows=100&users=5", r"unknown option\(s\) \['users'\]"),
         ("synthetic:taobao?rows=ten", "rows must be an integer"),
         ("synthetic:taobao?rows=5", "rows must be >= 10"),

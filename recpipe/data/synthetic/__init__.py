@@ -1,5 +1,6 @@
-"""Synthetic Taobao display-ad and Criteo data, and rows for any recpipe config (``config``), with a known click
-model (so the oracle AUC is known).
+"""Synthetic Taobao display-ad and Criteo data, rows for any recpipe config (``config``), with a known click
+model (so the oracle AUC is known), and retrieval data (``retrieval``: users and items with latent vectors, so
+the oracle recall@K is known; :mod:`recpipe.data.synthetic.retrieval`).
 
 ``generate`` streams chunks to ``out/part-00000.parquet``, ... and writes ``out/_meta.json``; with ``days``,
 to ``out/dt=YYYYMMDD/part-00000.parquet``, ... (data with time: :mod:`recpipe.data.synthetic.daily`).
@@ -13,7 +14,7 @@ from typing import Any, Literal
 
 from recpipe.config import RecpipeConfig, load_config
 from recpipe.data.synthetic import config as config_gen
-from recpipe.data.synthetic import criteo, daily, taobao
+from recpipe.data.synthetic import criteo, daily, retrieval, taobao
 from recpipe.data.synthetic.common import GenerateReport, write_chunks
 from recpipe.data.synthetic.daily import daily_oracle_auc
 
@@ -23,7 +24,7 @@ DEFAULT_CHUNK_ROWS = 200_000
 
 
 def generate(
-    kind: Literal["taobao", "criteo", "config"],
+    kind: Literal["taobao", "criteo", "config", "retrieval"],
     rows: int,
     out: str | Path,
     seed: int = 0,
@@ -39,6 +40,8 @@ def generate(
     lists: int | bool = False,
     days: int | None = None,
     start: int | str | None = None,
+    items: int | None = None,
+    dim: int | None = None,
 ) -> GenerateReport:
     """Generate ``rows`` synthetic rows of ``kind`` into the folder ``out``, one Parquet file per chunk.
 
@@ -71,6 +74,9 @@ def generate(
             drift; the catalogue is sized by the rows of one day, so day ``k`` is the same whatever ``days``
             follow at the same rows per day. Default: no time structure.
         start (int | str | None): with ``days``: the first day, ``YYYYMMDD`` (default 20260101).
+        items (int | None): retrieval only: the catalogue's size (default one per 50 rows); ``users`` is its
+            number of users (default one per 20 rows).
+        dim (int | None): retrieval only: the latent vectors' width (default 8).
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC (of every label: ``tasks``), seconds.
@@ -84,6 +90,20 @@ def generate(
     """
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
+    if kind != "retrieval" and (items is not None or dim is not None):
+        raise ValueError(f"items and dim are options of synthetic retrieval data, not of {kind!r}")
+    if kind == "retrieval":
+        if ads is not None or days is not None or start is not None:
+            raise ValueError("synthetic retrieval data takes users, items and dim (no ads, days or start)")
+        if config is not None or nulls is not None or vocab is not None or lists:
+            raise ValueError(
+                "config, nulls, vocab and lists are options of synthetic:config data, not of 'retrieval'"
+            )
+        if max_vocab is not None or hashed or not pairs:
+            raise ValueError(
+                "max_vocab, hashed and pairs are options of synthetic criteo data, not of 'retrieval'"
+            )
+        return retrieval.generate_retrieval(rows, out, seed, chunk_rows, users=users, items=items, dim=dim)
     if kind != "taobao" and (users is not None or ads is not None):
         raise ValueError(f"users and ads are options of synthetic taobao data, not of {kind!r}")
     if kind != "config" and (config is not None or nulls is not None or vocab is not None or lists):

@@ -27,7 +27,7 @@ class GenerateReport:
     """What a generator wrote.
 
     Args:
-        kind (str): ``"taobao"`` or ``"criteo"``.
+        kind (str): ``"taobao"``, ``"criteo"``, ``"config"`` or ``"retrieval"``.
         rows (int): rows written.
         files (list[str]): the Parquet files, in order (``part-00000.parquet``, ...).
         positive_rate (float): fraction of positive labels.
@@ -37,6 +37,8 @@ class GenerateReport:
         meta (str): path of ``_meta.json``.
         tasks (dict): every label's ``positive_rate`` and ``oracle_auc`` by label column (the first is
             the one of ``positive_rate`` / ``oracle_auc``; taobao: ``clk`` and ``buy``).
+        oracle_recall (dict[int, float]): retrieval data only (whose rows are all positives, so ``oracle_auc``
+            is nan): K → the recall@K of ranking every item by the true affinity.
 
     Example::
 
@@ -52,6 +54,7 @@ class GenerateReport:
     seconds: float
     meta: str = ""
     tasks: dict[str, dict[str, float]] = field(default_factory=dict)
+    oracle_recall: dict[int, float] = field(default_factory=dict)
 
 
 class WeightedSampler:
