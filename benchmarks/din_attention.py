@@ -23,7 +23,11 @@ part once per row, ``[s, q⊙s]`` per item; then the MLP and the score layer per
 the chunked backward's recomputation of the first layer is not counted: the figure is the work the function needs)
 over its median time, against the best fp32 GEMM rate ``torch.mm`` reaches in the same process at the same
 thread count (square and attention-shaped products, the best of them): ``gflops_mean40``,
-``gemm_peak_gflops``, ``peak_fraction_mean40`` and ``rows_per_s_mean40``.
+``gemm_peak_gflops``, ``peak_fraction_mean40`` and ``rows_per_s_mean40``. Then the same forward+backward under
+``torch.autocast("cpu", bfloat16)`` (``train.mixed_precision: bf16``: on a CPU with bf16 matrix units the chunked
+scoring runs its GEMMs in bf16), interleaved with float32 at the same inputs, against the best bf16 ``torch.mm``
+rate: ``rows_per_s_mean40_bf16``, ``bf16_vs_fp32_mean40``, ``gemm_peak_gflops_bf16``,
+``peak_fraction_mean40_bf16`` and ``max_abs_diff_bf16_mean40`` (the output's, against float32).
 
 Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores; ``--quick``: batches
 128 and 64 (the variants at 64), one repeat of 10 ms samples).
@@ -74,6 +78,45 @@ def make_inputs(
     query = torch.randn(lengths.numel(), DIM, generator=gen)
     values = torch.randn(int(offsets[-1]), DIM, generator=gen)
     return query, values, offsets
+
+
+class Bf16Autocast(torch.nn.Module):
+    """``module`` called under CPU autocast to bfloat16 (what ``train.mixed_precision: bf16`` does), its output
+    float32."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.module(*inputs).float()
+
+
+def bf16_entry(
+    module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], repeats: int, sample_s: float, flops: int
+) -> dict[str, float]:
+    """Forward+backward of ``module`` in float32 and under bf16 autocast, interleaved on ``inputs``: rows/s of
+    bf16, its speed over float32, its GEMM rate against the best bf16 ``torch.mm`` and its output's largest
+    difference from float32's."""
+    wrapped = Bf16Autocast(module)
+    rows = inputs[0].shape[0]
+    with torch.no_grad():
+        diff = float((wrapped(*inputs) - module(*inputs)).abs().max())
+    fns = {"fp32": {"fwd_bwd": _fwd_bwd(module, inputs)}, "bf16": {"fwd_bwd": _fwd_bwd(wrapped, inputs)}}
+    times, _ = interleaved(fns, repeats, sample_s, max_calls=50)
+    med, _ = median_and_min(times)
+    bf16_s, fp32_s = med["bf16"]["fwd_bwd"], med["fp32"]["fwd_bwd"]
+    peak = gemm_peak_gflops(0.2 if repeats == 1 else 1.0, torch.bfloat16)["peak"]
+    return {
+        "rows_per_s_mean40_bf16": rows / bf16_s,
+        "rows_per_s_mean40_fp32_interleaved": rows / fp32_s,
+        "bf16_vs_fp32_mean40": fp32_s / bf16_s,
+        "gflops_mean40_bf16": flops / bf16_s / 1e9,
+        "gemm_peak_gflops_bf16": peak,
+        "peak_fraction_mean40_bf16": flops / bf16_s / 1e9 / peak,
+        "max_abs_diff_bf16_mean40": diff,
+    }
 
 
 def _fwd(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], None]:
@@ -185,9 +228,9 @@ def attention_gemm_flops(
     return {"fwd": fwd, "fwd_bwd": 3 * fwd}
 
 
-def gemm_peak_gflops(seconds: float = 1.0) -> dict[str, float]:
-    """The best fp32 ``torch.mm`` rate (GFLOP/s) at the current thread count, over square products and the
-    attention's own shapes (a tall ``(T, K) @ (K, H)``): each shape repeated for ``seconds``, its best call."""
+def gemm_peak_gflops(seconds: float = 1.0, dtype: torch.dtype = torch.float32) -> dict[str, float]:
+    """The best ``torch.mm`` rate (GFLOP/s) of ``dtype`` at the current thread count, over square products and
+    the attention's own shapes (a tall ``(T, K) @ (K, H)``): each shape repeated for ``seconds``, its best call."""
     shapes = {
         "square_1024": (1024, 1024, 1024),
         "square_2048": (2048, 2048, 2048),
@@ -196,8 +239,8 @@ def gemm_peak_gflops(seconds: float = 1.0) -> dict[str, float]:
     }
     rates: dict[str, float] = {}
     for name, (m, k, n) in shapes.items():
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        out = torch.empty(m, n)
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        out = torch.empty(m, n, dtype=dtype)
         torch.mm(a, b, out=out)
         best, deadline = float("inf"), time.perf_counter() + seconds
         while time.perf_counter() < deadline:
@@ -273,6 +316,9 @@ def main() -> None:
             "rows_per_s_mean40": mean40["batch_size"] / seconds,
             "flops_fwd_bwd_mean40": flops["fwd_bwd"],
         }
+        gen = torch.Generator().manual_seed(big + len("mean40"))  # the mean40 entry's inputs again
+        inputs = make_inputs(history_lengths("mean40", big, gen), gen)
+        arithmetic.update(bf16_entry(jagged, inputs, args.repeats, args.sample_s, flops["fwd_bwd"]))
     summary = {
         "batch_size": big,
         "speedup_fwd_bwd_mean4": get("mean4", "speedup_fwd_bwd"),
@@ -328,7 +374,10 @@ def main() -> None:
         f"ratio_all100={fmt(summary['ratio_all100'])} "
         f"gflops_mean40={fmt(summary['gflops_mean40'])} gemm_peak_gflops={fmt(summary['gemm_peak_gflops'])} "
         f"peak_fraction_mean40={fmt(summary['peak_fraction_mean40'])} "
-        f"rows_per_s_mean40={fmt(summary.get('rows_per_s_mean40'))}"
+        f"rows_per_s_mean40={fmt(summary.get('rows_per_s_mean40'))} "
+        f"rows_per_s_mean40_bf16={fmt(summary.get('rows_per_s_mean40_bf16'))} "
+        f"bf16_vs_fp32_mean40={fmt(summary.get('bf16_vs_fp32_mean40'))} "
+        f"peak_fraction_mean40_bf16={fmt(summary.get('peak_fraction_mean40_bf16'))}"
     )
 
 

@@ -178,8 +178,46 @@ def test_chunked_scores_only_for_eager_relu_training() -> None:
     assert not DinAttention(DIM, HIDDEN, first_layer="folded")._use_chunked()
     with torch.no_grad():
         assert not DinAttention(DIM, HIDDEN)._use_chunked()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.float16):
         assert not DinAttention(DIM, HIDDEN)._use_chunked()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 training takes it, in bf16
+        assert DinAttention(DIM, HIDDEN)._use_chunked()
+
+
+@pytest.mark.parametrize("chunk", [7, SCORE_CHUNK])
+def test_bf16_chunked_scores_match_the_plain_bf16_ops_and_float32(monkeypatch, chunk: int) -> None:
+    # Under CPU autocast to bfloat16 _ReluScores computes in bf16 with float32 sums over chunks; the plain
+    # per_row ops under the same autocast, and float32, are the references. The parameters' gradients
+    # reach the float32 parameters in float32.
+    monkeypatch.setattr("recpipe.models.blocks.din.SCORE_CHUNK", chunk)
+    query, values, offsets = _jagged(LENGTHS, seed=8)
+    ref = DinAttention(DIM, HIDDEN, first_layer="per_row")
+    _randomize(ref)
+    chunked = DinAttention(DIM, HIDDEN)
+    chunked.load_state_dict(ref.state_dict())
+    runs = []
+    for module, bf16 in ((chunked, True), (ref, True), (ref, False)):
+        q = query.clone().requires_grad_(True)
+        v = values.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            assert module._use_chunked() == (module is chunked)
+            out = module(q, v, offsets)
+        (out.float() * torch.linspace(-1.0, 2.0, out.numel()).view_as(out)).sum().backward()
+        got = {"out": out.detach().float(), "query": q.grad, "values": v.grad}
+        got.update({n: p.grad for n, p in module.named_parameters()})
+        module.zero_grad(set_to_none=True)
+        runs.append(got)
+    chunked_bf16, plain_bf16, fp32 = runs
+    for name, want in plain_bf16.items():
+        assert chunked_bf16[name].dtype == fp32[name].dtype == torch.float32, name
+        # The same bf16 arithmetic as the plain ops (the query and items float32 as they keep them), its
+        # sums over chunks in float32: equal up to the order of the bf16 products' sums.
+        scale = float(want.abs().max())
+        torch.testing.assert_close(chunked_bf16[name], want, rtol=0.0, atol=0.01 * scale + 1e-6, msg=name)
+    # and the output within bf16's reach of float32's
+    torch.testing.assert_close(
+        chunked_bf16["out"], fp32["out"], rtol=0.0, atol=0.05 * float(fp32["out"].abs().max())
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -90,11 +90,16 @@ class _ReluScores(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, per_row, query, values, seg, w_items, chunk, *layers):  # noqa: ANN001, ANN205
+        with torch.autocast("cpu", enabled=False):
+            return _ReluScores._forward(ctx, per_row, query, values, seg, w_items, chunk, *layers)
+
+    @staticmethod
+    def _forward(ctx, per_row, query, values, seg, w_items, chunk, *layers):  # noqa: ANN001, ANN205
         total = values.shape[0]
-        kept = [values.new_empty(total, w.shape[0]) for w in layers[0:-2:2]]
-        scores = values.new_empty(total, 1)
+        kept = [w_items.new_empty(total, w.shape[0]) for w in layers[0:-2:2]]
+        scores = w_items.new_empty(total, 1)
         rows = min(chunk, total)
-        buf, first = values.new_empty(rows, w_items.shape[1]), values.new_empty(rows, w_items.shape[0])
+        buf, first = w_items.new_empty(rows, w_items.shape[1]), w_items.new_empty(rows, w_items.shape[0])
         for start in range(0, total, chunk):
             end = min(start + chunk, total)
             x, _ = _item_inputs(buf, query, values[start:end], seg[start:end])
@@ -109,19 +114,28 @@ class _ReluScores(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_scores):  # noqa: ANN001, ANN205
+        with torch.autocast("cpu", enabled=False):
+            return _ReluScores._backward(ctx, grad_scores)
+
+    @staticmethod
+    def _backward(ctx, grad_scores):  # noqa: ANN001, ANN205
         per_row, query, values, seg, w_items, *rest = ctx.saved_tensors
         layers, kept = rest[: ctx.num_layers], rest[ctx.num_layers :]
         weights, biases = layers[0::2], layers[1::2]
-        grad_w = [torch.zeros_like(w) for w in weights]
-        grad_b = [torch.zeros_like(b) for b in biases]
-        grad_per_row = torch.zeros_like(per_row)
-        grad_w_items = torch.zeros_like(w_items)
-        grad_query = torch.zeros_like(query)
+        # Sums over chunks (the parameters' and the per-row gradients) accumulate in the inputs' dtype
+        # (float32) whatever the GEMMs' (bfloat16 under autocast): one rounding per chunk, not per added chunk.
+        acc = values.dtype
+        grad_w = [torch.zeros_like(w, dtype=acc) for w in weights]
+        grad_b = [torch.zeros_like(b, dtype=acc) for b in biases]
+        grad_per_row = torch.zeros_like(per_row, dtype=acc)
+        grad_w_items = torch.zeros_like(w_items, dtype=acc)
+        grad_query = torch.zeros_like(query, dtype=acc)
         grad_values = torch.empty_like(values)
-        grad = grad_scores.contiguous().unsqueeze(1)
+        grad = grad_scores.to(w_items.dtype).contiguous().unsqueeze(1)
+        same = acc == w_items.dtype
         total, dim, chunk = values.shape[0], values.shape[1], ctx.chunk
         rows = min(chunk, total)
-        buf, first = values.new_empty(rows, w_items.shape[1]), values.new_empty(rows, w_items.shape[0])
+        buf, first = w_items.new_empty(rows, w_items.shape[1]), w_items.new_empty(rows, w_items.shape[0])
         for start in range(0, total, chunk):
             end = min(start + chunk, total)
             s, v = seg[start:end], values[start:end]
@@ -130,17 +144,27 @@ class _ReluScores(torch.autograd.Function):
             acts += [a[start:end] for a in kept]
             d = grad[start:end]
             for i in range(len(acts) - 1, -1, -1):
-                grad_w[i].addmm_(d.t(), acts[i])
-                grad_b[i].add_(d.sum(0))
+                if same:
+                    grad_w[i].addmm_(d.t(), acts[i])
+                else:
+                    grad_w[i].add_(torch.mm(d.t(), acts[i]))
+                grad_b[i].add_(d.sum(0, dtype=acc))
                 # ReLU's backward in one vectorized pass (masked_fill_ with a computed mask is ~15x slower).
                 d = torch.ops.aten.threshold_backward(torch.mm(d, weights[i]), acts[i], 0.0)
-            grad_w_items.addmm_(d.t(), x)
-            grad_per_row.index_add_(0, s, d)
-            dx = torch.mm(d, w_items)
+            if same:
+                grad_w_items.addmm_(d.t(), x)
+            else:
+                grad_w_items.add_(torch.mm(d.t(), x))
+            grad_per_row.index_add_(0, s, d.to(acc))
+            dx = torch.mm(d, w_items).to(acc)
             torch.addcmul(dx[:, :dim], dx[:, dim:], q_t, out=grad_values[start:end])
             grad_query.index_add_(0, s, dx[:, dim:].mul_(v))
         params = [g for pair in zip(grad_w, grad_b, strict=True) for g in pair]
-        return grad_per_row, grad_query, grad_values, None, grad_w_items, None, *params
+        params = [g.to(p.dtype) for g, p in zip(params, layers, strict=True)]
+        return (
+            grad_per_row.to(per_row.dtype), grad_query.to(query.dtype), grad_values, None,
+            grad_w_items.to(w_items.dtype), None, *params,
+        )  # fmt: skip
 
 
 FIRST_LAYERS = ("auto", "folded", "per_row", "accumulate", "concat")
@@ -220,26 +244,30 @@ class DinAttention(nn.Module):
     def _use_chunked(self, device_type: str = "cpu") -> bool:
         """Whether ``auto`` takes the chunked ReLU scoring: eager training of a plain ReLU MLP.
 
-        Traced, scripted and exported graphs, autocast and the other activations take the plain ops.
+        Under CPU autocast to bfloat16 (``train.mixed_precision: bf16``) it computes in bfloat16 (the CPU's
+        bf16 matrix units; the sums over chunks in float32). Traced, scripted and exported graphs, other
+        autocast types and devices, and the other activations take the plain ops.
         """
         if torch.jit.is_scripting() or torch.jit.is_tracing() or torch.compiler.is_compiling():
             return False
-        return (
-            self.first_layer == "auto"
-            and self._relu_mlp
-            and torch.is_grad_enabled()
-            and not torch.is_autocast_enabled(device_type)
-        )
+        if torch.is_autocast_enabled(device_type) and not (
+            device_type == "cpu" and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        ):
+            return False
+        return self.first_layer == "auto" and self._relu_mlp and torch.is_grad_enabled()
 
     @torch.jit.unused
     def _chunked_scores(self, query: torch.Tensor, values: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
         """``(T,)`` scores through :class:`_ReluScores`, the first layer split as ``per_row`` splits it."""
         first = self.attn_mlp.layers[0].linear
         w_row, w_items = _folded_first(first.weight, self.dim)
-        per_row = F.linear(query, w_row, first.bias)  # (B, H)
+        per_row = F.linear(query, w_row, first.bias)  # (B, H); under autocast its dtype
         layers = [p for layer in self.attn_mlp.layers[1:] for p in (layer.linear.weight, layer.linear.bias)]
         layers += [self.attn_out.weight, self.attn_out.bias]
-        return _ReluScores.apply(per_row, query, values, seg, w_items, SCORE_CHUNK, *layers)
+        # The GEMMs' dtype (bfloat16 under autocast); the query and items stay float32, as the plain ops keep
+        # them (the casts are autograd ops: the float32 parameters get float32 gradients).
+        cast = [t.to(per_row.dtype) for t in (w_items, *layers)]
+        return _ReluScores.apply(per_row, query, values, seg, cast[0], SCORE_CHUNK, *cast[1:])
 
     def _hidden(self, query: torch.Tensor, values: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
         """Attention MLP output for every item, ``(T, H_last)``."""
