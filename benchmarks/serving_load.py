@@ -1,9 +1,10 @@
-"""Serving under load: k concurrent loopback clients for a fixed time against MLflow's own scoring server.
+"""Serving under load: k concurrent loopback clients for a fixed time against recpipe's scoring server and MLflow's.
 
 Setup as ``benchmarks/serving.py`` (its :func:`~serving.train_and_register`: ``recpipe run`` of
 ``configs/din_taobao_small.yaml`` on generated Taobao rows into a fresh sqlite store, then ``recpipe serve`` on
 127.0.0.1 with :func:`~serving.serve`). Then, for each server setting of ``--servers`` (``WxT``: W server
-workers, T torch threads each, ``recpipe serve --workers W --threads T``), ``--clients`` threads each keep one
+workers, T torch threads each, ``recpipe serve --workers W --threads T``; ``mlflow:WxT`` the same with ``--server
+mlflow``, MLflow's own server, the baseline), ``--clients`` threads each keep one
 HTTP connection open and send requests back to back for ``--seconds``, the way clients build them:
 
 - good (about 90%): ``dataframe_records`` or ``dataframe_split``, 1 row or 4 rows, and rows with nulls where the
@@ -16,12 +17,13 @@ Measured per setting: throughput (good requests answered per second), p50 / p99 
 one answered 4xx or with the wrong number of predictions. Everything is bounded: the clients stop at the
 deadline, every request has a timeout, the server is stopped after each setting.
 
-Last line (the first setting of ``--servers``): ``serving_load: rps=… p50_ms=… p99_ms=… errors=…``; every
-setting in ``benchmarks/results/serving_load.json``.
+Last line (the first setting of ``--servers``): ``serving_load: rps=… p50_ms=… p99_ms=… errors=…
+rps_vs_mlflow=… mlflow_p99_ms=…`` (against the first MLflow setting); every setting in
+``benchmarks/results/serving_load.json``.
 
 Run: ``.venv/bin/python benchmarks/serving_load.py`` (about 9 minutes on 2 cores at load 11: the pipeline run
 about 6, then 30 s per setting and its server's start). ``--runs DIR`` serves what a ``recpipe run`` of the config
-left in DIR instead of training. ``--quick``: 20,000 rows, one setting (1x1), 2 clients for 3 s.
+left in DIR instead of training. ``--quick``: 20,000 rows, recpipe 1x1 and mlflow 1x1, 2 clients for 3 s.
 """
 
 from __future__ import annotations
@@ -184,11 +186,22 @@ def drive(
     }
 
 
-def _setting(text: str) -> tuple[int, int]:
-    workers, sep, threads = text.partition("x")
-    if not (sep and workers.isdigit() and threads.isdigit() and int(workers) > 0 and int(threads) > 0):
-        raise argparse.ArgumentTypeError(f"a server setting is WORKERSxTHREADS (e.g. 2x1), got {text!r}")
-    return int(workers), int(threads)
+def _setting(text: str) -> tuple[str, int, int]:
+    kind, sep, rest = text.rpartition(":")
+    kind = kind if sep else "recpipe"
+    workers, sep, threads = rest.partition("x")
+    if kind not in ("recpipe", "mlflow") or not (
+        sep and workers.isdigit() and threads.isdigit() and int(workers) > 0 and int(threads) > 0
+    ):
+        raise argparse.ArgumentTypeError(
+            f"a server setting is [recpipe:|mlflow:]WORKERSxTHREADS (e.g. 2x1, mlflow:1x2), got {text!r}"
+        )
+    return kind, int(workers), int(threads)
+
+
+def _name(setting: tuple[str, int, int]) -> str:
+    kind, workers, threads = setting
+    return f"{workers}x{threads}" if kind == "recpipe" else f"{kind}:{workers}x{threads}"
 
 
 def main() -> None:
@@ -198,8 +211,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the clients send, per setting")
     ap.add_argument("--bad-fraction", type=float, default=0.1, help="share of bad requests")
     ap.add_argument(
-        "--servers", type=_setting, nargs="+", default=[(1, 2), (2, 1), (1, 1)], metavar="WxT",
-        help="server settings measured: W workers x T torch threads each; the first is the last line's",
+        "--servers", type=_setting, nargs="+", metavar="[SERVER:]WxT",
+        default=[("recpipe", 1, 2), ("mlflow", 1, 2), ("recpipe", 2, 1), ("recpipe", 1, 1)],
+        help="server settings measured: recpipe's server (the default) or MLflow's, W workers x T torch threads "
+        "each; the first is the last line's, compared with the first MLflow setting measured",
     )  # fmt: skip
     ap.add_argument("--min-auc", type=float, default=0.0, help="the pipeline gate's AUC floor (not measured)")
     ap.add_argument(
@@ -210,7 +225,7 @@ def main() -> None:
         "rows": 20_000,
         "clients": 2,
         "seconds": 3.0,
-        "servers": [(1, 1)],
+        "servers": [("recpipe", 1, 1), ("mlflow", 1, 1)],
         "out": quick_out(RESULTS.name),
     }
     a = parse_args(ap, quick)
@@ -222,16 +237,17 @@ def main() -> None:
         trained = registered(a.runs) if a.runs else train_and_register(work, a.rows, a.min_auc)
         records = json.loads(json.dumps(feature_rows(trained.eval_dir).slice(0, 2000).to_pylist()))
         good, bad = build_requests(records)
-        for workers, threads in a.servers:
-            server, url = serve(trained.uri, trained.model, work, workers, ["--threads", str(threads)])
+        for kind, workers, threads in a.servers:
+            extra = ["--threads", str(threads), "--server", kind]
+            server, url = serve(trained.uri, trained.model, work, workers, extra)
             try:
                 stats = drive(url, good, bad, a.clients, a.seconds, a.bad_fraction)
             finally:
                 server.terminate()
                 server.wait(timeout=30)
             stats["load_avg_after"] = os.getloadavg()[0]
-            results[f"{workers}x{threads}"] = stats
-            print(f"workers={workers} threads={threads}: {json.dumps(stats)}", flush=True)
+            results[_name((kind, workers, threads))] = stats
+            print(f"server={kind} workers={workers} threads={threads}: {json.dumps(stats)}", flush=True)
 
     report = {
         "clients": a.clients,
@@ -244,8 +260,12 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=2) + "\n")
     warn_if_loaded(load_before, os.getloadavg())
-    first = results[f"{a.servers[0][0]}x{a.servers[0][1]}"]
-    print("serving_load: " + " ".join(f"{k}={first[k]}" for k in ("rps", "p50_ms", "p99_ms", "errors")))
+    first = results[_name(a.servers[0])]
+    line = " ".join(f"{k}={first[k]}" for k in ("rps", "p50_ms", "p99_ms", "errors"))
+    mlflow = next((results[_name(s)] for s in a.servers if s[0] == "mlflow"), None)
+    if mlflow and a.servers[0][0] != "mlflow" and mlflow["rps"]:
+        line += f" rps_vs_mlflow={first['rps'] / mlflow['rps']:.2f} mlflow_p99_ms={mlflow['p99_ms']}"
+    print("serving_load: " + line)
 
 
 if __name__ == "__main__":

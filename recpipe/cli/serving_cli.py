@@ -1,5 +1,6 @@
-"""``recpipe predict`` (batch scoring of any source with an export) and ``recpipe serve`` (MLflow's own scoring
-server for a registered version, with recpipe's store)."""
+"""``recpipe predict`` (batch scoring of any source with an export) and ``recpipe serve`` (a registered version
+served with recpipe's store: recpipe's scoring server by default, MLflow's own with ``--server mlflow``; the same
+protocol and scores)."""
 
 from __future__ import annotations
 
@@ -77,13 +78,37 @@ def serve_environment(
     }
 
 
+def recpipe_server_command(
+    folder: Path, host: str, port: int, workers: int, timeout_s: float, remove_after: Path
+) -> list[str]:
+    """recpipe's own scoring server (:mod:`recpipe.export.server`) for a downloaded, verified export folder,
+    in a fresh interpreter (this environment's ``OMP_NUM_THREADS`` and malloc settings hold from its start)."""
+    return [sys.executable, "-m", "recpipe.export.server", str(folder), "--host", host, "--port", str(port),
+            "--workers", str(workers), "--timeout", str(timeout_s), "--remove-after", str(remove_after)]  # fmt: skip
+
+
 def cmd_serve(a: argparse.Namespace) -> int:
     uri = _tracking_uri(a, must_exist=True)
     env = serve_environment(uri, a.workers, a.threads, os.environ)
-    cmd = serve_command(a.model, a.host, a.port, a.workers)
+    if a.server == "mlflow":
+        cmd = serve_command(a.model, a.host, a.port, a.workers)
+    else:
+        import tempfile
+
+        from recpipe.tracking import download_served_export
+
+        work = Path(tempfile.mkdtemp(prefix="recpipe-serve-"))
+        try:
+            folder = download_served_export(uri, a.model, work)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        cmd = recpipe_server_command(folder, a.host, a.port, a.workers, a.timeout, work)
     print(
-        f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations ({a.workers} workers, "
-        f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} each)",
+        f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations ({a.server}'s server, "
+        f"{a.workers} workers, OMP_NUM_THREADS={env['OMP_NUM_THREADS']} each)",
         file=sys.stderr,
         flush=True,
     )
@@ -144,6 +169,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="example: recpipe serve --model models:/taobao-multi_tower_din-small@champion --runs runs --port 5001",
     )
     v.add_argument("--model", required=True, help="models:/NAME@alias or models:/NAME/VERSION")
+    v.add_argument(
+        "--server",
+        choices=["recpipe", "mlflow"],
+        default="recpipe",
+        help="recpipe's scoring server (default: MLflow's protocol without FastAPI and pandas, the same scores) "
+        "or MLflow's own (`mlflow models serve`)",
+    )
+    v.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="recpipe's server: seconds before a request is answered 504",
+    )
     v.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     v.add_argument("--port", type=int, default=5001, help="port to listen on")
     v.add_argument("--workers", type=int, default=1, help="server worker processes")

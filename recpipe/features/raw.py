@@ -126,6 +126,8 @@ def to_arrow(rows: Any) -> pa.Table:
         return rows
     if isinstance(rows, pa.RecordBatch):
         return pa.Table.from_batches([rows])
+    if isinstance(rows, list) and all(isinstance(r, dict) for r in rows):
+        return records_to_arrow(rows)
     import pandas as pd
 
     if isinstance(rows, list):
@@ -136,17 +138,34 @@ def to_arrow(rows: Any) -> pa.Table:
         raise TypeError(
             f"raw rows must be a DataFrame, an Arrow table or JSON records, got {type(rows).__name__}"
         )
-    arrays = [_series_to_arrow(rows[c]) for c in rows.columns]
+    arrays = [values_to_arrow(rows[c]) for c in rows.columns]
     return pa.Table.from_arrays(arrays, names=[str(c) for c in rows.columns])
 
 
-def _series_to_arrow(series: Any) -> pa.Array:
+def records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
+    """JSON records (``[{"user_id": 1, "price": null}, …]``) → an Arrow table, column by column, without
+    pandas: the columns in the order they first appear, a key absent from a record a null there.
+
+    A column's values become one Arrow array as :func:`values_to_arrow` makes it. Unlike a DataFrame, an integer
+    column with nulls stays integer (pandas makes it float64, where an id above 2**53 would lose digits).
+    """
+    names: dict[str, None] = {}
+    for record in records:
+        names.update(dict.fromkeys(record))
+    return pa.Table.from_arrays(
+        [values_to_arrow([r.get(c) for r in records]) for c in names], names=[str(c) for c in names]
+    )
+
+
+def values_to_arrow(values: Any) -> pa.Array:
+    """One column's raw values (a list, a pandas Series) → an Arrow array: its own type where one holds them
+    all (None and NaN null), else text (:func:`_as_text`)."""
     try:
-        return pa.array(series, from_pandas=True)
+        return pa.array(values, from_pandas=True)
     # an object column mixing numbers and text, or holding an integer no 64-bit type holds (a JSON id of 2**70
     # is its digits, as the same id sent as text)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([_as_text(v) for v in series], type=pa.string())
+        return pa.array([_as_text(v) for v in values], type=pa.string())
 
 
 def _as_text(v: Any) -> str | None:

@@ -130,6 +130,28 @@ def verify_model_dir(local: str | Path, model_uri: str, key: bytes | None = None
         )
 
 
+def download_served_export(uri: str, model_uri: str, dst: str | Path) -> Path:
+    """The export folder a registered version serves (its artifact ``exported_model``), downloaded into
+    ``dst`` after :func:`verify_model_dir` of the whole model: what recpipe's own scoring server loads
+    (:mod:`recpipe.export.server`, which verifies every file of the folder against its manifest again).
+
+    Raises:
+        RegisteredModelError: as :func:`load_pyfunc_model`; or the model has no ``exported_model`` artifact
+            (not a model recpipe registered).
+    """
+    from recpipe.tracking.pyfunc import ARTIFACT
+
+    with fluent_uri(uri):
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=str(dst)))
+    verify_model_dir(local, model_uri)
+    flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["python_function"]
+    entry = (flavor.get("artifacts") or {}).get(ARTIFACT)
+    path = entry.get("path") if isinstance(entry, dict) else None
+    if not path or not (local / path).is_dir():
+        raise RegisteredModelError(f"refusing to serve {model_uri}: it has no {ARTIFACT!r} artifact folder")
+    return local / path
+
+
 def load_pyfunc_model(uri: str, model_uri: str) -> Any:
     """Load a pyfunc model, e.g. ``models:/<name>@champion``, from the registry at ``uri``, after
     :func:`verify_model_dir` of a local copy (the copy is what is loaded, and lives as long as the model).

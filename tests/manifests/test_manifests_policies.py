@@ -328,9 +328,11 @@ def test_overlays_change_sizes_not_names():
     assert sum(kind_mib.values()) < sum(base_mib.values()) / 2
 
 
-def test_scoring_server_serves_the_champion_of_the_configs_model_with_mlflows_own_server():
-    """MLflow's scoring server (not a home-made one) for ``models:/<registered model>@champion``: the
-    production config's model in the base and the gpu overlay, the small config's on kind (make local-run)."""
+def test_scoring_server_serves_the_champion_of_the_configs_model():
+    """``recpipe serve`` (recpipe's scoring server, MLflow's protocol) for ``models:/<registered model>@champion``
+    with one torch thread per worker: the production config's model in the base and the gpu overlay, the small
+    config's on kind (make local-run); every argument one ``recpipe serve`` reads."""
+    from recpipe.cli.main import build_parser
     from recpipe.config import load_config
 
     for directory, config in (("base", "din_taobao.yaml"), ("overlays/gpu", "din_taobao.yaml"),
@@ -339,10 +341,11 @@ def test_scoring_server_serves_the_champion_of_the_configs_model_with_mlflows_ow
         (dep,) = [r for r in _by_kind(resources, "Deployment") if r["metadata"]["name"] == "recpipe-scoring"]
         assert dep["metadata"]["namespace"] == PIPELINE_NAMESPACE  # its pods may reach MLflow
         (c,) = dep["spec"]["template"]["spec"]["containers"]
-        assert c["image"] == IMAGE and c["command"] == ["mlflow", "models", "serve"]
-        args = dict(zip(c["args"][::2], c["args"][1::2]))
+        assert c["image"] == IMAGE and c["command"] == ["recpipe", "serve"]
+        parsed = build_parser().parse_args(["serve", *c["args"]])
         model = load_config(f"configs/{config}").registered_model_name
-        assert args["--model-uri"] == f"models:/{model}@champion" and args["--env-manager"] == "local"
+        assert parsed.model == f"models:/{model}@champion" and parsed.server == "recpipe"
+        assert (parsed.host, parsed.port, parsed.threads) == ("0.0.0.0", 8080, 1)
         env = {e["name"]: e for e in c["env"]}
         assert env["MLFLOW_TRACKING_URI"]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
         assert env["MLFLOW_TRACKING_TOKEN"]["valueFrom"]["secretKeyRef"] == {

@@ -7,6 +7,9 @@ row and column while the server keeps serving, one user x N candidates with the 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +31,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """A tiny DIN trained, evaluated, exported, registered and promoted with the stages, then served."""
+def trained(tmp_path_factory):
+    """A tiny DIN trained, evaluated, exported, registered and promoted with the stages."""
     root = tmp_path_factory.mktemp("served")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     data = load_config(TINY).data
@@ -43,14 +46,25 @@ def served(tmp_path_factory):
     export.run(str(root / "ckpt"), "rtp", str(root / "export"), data_uri=str(root / "data" / "eval"))
     version = register.run(str(root / "export"), report.report_path, MODEL, uri).version
     promote.run(MODEL, version, uri, force=True, reason="serving test: the tiny model need not pass its gate")
-    with scoring_server(f"models:/{MODEL}@champion", uri, root) as server:
-        rows = pq.read_table(root / "data" / "eval").slice(0, 64)
+    return {"root": root, "uri": uri, "export": root / "export"}
+
+
+@pytest.fixture(scope="module", params=["recpipe", "mlflow"])
+def served(trained, request, tmp_path_factory):
+    """The tiny DIN served by ``recpipe serve``: recpipe's scoring server (the default) and MLflow's own
+    (``--server mlflow``), every test below against both."""
+    work = tmp_path_factory.mktemp(f"server-{request.param}")
+    extra = ["--server", request.param]
+    with scoring_server(f"models:/{MODEL}@champion", trained["uri"], work, extra=extra) as server:
+        rows = pq.read_table(trained["root"] / "data" / "eval").slice(0, 64)
         yield {
             "url": server.url,
             "rows": rows,
-            "export": root / "export",
+            "export": trained["export"],
             "server": server.process,
-            "uri": uri,
+            "uri": trained["uri"],
+            "kind": request.param,
+            "log": work / "server.log",
         }
 
 
@@ -147,18 +161,20 @@ def test_a_request_without_any_column_of_the_model_is_a_400_naming_the_columns(s
     assert served["server"].poll() is None
 
 
-def test_the_pyfunc_itself_refuses_a_request_without_any_model_column(served):
+def test_the_pyfunc_itself_refuses_a_request_without_any_model_column(trained):
     from mlflow.exceptions import MlflowException
 
     from recpipe.tracking import load_pyfunc_model
 
-    model = load_pyfunc_model(served["uri"], f"models:/{MODEL}@champion")
-    frame = served["rows"].slice(0, 4).to_pandas().rename(columns=str.upper)  # USER_ID, ...: none known
+    model = load_pyfunc_model(trained["uri"], f"models:/{MODEL}@champion")
+    frame = (
+        pq.read_table(trained["root"] / "data" / "eval").slice(0, 4).to_pandas().rename(columns=str.upper)
+    )  # USER_ID, ...: none known
     with pytest.raises(MlflowException, match="none of its columns is an input column") as err:
         model.predict(frame)
     assert err.value.error_code == "BAD_REQUEST" and "'USER_ID'" in err.value.message
     kept = frame.rename(columns={"USER_ID": "user_id"})  # one column known again: scored
-    want = load_backend(served["export"] / "rtp").predict(kept[["user_id"]])
+    want = load_backend(trained["export"] / "rtp").predict(kept[["user_id"]])
     np.testing.assert_allclose(np.asarray(model.predict(kept), float), want, atol=1e-6)
 
 
@@ -190,6 +206,19 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _workers(pid: int) -> list[int]:
+    """The server's worker processes (uvicorn starts them with multiprocessing's spawn)."""
+    out = []
+    for p in _descendants(pid):
+        try:
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmd and b"resource_tracker" not in cmd:
+            out.append(p)
+    return sorted(out)
+
+
 def _omp_threads(pid: int) -> str | None:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -200,13 +229,15 @@ def _omp_threads(pid: int) -> str | None:
 
 def test_two_workers_of_one_torch_thread_each_answer_concurrent_clients(served, tmp_path):
     """``recpipe serve --workers 2 --threads 1``: every process of the server runs with one torch thread (two
-    workers with every core each fight over the cores), and concurrent clients get the export's scores."""
+    workers with every core each fight over the cores), concurrent clients get the export's scores, and a worker
+    killed (SIGKILL) is replaced while the other one answers."""
     from concurrent.futures import ThreadPoolExecutor
 
     records = _features(served["rows"])
     want = load_backend(served["export"] / "rtp").predict(served["rows"])
     model = f"models:/{MODEL}@champion"
-    with scoring_server(model, served["uri"], tmp_path, extra=["--workers", "2", "--threads", "1"]) as server:
+    extra = ["--server", served["kind"], "--workers", "2", "--threads", "1"]
+    with scoring_server(model, served["uri"], tmp_path, extra=extra) as server:
         procs = _descendants(server.process.pid)
         assert len(procs) >= 3, procs  # uvicorn's supervisor and its two workers (and what starts them)
         assert {_omp_threads(p) for p in [server.process.pid, *procs]} - {None} == {"1"}
@@ -217,7 +248,24 @@ def test_two_workers_of_one_torch_thread_each_answer_concurrent_clients(served, 
 
         with ThreadPoolExecutor(4) as pool:
             answers = list(pool.map(one, range(40)))
-    for i, (status, got) in enumerate(answers):
-        assert status == 200
-        np.testing.assert_allclose(got, want[i % 60 : i % 60 + 4], atol=1e-6)
-    assert "(2 workers, OMP_NUM_THREADS=1 each)" in (tmp_path / "server.log").read_text()
+        # A worker killed under load: the supervisor starts another; the server answers throughout.
+        victim = _workers(server.process.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while (len(_workers(server.process.pid)) < 2 or victim in _workers(server.process.pid)) and (
+            time.monotonic() < deadline
+        ):
+            status, _ = invoke(server.url, {"dataframe_records": records[:1]})
+            assert status == 200  # the other worker answers meanwhile
+            time.sleep(0.2)
+        assert len(_workers(server.process.pid)) == 2 and victim not in _workers(server.process.pid)
+        with ThreadPoolExecutor(4) as pool:
+            after = list(pool.map(one, range(8)))
+    for answered in (answers, after):
+        for i, (status, got) in enumerate(answered):
+            assert status == 200
+            np.testing.assert_allclose(got, want[i % 60 : i % 60 + 4], atol=1e-6)
+    assert (
+        f"({served['kind']}'s server, 2 workers, OMP_NUM_THREADS=1 each)"
+        in (tmp_path / "server.log").read_text()
+    )

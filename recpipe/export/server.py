@@ -1,0 +1,382 @@
+"""recpipe's scoring server: MLflow's scoring protocol served straight from a verified export folder.
+
+The protocol is MLflow's (``mlflow models serve``), so a client of one is a client of the other:
+
+- ``POST /invocations`` with ``Content-Type: application/json``: ``{"dataframe_records": [{…}, …]}`` or
+  ``{"dataframe_split": {"columns": [...], "data": [[...], ...]}}``, optionally ``"params": {"output":
+  "logit"}`` and ``"params": {"context": "<JSON object text>"}`` (one user × N candidates: the columns every
+  row shares, sent once); ``text/csv`` and ``application/vnd.apache.parquet`` bodies are rows too. Answer
+  ``{"predictions": [p, …]}`` (a multi-task model: one object per row, ``{"probability_clk": …, …}``).
+- A bad request is HTTP 400 ``{"error_code": "BAD_REQUEST", "message": …}`` naming its row and column (or the
+  field of the body that is wrong); a body of another type 415, one over :data:`MAX_BODY_BYTES` 413, a request
+  slower than the timeout 504, a failure of the server itself 500 (logged with its traceback).
+- ``GET /ping`` and ``GET /health``: 200 once the model is loaded; ``GET /version``: recpipe's version.
+
+What it leaves out of MLflow's path (``benchmarks/serving_load.py``; benchmarks/RESULTS.md, "recpipe's scoring
+server"): FastAPI and its middlewares, the JSON → pandas → Arrow round trip (the body's records become Arrow
+columns directly, :func:`~recpipe.features.raw.records_to_arrow`) and MLflow's checks of a schema recpipe's
+model does not declare. The scoring is the registered pyfunc's: the same loaded backend, the same adaptive
+batching of concurrent requests (:class:`~recpipe.export.batching.MicroBatcher`), the same outputs.
+
+Run it with ``recpipe serve`` (which resolves a registered version, verifies it and hands its export folder to
+:func:`run`); :func:`app` builds the ASGI application for any ASGI server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import traceback
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from recpipe.data.types import DataError
+from recpipe.export.batching import MicroBatcher
+from recpipe.export.scorer import OUTPUTS, Scorer
+from recpipe.features.raw import records_to_arrow, values_to_arrow
+
+log = logging.getLogger("recpipe.serve")
+
+# The largest request body read (a 1 x 500 request with a 50-item history is ~100 KB as records).
+MAX_BODY_BYTES = 64 << 20
+# A request still unanswered after this many seconds is answered 504 (MLflow's default is 60 s too).
+DEFAULT_TIMEOUT_S = 60.0
+# Threads that wait on the batcher: each request in flight holds one while its batch is scored.
+POOL_THREADS = 64
+# The environment that hands the export folder and the timeout to each server worker process.
+ENV_FOLDER = "RECPIPE_SERVE_FOLDER"
+ENV_TIMEOUT = "RECPIPE_SERVE_TIMEOUT"
+
+JSON = "application/json"
+CSV = "text/csv"
+PARQUET = "application/vnd.apache.parquet"
+ROW_FORMATS = ("dataframe_records", "dataframe_split")
+PARAMS = ("output", "context")
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class RequestError(Exception):
+    """A request the server refuses: its HTTP status and a message naming what is wrong."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _bad(message: str) -> RequestError:
+    return RequestError(400, f"bad request: {message}")
+
+
+def parse_json_body(body: bytes) -> tuple[pa.Table, str, str | None]:
+    """A JSON body → its rows as Arrow, the output asked for and the context (None: none).
+
+    Raises:
+        RequestError: not JSON, not an object, not exactly one of :data:`ROW_FORMATS`, a malformed
+            ``dataframe_split``, an unknown key or parameter, a parameter of the wrong type.
+    """
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise _bad(f"the body is not JSON ({err})") from None
+    if not isinstance(doc, dict):
+        raise _bad(
+            f"the body must be a JSON object with one of {list(ROW_FORMATS)}, got {type(doc).__name__}"
+        )
+    unknown = sorted(set(doc) - {*ROW_FORMATS, "params"})
+    if unknown:
+        raise _bad(
+            f"unknown keys {unknown}; the body holds one of {list(ROW_FORMATS)} and optionally 'params'"
+        )
+    formats = [k for k in ROW_FORMATS if k in doc]
+    if len(formats) != 1:
+        raise _bad(f"the body must hold exactly one of {list(ROW_FORMATS)}, got {formats or 'neither'}")
+    output, context = _params(doc.get("params"))
+    rows = doc[formats[0]]
+    return (records_table(rows) if formats[0] == "dataframe_records" else split_table(rows)), output, context
+
+
+def _params(params: Any) -> tuple[str, str | None]:
+    if params is None:
+        return "probability", None
+    if not isinstance(params, dict):
+        raise _bad(f"'params' must be an object, got {type(params).__name__}")
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise _bad(f"unknown params {unknown}; the model reads {list(PARAMS)}")
+    output = params.get("output") or "probability"
+    if output not in OUTPUTS:
+        raise _bad(f"params.output must be one of {list(OUTPUTS)}, got {output!r}")
+    context = params.get("context")
+    if context is not None and not isinstance(context, str):
+        raise _bad(f"params.context must be a string (a JSON object's text), got {type(context).__name__}")
+    return output, context
+
+
+def records_table(rows: Any) -> pa.Table:
+    """``dataframe_records``: a list of row objects."""
+    if not isinstance(rows, list):
+        raise _bad(f"dataframe_records must be a list of row objects, got {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise _bad(
+                f"dataframe_records row {i} must be an object (column -> value), got {type(row).__name__}"
+            )
+    return records_to_arrow(rows)
+
+
+def split_table(split: Any) -> pa.Table:
+    """``dataframe_split``: ``{"columns": [...], "data": [[...], ...]}`` (an ``index`` is allowed and unused)."""
+    if not isinstance(split, dict):
+        raise _bad(f"dataframe_split must be an object with 'columns' and 'data', got {type(split).__name__}")
+    unknown = sorted(set(split) - {"columns", "data", "index"})
+    if unknown:
+        raise _bad(f"dataframe_split has unknown keys {unknown}; it holds 'columns', 'data' (and 'index')")
+    columns, data = split.get("columns"), split.get("data")
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise _bad("dataframe_split.columns must be a list of column names")
+    if len(set(columns)) != len(columns):
+        raise _bad(f"dataframe_split.columns names a column twice: {columns}")
+    if not isinstance(data, list):
+        raise _bad("dataframe_split.data must be a list of rows (lists of values)")
+    for i, row in enumerate(data):
+        if not isinstance(row, list) or len(row) != len(columns):
+            got = f"{len(row)} values" if isinstance(row, list) else type(row).__name__
+            raise _bad(f"dataframe_split.data row {i} must be a list of {len(columns)} values, got {got}")
+    return pa.Table.from_arrays(
+        [values_to_arrow([row[j] for row in data]) for j in range(len(columns))], names=columns
+    )
+
+
+def file_table(body: bytes, mime: str) -> pa.Table:
+    """A CSV (read as MLflow's server reads it, pandas) or Parquet body → rows."""
+    from recpipe.features.raw import to_arrow
+
+    try:
+        if mime == PARQUET:
+            import pyarrow.parquet as pq
+
+            return pq.read_table(io.BytesIO(body))
+        import pandas as pd
+
+        return to_arrow(pd.read_csv(io.BytesIO(body)))
+    except (ValueError, OSError, pa.ArrowException) as err:
+        raise _bad(f"the {mime} body cannot be read: {err}") from None
+
+
+class ScoringApp:
+    """The ASGI application over one loaded backend.
+
+    Args:
+        scorer (Scorer): the verified, loaded export (:func:`~recpipe.export.loaders.load_backend`).
+        timeout_s (float): seconds after which a request is answered 504.
+        version (str): what ``GET /version`` answers.
+    """
+
+    def __init__(self, scorer: Scorer, timeout_s: float = DEFAULT_TIMEOUT_S, version: str = "") -> None:
+        self.scorer = scorer
+        self.batcher = MicroBatcher(scorer)
+        self.timeout_s = timeout_s
+        self.version = version
+        self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="recpipe-score")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    self._pool.shutdown(wait=False, cancel_futures=True)
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if path in ("/ping", "/health", "/version"):
+            if method not in ("GET", "HEAD"):
+                return await _answer(send, 405, b"use GET\n", "text/plain")
+            body = self.version.encode() if path == "/version" else b"\n"
+            return await _answer(send, 200, body, JSON)
+        if path != "/invocations":
+            return await _answer(
+                send, 404, b"not found: the server answers POST /invocations, GET /ping\n", "text/plain"
+            )
+        if method != "POST":
+            return await _answer(send, 405, b"use POST /invocations\n", "text/plain")
+        try:
+            mime = _content_type(_header(scope, b"content-type"))
+            body = await _body(receive, _header(scope, b"content-length"))
+            payload = await asyncio.wait_for(self._invoke(body, mime), self.timeout_s)
+        except RequestError as err:
+            if err.status >= 500:
+                log.error("%s", err.message)
+            return await _error(send, err.status, err.message)
+        except TimeoutError:
+            return await _error(send, 504, f"request processing took more than {self.timeout_s:g} s")
+        except Exception:  # noqa: BLE001 - the server's own failure: a 500 with its traceback in the log
+            log.error("scoring failed:\n%s", traceback.format_exc())
+            return await _error(send, 500, "internal error while scoring; see the server's log")
+        await _answer(send, 200, payload, JSON)
+
+    async def _invoke(self, body: bytes, mime: str) -> bytes:
+        if mime == JSON:
+            rows, output, context = parse_json_body(body)
+        else:
+            rows, output, context = file_table(body, mime), "probability", None
+        loop = asyncio.get_running_loop()
+        logits = await loop.run_in_executor(self._pool, self._logits, rows, context)
+        return self._predictions(logits, output)
+
+    def _logits(self, rows: pa.Table, context: str | None) -> np.ndarray:
+        """In a pool thread: concurrent requests without a context share batches."""
+        try:
+            if context is None:
+                return self.batcher.logits(rows)
+            return self.scorer.predict_raw(rows, context)
+        except DataError as err:
+            raise _bad(str(err)) from None
+
+    def _predictions(self, logits: np.ndarray, output: str) -> bytes:
+        scores = self.scorer.to_output(logits, output)
+        if scores.ndim == 1:
+            predictions: Any = scores.tolist()
+        else:  # a multi-task model: one object per row, as MLflow answers a DataFrame
+            names = self.scorer.output_columns(output)
+            predictions = [
+                dict(zip(names, row, strict=True)) for row in scores.reshape(len(scores), -1).tolist()
+            ]
+        return json.dumps({"predictions": predictions}).encode()
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _content_type(value: str | None) -> str:
+    """The body's MIME type (JSON, CSV or Parquet, UTF-8), as MLflow's server checks it."""
+    if not value:
+        raise RequestError(415, f"a Content-Type is required: {JSON}, {CSV} or {PARQUET}")
+    mime, *parameters = (part.strip() for part in value.split(";"))
+    for parameter in parameters:
+        key, _, charset = parameter.partition("=")
+        if key.strip().lower() != "charset":
+            raise RequestError(415, f"unrecognized Content-Type parameter {key.strip()!r} in {value!r}")
+        if charset.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            raise RequestError(415, f"the scoring server reads only UTF-8, got {value!r}")
+    mime = mime.lower()
+    if mime not in (JSON, CSV, PARQUET):
+        raise RequestError(415, f"the body must be {JSON}, {CSV} or {PARQUET}, got {value!r}")
+    return mime
+
+
+async def _body(receive: Any, length: str | None) -> bytes:
+    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise RequestError(413, f"the body is {int(length)} bytes; the server reads at most {MAX_BODY_BYTES}")
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestError(400, "the client disconnected before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise RequestError(413, f"the body is over {MAX_BODY_BYTES} bytes, the most the server reads")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _error(send: Send, status: int, message: str) -> None:
+    code = {400: "BAD_REQUEST", 413: "BAD_REQUEST", 415: "BAD_REQUEST", 504: "TIMEOUT"}.get(
+        status, "INTERNAL_ERROR"
+    )
+    await _answer(send, status, json.dumps({"error_code": code, "message": message}).encode(), JSON)
+
+
+async def _answer(send: Send, status: int, body: bytes, mime: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", mime.encode()), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def app() -> ScoringApp:
+    """The application of a server worker process: the export folder named by ``$RECPIPE_SERVE_FOLDER``,
+    loaded and verified (every file's sha256) in this process."""
+    from recpipe import __version__
+    from recpipe.export.loaders import load_backend
+
+    folder = os.environ.get(ENV_FOLDER)
+    if not folder:
+        raise RuntimeError(f"${ENV_FOLDER} must name the export folder to serve")
+    timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
+    return ScoringApp(load_backend(folder), timeout, f"recpipe {__version__}")
+
+
+def run(
+    folder: str | Path, host: str, port: int, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> None:
+    """Serve ``folder`` on ``host:port`` with uvicorn: ``workers`` processes sharing the socket, each with its
+    own copy of the model; a worker that dies is started again (uvicorn's supervisor)."""
+    import uvicorn
+
+    if workers < 1:
+        raise ValueError(f"workers must be positive, got {workers}")
+    os.environ[ENV_FOLDER] = str(Path(folder).resolve())
+    os.environ[ENV_TIMEOUT] = str(timeout_s)
+    uvicorn.run(
+        "recpipe.export.server:app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,
+        log_level="info",
+        timeout_keep_alive=30,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m recpipe.export.server FOLDER``: what ``recpipe serve`` runs once it has verified and
+    downloaded the registered version (a fresh process, so the torch threads and malloc settings of its
+    environment hold from the start)."""
+    import argparse
+    import shutil
+
+    p = argparse.ArgumentParser(prog="python -m recpipe.export.server", description=run.__doc__)
+    p.add_argument("folder", help="a verified export folder (one backend's, e.g. export/rtp)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5001)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds before a 504")
+    p.add_argument(
+        "--remove-after", metavar="DIR", help="a folder (the download) deleted when the server stops"
+    )
+    a = p.parse_args(argv)
+    try:
+        run(a.folder, a.host, a.port, a.workers, a.timeout)
+    finally:
+        if a.remove_after:
+            shutil.rmtree(a.remove_after, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""recpipe's scoring server (``recpipe.export.server``): the body's forms as MLflow's protocol defines them, each
+mistaken body refused with the status and a message naming what is wrong, and the ASGI application itself
+driven over the real loaded RTP export of the small DIN (scores equal to the scorer's). The server as a
+process, through HTTP and against MLflow's own: tests/tracking/test_scoring_server.py."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from recpipe.export.loaders import load_backend
+from recpipe.export.server import (
+    MAX_BODY_BYTES,
+    RequestError,
+    ScoringApp,
+    _content_type,
+    parse_json_body,
+)
+from recpipe.features.raw import records_to_arrow, to_arrow
+
+
+def _body(doc) -> bytes:
+    return json.dumps(doc).encode()
+
+
+def test_records_and_split_give_the_same_table():
+    records = [{"user_id": 1, "price": None, "brand": "b"}, {"user_id": "7", "price": 2.5}]
+    a, out_a, ctx_a = parse_json_body(_body({"dataframe_records": records}))
+    split = {
+        "columns": ["user_id", "price", "brand"],
+        "data": [[1, None, "b"], ["7", 2.5, None]],
+        "index": [0, 1],
+    }
+    b, out_b, ctx_b = parse_json_body(_body({"dataframe_split": split, "params": {"output": "logit"}}))
+    assert (
+        a.to_pylist()
+        == b.to_pylist()
+        == [
+            {
+                "user_id": "1",
+                "price": None,
+                "brand": "b",
+            },  # ids mixing numbers and text: text, as a DataFrame gives
+            {"user_id": "7", "price": 2.5, "brand": None},
+        ]
+    )
+    assert (out_a, ctx_a, out_b, ctx_b) == ("probability", None, "logit", None)
+
+
+def test_json_records_become_the_same_columns_as_through_pandas_and_large_ids_keep_their_digits():
+    import pandas as pd
+
+    records = [{"a": 1, "b": 1.5, "c": "x", "d": None}, {"a": None, "b": 2, "e": True}, {"a": 3, "c": 4}]
+    direct, via_pandas = records_to_arrow(records), to_arrow(pd.DataFrame.from_records(records))
+    assert direct.column_names == via_pandas.column_names == ["a", "b", "c", "d", "e"]
+    for (
+        name
+    ) in direct.column_names:  # the same values; pandas turns an integer column with a null into floats
+        assert direct[name].to_pylist() == via_pandas[name].to_pylist(), name
+    big = records_to_arrow([{"user_id": 2**60 + 1}, {"user_id": None}])
+    assert big["user_id"].type == pa.int64() and big["user_id"].to_pylist() == [2**60 + 1, None]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"{not json", "the body is not JSON"),
+        (_body([{"user_id": 1}]), "must be a JSON object"),
+        (_body({"dataframe_records": [], "dataframe_split": {}}), "exactly one of"),
+        (_body({"params": {}}), "exactly one of"),
+        (_body({"dataframe_records": [], "inputs": []}), "unknown keys ['inputs']"),
+        (
+            _body({"dataframe_records": [{"user_id": 1}], "params": {"outptu": "logit"}}),
+            "unknown params ['outptu']",
+        ),
+        (
+            _body({"dataframe_records": [{"user_id": 1}], "params": {"output": "odds"}}),
+            "params.output must be",
+        ),
+        (
+            _body({"dataframe_records": [{"user_id": 1}], "params": {"context": {"user_id": 1}}}),
+            "must be a string",
+        ),
+        (_body({"dataframe_records": [{"user_id": 1}, 2]}), "dataframe_records row 1 must be an object"),
+        (_body({"dataframe_records": {"user_id": 1}}), "dataframe_records must be a list"),
+        (
+            _body({"dataframe_split": {"columns": ["a", "b"], "data": [[1, 2], [3]]}}),
+            "data row 1 must be a list of 2",
+        ),
+        (_body({"dataframe_split": {"columns": ["a", "a"], "data": []}}), "names a column twice"),
+        (_body({"dataframe_split": {"columns": ["a"], "rows": []}}), "unknown keys ['rows']"),
+    ],
+)
+def test_a_mistaken_body_is_refused_naming_what_is_wrong(body, expected):
+    with pytest.raises(RequestError) as err:
+        parse_json_body(body)
+    assert err.value.status == 400 and expected in err.value.message, err.value.message
+
+
+def test_content_types_as_mlflow_reads_them():
+    assert _content_type("application/json") == "application/json"
+    assert _content_type("application/json; charset=UTF-8") == "application/json"
+    assert _content_type("text/csv") == "text/csv"
+    for bad, expected in [
+        (None, "a Content-Type is required"),
+        ("application/x-www-form-urlencoded", "the body must be"),  # curl -d without -H
+        ("application/json; charset=latin-1", "only UTF-8"),
+        ("application/json; format=pandas-split", "unrecognized Content-Type parameter 'format'"),
+    ]:
+        with pytest.raises(RequestError) as err:
+            _content_type(bad)
+        assert err.value.status == 415 and expected in err.value.message
+
+
+def _call(app: ScoringApp, method: str, path: str, body: bytes = b"", headers=()) -> tuple[int, bytes]:
+    """One request through the ASGI application, as an ASGI server hands it over."""
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "headers": [(k.encode(), v.encode()) for k, v in headers],
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.fixture(scope="module")
+def app_and_rows(din_export):
+    trained, result = din_export
+    scorer = load_backend(Path(result.out_dir) / "rtp")
+    rows = trained.held_out.drop_columns(
+        [c for c in trained.held_out.column_names if c in trained.spec.labels]
+    )
+    return ScoringApp(scorer, version="recpipe test"), scorer, rows.slice(0, 16)
+
+
+JSON_HEADERS = [("content-type", "application/json")]
+
+
+def test_the_application_scores_every_body_form_as_the_scorer(app_and_rows):
+    app, scorer, rows = app_and_rows
+    want = scorer.predict(rows)
+    records = json.loads(json.dumps(rows.to_pylist()))
+    status, body = _call(app, "POST", "/invocations", _body({"dataframe_records": records}), JSON_HEADERS)
+    assert status == 200, body
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=0, atol=1e-6)
+    sink = io.BytesIO()
+    pq.write_table(rows, sink)
+    status, body = _call(
+        app, "POST", "/invocations", sink.getvalue(), [("content-type", "application/vnd.apache.parquet")]
+    )
+    assert status == 200, body
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=0, atol=1e-6)
+    csv = rows.select(["user_id", "adgroup_id", "cate_id", "price"]).to_pandas().to_csv(index=False).encode()
+    status, body = _call(app, "POST", "/invocations", csv, [("content-type", "text/csv")])
+    assert status == 200, body
+    np.testing.assert_allclose(
+        json.loads(body)["predictions"],
+        scorer.predict(rows.select(["user_id", "adgroup_id", "cate_id", "price"])),
+        rtol=0,
+        atol=1e-6,
+    )
+    status, body = _call(
+        app,
+        "POST",
+        "/invocations",
+        _body({"dataframe_records": records[:2], "params": {"output": "logit"}}),
+        JSON_HEADERS,
+    )
+    assert status == 200
+    np.testing.assert_allclose(
+        json.loads(body)["predictions"], scorer.predict(rows.slice(0, 2), "logit"), atol=1e-5
+    )
+
+
+def test_the_application_answers_errors_with_their_status(app_and_rows):
+    app, _, rows = app_and_rows
+    records = json.loads(json.dumps(rows.slice(0, 3).to_pylist()))
+    records[2]["cms_segid"] = "not-an-id"
+    status, body = _call(app, "POST", "/invocations", _body({"dataframe_records": records}), JSON_HEADERS)
+    assert status == 400
+    doc = json.loads(body)
+    assert doc["error_code"] == "BAD_REQUEST" and "row 2, column 'cms_segid'" in doc["message"]
+    renamed = [{f"{k}_x": v for k, v in r.items()} for r in records]
+    status, body = _call(app, "POST", "/invocations", _body({"dataframe_records": renamed}), JSON_HEADERS)
+    assert status == 400 and "none of its columns is an input column" in json.loads(body)["message"]
+    assert _call(app, "POST", "/invocations", b"{}", [("content-type", "text/plain")])[0] == 415
+    huge = [("content-type", "application/json"), ("content-length", str(MAX_BODY_BYTES + 1))]
+    assert _call(app, "POST", "/invocations", b"", huge)[0] == 413
+    assert _call(app, "GET", "/invocations")[0] == 405
+    assert _call(app, "GET", "/score")[0] == 404
+    assert _call(app, "GET", "/ping") == (200, b"\n")
+    assert _call(app, "GET", "/health") == (200, b"\n")
+    assert _call(app, "GET", "/version") == (200, b"recpipe test")
