@@ -47,5 +47,8 @@ def _cfg(data: dict) -> dict:
 def test_the_config_keeps_a_declared_placeholder_and_refuses_an_undeclared_one():
     cfg = parse_config(_cfg({"train": "odps://{PROJECT}/tables/t", "params": {"PROJECT": None}}))
     assert cfg.data.train == "odps://{PROJECT}/tables/t" and cfg.data.params == {"PROJECT": None}
-    with pytest.raises(ConfigError, match=r"placeholders \['PROJCT'\] in data.train/eval are not listed"):
+    with pytest.raises(
+        ConfigError,
+        match=r"placeholders \['PROJCT'\] in data.train, data.eval or data.negative_sampler.input_path are not listed",
+    ):
         parse_config(_cfg({"eval": "odps://{PROJCT}/tables/t", "params": {"PROJECT": None}}))

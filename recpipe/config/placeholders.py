@@ -37,7 +37,9 @@ def check_declared(uris: Iterable[str | None], params: Mapping[str, str | None])
     """Raise ValueError naming the placeholders of ``uris`` that ``params`` (``data.params``) does not list."""
     undeclared = sorted({n for uri in uris if uri for n in placeholders(uri)} - set(params))
     if undeclared:
-        raise ValueError(f"placeholders {undeclared} in data.train/eval are not listed in data.params")
+        raise ValueError(
+            f"placeholders {undeclared} in data.train, data.eval or data.negative_sampler.input_path are not listed in data.params"
+        )
 
 
 def env_var(name: str) -> str:

@@ -34,6 +34,7 @@ from recpipe.config.catalogue import (
 )
 from recpipe.config.features import FeatureGroupConfig, FeatureSection, check_feature_outputs
 from recpipe.config.placeholders import check_declared
+from recpipe.config.sampler import NegativeSamplerConfig
 from recpipe.config.sections import ModelSection, Strict
 from recpipe.config.strict_yaml import DuplicateKeyError, load_yaml
 
@@ -107,12 +108,16 @@ class DataConfig(Strict):
     # Columns training never reads: the true click probability of synthetic data, the GAUC group key.
     oracle_column: str | None = "true_prob"
     group_column: str | None = None
-    # Values of TorchEasyRec-style {NAME} placeholders in train/eval; null: from the environment.
+    # Values of TorchEasyRec-style {NAME} placeholders in train/eval/negative_sampler.input_path; null: from
+    # the environment.
     params: dict[str, str | None] = Field(default_factory=dict)
+    # A retrieval model's sampled negatives: the item table and draws per batch (recpipe/config/sampler.py).
+    negative_sampler: NegativeSamplerConfig | None = None
 
     @model_validator(mode="after")
     def _declared_params(self) -> DataConfig:  # a typo fails at load time, not when a run reaches data
-        check_declared((self.train, self.eval), self.params)
+        sampler = self.negative_sampler.input_path if self.negative_sampler else None
+        check_declared((self.train, self.eval, sampler), self.params)
         return self
 
     @model_validator(mode="after")
@@ -452,6 +457,16 @@ class EvalConfig(Strict):
     task_gates: dict[str, GateConfig] = Field(default_factory=dict)
     threshold: float = Field(0.5, ge=0.0, le=1.0)
     gauc_group: str | None = None
+    # A retrieval model's cut-offs K of recall@K and hit-rate@K over the whole catalogue (TorchEasyRec's
+    # recall_at_k metrics' top_k); ranking models ignore them.
+    recall_at_k: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [10, 50], min_length=1)
+
+    @field_validator("recall_at_k")
+    @classmethod
+    def _distinct_k(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"eval.recall_at_k must be distinct, got {v}")
+        return v
 
     @model_validator(mode="after")
     def _drift_once(self) -> EvalConfig:  # drift is of the data, not of a task: one limit for every task

@@ -20,8 +20,11 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pyarrow as pa
 
+    from recpipe.config import RecpipeConfig
     from recpipe.data.negative_sampler import ItemTable
     from recpipe.features.spec import FeatureSpec
 
@@ -166,3 +169,33 @@ def evaluate_retrieval(
     item_emb = model.item_embedding(catalogue.dense, catalogue.sparse)
     targets = [[r] for r in items.rows_of(rows.column(items.item_id_field).combine_chunks())]
     return {k: recall_at_k(users, item_emb, targets, k) for k in ks}
+
+
+def evaluate_retrieval_from_config(
+    cfg: RecpipeConfig,
+    model: torch.nn.Module,
+    spec: FeatureSpec,
+    rows: pa.Table,
+    items: ItemTable | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[int, RetrievalScores]:
+    """:func:`evaluate_retrieval` at the config's cut-offs ``eval.recall_at_k``, over the catalogue of
+    ``data.negative_sampler`` (its item table, read whole) unless ``items`` is given.
+
+    Raises:
+        ValueError: no ``items`` and no ``data.negative_sampler``.
+
+    Example::
+
+        run = train_retrieval(cfg, spec, rows)
+        evaluate_retrieval_from_config(cfg, run.model, spec, eval_rows)   # {10: RetrievalScores, 50: ...}
+    """
+    from recpipe.data.negative_sampler import load_item_table
+
+    if items is None:
+        if cfg.data.negative_sampler is None:
+            raise ValueError(
+                "retrieval evaluation needs the catalogue: give data.negative_sampler (the item table)"
+            )
+        items = load_item_table(cfg.data.negative_sampler, cfg.data.params, environ)
+    return evaluate_retrieval(model, spec, rows, items, tuple(cfg.eval.recall_at_k))

@@ -119,11 +119,12 @@ def _group(spec: FeatureSpec, name: str, gtype: str, features: list[str]) -> Fea
     query = [n for n in sparse if seq_of[n] is None]
     # A dense feature in a sequence group is part of the query: its value(s), where the group lists it.
     order = [n for n in features if n in dense_names or (n in sparse_keys and seq_of[n] is None)]
-    if not history or not order:
+    if not history:
         raise FeatureSpecError(
-            f"sequence group {name!r} needs query features and history sub-features; "
-            f"got query {order} and history {history}"
+            f"sequence group {name!r} needs history sub-features; got query {order} and history {history}"
         )
+    if not order:  # a history alone: pooled by its model (DSSM's sequence_pooling), no target attention
+        return FeatureGroup(name, "sequence", sparse, dense, query=[], history=history)
     if not query:
         raise FeatureSpecError(
             f"sequence group {name!r}: the query {order} has only dense features; it needs a pooled feature too"

@@ -9,15 +9,17 @@ data → model → loop → evaluation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from recpipe.batch import Batch, to_batch
 from recpipe.config import OptimizerConfig, RecpipeConfig
-from recpipe.data.negative_sampler import ItemTable, NegativeSampler
+from recpipe.data.negative_sampler import ItemTable, NegativeSampler, load_item_table
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
 from recpipe.models.protocol import RetrievalModel
@@ -52,15 +54,36 @@ def rows_batch(fg: FeatureGenerator, rows: pa.Table) -> Batch:
 def item_rows(attrs: pa.Table, schema: pa.Schema, zeros: tuple[str, ...] = ()) -> pa.Table:
     """``attrs`` (an item table's ``attr_fields`` columns) as rows of the training schema: every other column
     null (the item tower reads only its own), the columns ``zeros`` (the labels) 0, unread. TorchEasyRec appends the sampled items'
-    attributes to the batch's item side alike (tzrec/datasets/dataset.py)."""
+    attributes to the batch's item side alike (tzrec/datasets/dataset.py). A text attribute (graph-learn's
+    ``attrs`` split) is cast to the column's type, its empty parts null (graph-learn writes a missing one so)."""
     n = attrs.num_rows
     columns = []
     for f in schema:
         if f.name in attrs.column_names:
-            columns.append(attrs.column(f.name).cast(f.type))
+            col = attrs.column(f.name)
+            if pa.types.is_string(col.type) and not pa.types.is_string(f.type):
+                col = pc.if_else(pc.equal(col, ""), pa.scalar(None, col.type), col)
+            columns.append(col.cast(f.type))
         else:
             columns.append(pa.array(np.zeros(n), f.type) if f.name in zeros else pa.nulls(n, f.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def check_item_columns(spec: FeatureSpec, group: str, items: ItemTable) -> None:
+    """Every input column of the item tower's group must be an ``attr_fields`` column: a sampled item's other
+    columns are null, so its tower would read nothing there (TorchEasyRec's sampler returns only attr_fields too)."""
+    g = spec.group(group)
+    dense = {d.name: d for d in spec.dense}
+    columns = []
+    for key in [*g.sparse, *g.dense]:
+        f = dense[key] if key in dense else spec.feature(key)
+        columns += [f.column, *f.inputs]
+    missing = sorted({c for c in columns if c not in items.attr_fields})
+    if missing:
+        raise ValueError(
+            f"{items.where}: the item tower's group {group!r} reads column(s) {missing} that are not in "
+            f"attr_fields {items.attr_fields}: a sampled item would have none"
+        )
 
 
 def _optimizers(
@@ -80,43 +103,70 @@ def train_retrieval(
     cfg: RecpipeConfig,
     spec: FeatureSpec,
     rows: pa.Table,
-    items: ItemTable,
-    num_sample: int,
-    steps: int,
+    items: ItemTable | None = None,
+    num_sample: int | None = None,
+    steps: int | None = None,
     seed: int = 0,
     item_log_q: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> RetrievalRun:
     """Train ``cfg.model`` (a retrieval model) for ``steps`` batches of ``data.batch_size`` rows drawn from
     ``rows`` (reshuffled each pass), each against ``num_sample`` negatives from ``items`` (none in batch).
 
     Args:
-        cfg (RecpipeConfig): the config (``model``, ``data.batch_size``, ``train`` optimizers).
+        cfg (RecpipeConfig): the config (``model``, ``data.batch_size``, ``data.negative_sampler``, ``train``).
         spec (FeatureSpec): its FeatureSpec.
         rows (pa.Table): the positive rows.
-        items (ItemTable): the catalogue (``item_id_field`` a column of ``rows``).
-        num_sample (int): negatives per batch (ignored in batch).
-        steps (int): optimizer steps.
+        items (ItemTable | None): the catalogue (``item_id_field`` a column of ``rows``); None: read from
+            ``data.negative_sampler`` (:func:`~recpipe.data.negative_sampler.load_item_table`), or none at all
+            for in-batch negatives without log-Q.
+        num_sample (int | None): negatives per batch (ignored in batch); None: ``data.negative_sampler.num_sample``.
+        steps (int | None): optimizer steps; None: ``train.max_steps``, else ``train.epochs`` passes over ``rows``.
         seed (int): seed of the model's initialization, the row order and the sampler.
         item_log_q (bool): with the model's ``log_q_correction``: the in-batch log-Q is each item's log
             ``weight / Σ weight`` in ``items`` (its share of the rows when the weights are frequencies).
+        environ (Mapping | None): the environment for ``{NAME}`` placeholders of the item table's path.
+
+    Raises:
+        ValueError: sampled negatives without an item table or ``num_sample`` (neither given nor in
+            ``data.negative_sampler``), or an item tower reading a column the item table does not hold.
 
     Example::
 
         run = train_retrieval(cfg, spec, rows, ItemTable(items, "item_id", ["item_id", "cate_id"]), 64, 200)
+        run = train_retrieval(cfg, spec, rows)        # items, num_sample, steps from the config
         evaluate_retrieval(run.model, spec, eval_rows, items, (50,))[50].recall   # recpipe.eval.retrieval
     """
     torch.manual_seed(seed)
     model = build_model(spec, cfg.model)
     if not isinstance(model, RetrievalModel):
         raise ValueError(f"model {cfg.model.type!r} is not a retrieval model")
+    in_batch = bool(model.in_batch_negative)
+    correct = bool(model.log_q_correction)
+    sampler_cfg = cfg.data.negative_sampler
+    if items is None and sampler_cfg is not None:
+        items = load_item_table(sampler_cfg, cfg.data.params, environ)
+    if items is None and (not in_batch or correct):
+        raise ValueError(
+            f"model {cfg.model.type!r} trains on sampled negatives (or log-Q): give data.negative_sampler "
+            "(the item table) or an ItemTable"
+        )
+    if num_sample is None and not in_batch:
+        if sampler_cfg is None:
+            raise ValueError("sampled negatives need num_sample: give data.negative_sampler.num_sample")
+        num_sample = sampler_cfg.num_sample
+    if steps is None:
+        steps = cfg.train.max_steps or cfg.train.epochs * -(-rows.num_rows // cfg.data.batch_size)
+    if not in_batch and items is not None:
+        check_item_columns(spec, str(model.item_group), items)
     train = RetrievalTrainModel(model)
     train.train()
     fg = FeatureGenerator(spec)
     labels = tuple(spec.labels)
-    sampler = NegativeSampler(items, num_sample, seed=seed)
+    sampler = None
+    if not in_batch and items is not None and num_sample is not None:
+        sampler = NegativeSampler(items, num_sample, seed=seed)
     opts = _optimizers(model, cfg.train.sparse_optimizer, cfg.train.dense_optimizer)
-    in_batch = bool(model.in_batch_negative)
-    correct = bool(model.log_q_correction)
     if correct and in_batch and not item_log_q:
         raise ValueError(
             "log_q_correction in batch needs the items' sampling probabilities: pass item_log_q=True"
@@ -131,9 +181,9 @@ def train_retrieval(
         chunk = rows.take(pa.array(order[at : at + size]))
         at += size
         batch = rows_batch(fg, chunk)
-        ids = chunk.column(items.item_id_field).combine_chunks()
+        ids = None if items is None else chunk.column(items.item_id_field).combine_chunks()
         negatives = log_q = neg_log_q = None
-        if not in_batch:
+        if sampler is not None:
             neg = sampler.sample(ids)
             negatives = rows_batch(fg, item_rows(neg.attrs, rows.schema, labels))
         if correct:

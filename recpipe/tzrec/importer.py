@@ -75,6 +75,7 @@ from recpipe.data.odps import parse_odps_uri
 from recpipe.tzrec.custom import custom_features
 from recpipe.tzrec.features import map_features
 from recpipe.tzrec.models import (
+    RETRIEVAL,
     check_dlrm_groups,
     check_model_groups,
     check_wukong_dims,
@@ -269,11 +270,28 @@ def _map(msg: Any, found: Findings, name: str | None, dropped: set[str]) -> dict
     }
     if eval_:
         data["eval"] = eval_
+    _check_sampler(msg, model, data, found)
     if model.get("type") in ("dlrm", "wukong"):
         check_dlrm_groups(msg, data, found)
     check_wukong_dims(data, found)
     check_model_groups(model, data["feature_groups"], found)
     return data
+
+
+def _check_sampler(msg: Any, model: dict[str, Any], data: dict[str, Any], found: Findings) -> None:
+    """A negative sampler belongs to a retrieval model, and one without in-batch negatives needs it."""
+    sampler = data["data"].get("negative_sampler")
+    retrieval = model.get("type") in RETRIEVAL
+    if sampler is not None and not retrieval and model:
+        found.problem(
+            "data_config.negative_sampler",
+            f"a negative sampler feeds a retrieval model ({', '.join(RETRIEVAL)}); {model['type']} ranks",
+        )
+    if retrieval and sampler is None and not model.get("in_batch_negative"):
+        found.problem(
+            "data_config",
+            f"{model['type']} without in_batch_negative trains on sampled negatives: it needs a negative_sampler",
+        )
 
 
 def _data(msg: Any, found: Findings) -> dict[str, Any]:
@@ -324,6 +342,17 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
             "input generated but not bucketized (FG_BUCKETIZE) is not supported: give raw values (FG_DAG) "
             "or FG's whole output (FG_NONE)",
         )
+    if dc.HasField("negative_sampler"):
+        out["negative_sampler"] = _negative_sampler(dc.negative_sampler, f"{p}.negative_sampler", found)
+        params.update(dict.fromkeys(placeholders(dc.negative_sampler.input_path)))
+        if params:
+            out["params"] = params
+    if dc.HasField("force_base_data_group"):
+        found.note(
+            f"{p}.force_base_data_group",
+            "ignored: recpipe looks up a batch's positives and its sampled items apart, so no data group is "
+            "padded to the batch size (TorchEasyRec's DSSMv2 needs it to slice its shared lookup)",
+        )
     for key, why in (
         ("pin_memory", "recpipe's loader decides"),
         ("fg_threads", "recpipe's feature generation is vectorized, not a thread pool"),
@@ -337,6 +366,29 @@ def _data(msg: Any, found: Findings) -> dict[str, Any]:
         if dc.HasField(key):
             found.note(f"{p}.{key}", f"ignored: {why}")
     return out
+
+
+def _negative_sampler(ns: Any, path: str, found: Findings) -> dict[str, Any]:
+    """``negative_sampler`` → ``data.negative_sampler``: TorchEasyRec's item table is graph-learn's
+    ``id | weight | attrs`` with the attributes joined by ``attr_delimiter`` (default ``":"``), so the
+    delimiter is always written; ``num_eval_sample`` is a note (recpipe's recall@K ranks the whole catalogue)."""
+    if ns.num_sample < 1:
+        found.problem(f"{path}.num_sample", f"num_sample {ns.num_sample} must be >= 1")
+    if not ns.attr_fields:
+        found.problem(f"{path}.attr_fields", "no attr_fields: the sampled items would have no features")
+    if ns.num_eval_sample:
+        found.note(
+            f"{path}.num_eval_sample",
+            "ignored: recpipe's recall@K ranks each evaluation row's positive among the whole item table, not "
+            "among num_eval_sample sampled items",
+        )
+    return {
+        "input_path": ns.input_path,
+        "item_id_field": ns.item_id_field,
+        "num_sample": ns.num_sample,
+        "attr_fields": list(ns.attr_fields),
+        "attr_delimiter": ns.attr_delimiter,
+    }
 
 
 def fg_mode(dc: Any) -> tuple[str, str]:

@@ -19,6 +19,11 @@ MULTI_TASK = ("mmoe", "dbmtl", "ple")
 MODELS += ("pepnet", "simple_multi_task")
 MULTI_TASK += ("pepnet", "simple_multi_task")
 MODELS += ("rocket_launching",)
+# The two-tower retrieval models (recpipe.models.dssm, dssm_v2): softmax cross-entropy over sampled negatives,
+# recall@K.
+RETRIEVAL = ("dssm", "dssm_v2")
+MODELS += RETRIEVAL
+_SIMILARITIES = {"COSINE": "cosine", "INNER_PRODUCT": "inner_product"}
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
 # A single-task model's model_config.losses recpipe refuses (its models train BCE on one logit).
 SINGLE_TASK_REFUSED = {
@@ -90,7 +95,27 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
     eval_: dict[str, Any] = {}
     for i, metric in enumerate(mc.metrics):
         which = metric.WhichOneof("metric")
-        if which == "grouped_auc":
+        if kind in RETRIEVAL and which not in (None, "recall_at_k"):
+            found.problem(
+                f"{p}.metrics[{i}].{which}",
+                f"{kind} is evaluated by recall_at_k only (TorchEasyRec's DSSM too: 仅支持recall_at_topk)",
+            )
+        elif which == "recall_at_k":
+            if kind not in RETRIEVAL:
+                found.problem(
+                    f"{p}.metrics[{i}].recall_at_k",
+                    f"recall_at_k is a retrieval model's metric ({', '.join(RETRIEVAL)}); {kind} ranks",
+                )
+            else:
+                top_k = metric.recall_at_k.top_k
+                ks = eval_.setdefault("recall_at_k", [])
+                if top_k in ks:
+                    found.note(f"{p}.metrics[{i}].recall_at_k", f"ignored: top_k {top_k} is listed already")
+                elif top_k < 1:
+                    found.problem(f"{p}.metrics[{i}].recall_at_k.top_k", f"top_k {top_k} must be >= 1")
+                else:
+                    ks.append(top_k)
+        elif which == "grouped_auc":
             key = metric.grouped_auc.grouping_key
             if eval_.get("gauc_group", key) != key:
                 found.problem(f"{p}.metrics[{i}]", "recpipe reports one GAUC; grouping keys differ")
@@ -152,6 +177,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         model = _pepnet(mc, f"{p}.pepnet", found)
     elif kind == "rocket_launching":
         model = _rocket_launching(mc, f"{p}.rocket_launching", found)
+    elif kind in RETRIEVAL:
+        model = _dssm(mc, kind, f"{p}.{kind}", found)
     elif kind in MULTI_TASK:
         model = _multi_task(mc, kind, f"{p}.{kind}", found)
         if mc.feature_groups:
@@ -163,7 +190,14 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
     for i, loss in enumerate(mc.losses):
         which = loss.WhichOneof("loss")
         two_class = kind == "rocket_launching" and which == "softmax_cross_entropy"
-        if kind in MODELS and kind not in MULTI_TASK and which in SINGLE_TASK_REFUSED and not two_class:
+        if kind in RETRIEVAL:
+            if which not in (None, "softmax_cross_entropy"):
+                found.problem(
+                    f"{p}.losses[{i}].{which}",
+                    f"{kind} trains softmax_cross_entropy over its negatives (TorchEasyRec's DSSM: 目前只支持"
+                    "softmax_cross_entropy)",
+                )
+        elif kind in MODELS and kind not in MULTI_TASK and which in SINGLE_TASK_REFUSED and not two_class:
             found.problem(
                 f"{p}.losses[{i}].{which}",
                 f"recpipe's {kind} trains binary cross-entropy; a {SINGLE_TASK_REFUSED[which]} is a multi-task "
@@ -171,7 +205,7 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             )
     if mc.HasField("variational_dropout") and kind in MODELS:
         model.update(_variational_dropout(mc.variational_dropout, kind, f"{p}.variational_dropout", found))
-    if kind in MODELS and kind not in MULTI_TASK:
+    if kind in MODELS and kind not in MULTI_TASK and kind not in RETRIEVAL:
         for i, g in enumerate(mc.feature_groups):
             if g.sequence_groups or g.sequence_encoders:
                 found.problem(
@@ -186,6 +220,51 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         if not found.refine(lambda q: q.path.removeprefix(f"{p}.") in TZREC_MODELS, _unsupported_model):
             found.problem(p, f"no model set; supported: {', '.join(MODELS)}")
     return model, eval_
+
+
+def _dssm(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
+    """DSSM / DSSMv2 (tzrec/models/dssm.py, dssm_v2.py): each tower's MLP over its ``input`` group, the group's
+    ``pooling_encoder`` outputs appended (→ the tower's ``sequence_pooling``); ``output_dim``, ``similarity``
+    (EUCLID refused: recpipe's towers score inner products), ``temperature``, ``in_batch_negative``. A group
+    neither tower reads with sequence encoders is a note: TorchEasyRec's towers do not read it either."""
+    m = getattr(mc, kind)
+    groups = {g.group_name: (i, g) for i, g in enumerate(mc.feature_groups)}
+    out: dict[str, Any] = {"type": kind}
+    for side in ("user_tower", "item_tower"):
+        tower, tp = getattr(m, side), f"{path}.{side}"
+        entry: dict[str, Any] = {"group": tower.input, "mlp": _mlp(tower.mlp, f"{tp}.mlp", found)}
+        if tower.input in groups:
+            i, g = groups[tower.input]
+            pooled = sequence_encoders(
+                g, f"model_config.feature_groups[{i}]", found, accept="pooling_encoder", model=kind
+            )
+            if pooled:
+                entry["sequence_pooling"] = pooled
+        out[side] = entry
+    read = {m.user_tower.input, m.item_tower.input}
+    for name, (i, g) in groups.items():
+        if name not in read and (g.sequence_groups or g.sequence_encoders):
+            found.note(
+                f"model_config.feature_groups[{i}].sequence_encoders",
+                f"ignored: {kind}'s towers read groups {sorted(read)}, not {name!r}",
+            )
+    similarity = m.DESCRIPTOR.fields_by_name["similarity"].enum_type.values_by_number[m.similarity].name
+    if similarity not in _SIMILARITIES:
+        found.problem(
+            f"{path}.similarity",
+            f"similarity {similarity} is not supported; supported: {', '.join(_SIMILARITIES)}",
+        )
+    else:
+        out["similarity"] = _SIMILARITIES[similarity]
+    if m.output_dim < 0:
+        found.problem(f"{path}.output_dim", f"output_dim {m.output_dim} must be >= 0")
+    out["output_dim"] = max(m.output_dim, 0)
+    if m.temperature <= 0:
+        found.problem(f"{path}.temperature", f"temperature {m.temperature} must be > 0")
+    else:
+        out["temperature"] = m.temperature
+    out["in_batch_negative"] = m.in_batch_negative
+    return out
 
 
 def _cross_model(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
@@ -534,12 +613,16 @@ def sequence_group_name(g: Any, j: int) -> str:
     return f"{g.group_name}_seq"
 
 
-def sequence_encoders(g: Any, path: str, found: Findings) -> list[dict[str, Any]]:
-    """A DEEP group's ``sequence_groups`` / ``sequence_encoders`` → recpipe ``din_towers``, checked as
-    TorchEasyRec's ``_inspect_and_supplement_feature_group`` (tzrec/modules/embedding.py) checks them: both or
-    neither, every sequence group named when there are several, each encoder's ``input`` one of them (the only
-    one when unset), each group encoded. The encoders' outputs follow the group's own features, in encoder
-    order (``EmbeddingGroup.forward``), as recpipe's DIN towers follow a multi-task model's towers."""
+def sequence_encoders(
+    g: Any, path: str, found: Findings, accept: str = "din_encoder", model: str = "a multi-task model"
+) -> list[dict[str, Any]]:
+    """A DEEP group's ``sequence_groups`` / ``sequence_encoders`` → recpipe ``din_towers`` (``accept``
+    ``din_encoder``) or a DSSM tower's ``sequence_pooling`` (``pooling_encoder``), checked as TorchEasyRec's
+    ``_inspect_and_supplement_feature_group`` (tzrec/modules/embedding.py) checks them: both or neither, every
+    sequence group named when there are several, each encoder's ``input`` one of them (the only one when unset),
+    each group encoded. The encoders' outputs follow the group's own features, in encoder order
+    (``EmbeddingGroup.forward``), as recpipe's DIN towers follow a multi-task model's towers and a DSSM tower's
+    pooled histories its group's features. An encoder of the other kind is a problem."""
     groups, encoders = list(g.sequence_groups), list(g.sequence_encoders)
     if not groups and not encoders:
         return []
@@ -570,27 +653,42 @@ def sequence_encoders(g: Any, path: str, found: Findings) -> list[dict[str, Any]
         kind = enc.WhichOneof("seq_module")
         if kind is None:  # an unsupported encoder is reported at its line
             continue
-        din = enc.din_encoder
-        source = din.input or (next(iter(names)) if len(names) == 1 else "")
+        if kind != accept:
+            unknown = True
+            found.problem(
+                f"{ep}.{kind}",
+                f"recpipe's {model} reads a sequence group through a {accept}, not a {kind}",
+            )
+            continue
+        sub = getattr(enc, kind)
+        source = sub.input or (next(iter(names)) if len(names) == 1 else "")
         if source not in names:
             unknown = True
             found.problem(
-                f"{ep}.din_encoder.input",
-                f"input {din.input!r} is not one of the sequence_groups {sorted(names)}",
+                f"{ep}.{kind}.input",
+                f"input {sub.input!r} is not one of the sequence_groups {sorted(names)}",
             )
             continue
         encoded.add(source)
-        if din.max_seq_length > 0:
+        if sub.max_seq_length > 0:
             found.problem(
-                f"{ep}.din_encoder.max_seq_length",
-                "recpipe's DIN reads the history FG kept (the sequence's sequence_length); set sequence_length "
-                f"to {din.max_seq_length} instead",
+                f"{ep}.{kind}.max_seq_length",
+                f"recpipe's {'DIN' if kind == 'din_encoder' else 'pooling'} reads the history FG kept (the "
+                f"sequence's sequence_length); set sequence_length to {sub.max_seq_length} instead",
             )
-        if din.HasField("name"):
-            found.note(f"{ep}.din_encoder.name", "ignored: recpipe names a DIN tower by its group")
-        towers.append(
-            {"group": names[source], "attn_mlp": _mlp(din.attn_mlp, f"{ep}.din_encoder.attn_mlp", found)}
-        )
+        if sub.HasField("name"):
+            found.note(f"{ep}.{kind}.name", f"ignored: recpipe names a {kind} by its group")
+        if kind == "din_encoder":
+            towers.append(
+                {"group": names[source], "attn_mlp": _mlp(sub.attn_mlp, f"{ep}.din_encoder.attn_mlp", found)}
+            )
+        elif sub.pooling_type not in ("mean", "sum"):  # TorchEasyRec's PoolingEncoder asserts it
+            found.problem(
+                f"{ep}.pooling_encoder.pooling_type",
+                f"pooling_type {sub.pooling_type!r} is not 'mean' or 'sum'",
+            )
+        else:
+            towers.append({"group": names[source], "pooling": sub.pooling_type})
     for source in names:
         if source not in encoded and not unknown and all(e.WhichOneof("seq_module") for e in encoders):
             found.problem(f"{path}.sequence_groups", f"sequence group {source!r} has no sequence encoder")

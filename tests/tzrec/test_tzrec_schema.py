@@ -29,7 +29,15 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "xdeepfm",
         "pepnet",
         "rocket_launching",
+        "dssm",
+        "dssm_v2",
     ]
+    # model.proto: DSSM dssm = 301; DSSMV2 dssm_v2 = 302; data.proto: NegativeSampler negative_sampler = 101
+    assert [descriptor("ModelConfig").fields_by_name[m].number for m in ("dssm", "dssm_v2")] == [301, 302]
+    assert descriptor("DataConfig").fields_by_name["negative_sampler"].number == 101
+    assert descriptor("NegativeSampler").fields_by_name["attr_delimiter"].default_value == ":"
+    assert descriptor("SeqEncoderConfig").fields_by_name["pooling_encoder"].number == 3
+    assert descriptor("RecallAtK").fields_by_name["top_k"].default_value == 5
     # model.proto: MaskNet mask_net = 104; DCNV1 dcn_v1 = 106; DCNV2 dcn_v2 = 107; xDeepFM xdeepfm = 108
     cross = ("mask_net", "dcn_v1", "dcn_v2", "xdeepfm")
     assert [descriptor("ModelConfig").fields_by_name[m].number for m in cross] == [104, 106, 107, 108]

@@ -12,6 +12,18 @@ from recpipe.data.synthetic.criteo import TERABYTE_BUCKETS
 CONFIGS = Path(__file__).parent / "configs"
 DIN_CONFIG = CONFIGS / "multi_tower_din_taobao.config"
 DLRM_CONFIG = CONFIGS / "dlrm_criteo.config"
+DSSM_CONFIG = CONFIGS / "dssm_taobao.config"
+
+
+def dssm_v2_text() -> str:
+    """:data:`DSSM_CONFIG` as TorchEasyRec's examples/dssm_v2_taobao.config differs from its DSSM one:
+    ``force_base_data_group: true`` in data_config and the model block ``dssm_v2``."""
+    text = DSSM_CONFIG.read_text()
+    text = text.replace(
+        '    label_fields: "clk"\n', '    label_fields: "clk"\n    force_base_data_group: true\n', 1
+    )
+    return text.replace("    dssm {", "    dssm_v2 {", 1)
+
 
 HEAD = """\
 train_input_path: "data/train"

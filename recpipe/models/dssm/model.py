@@ -1,5 +1,6 @@
 """DSSM (TorchEasyRec's ``DSSM``, tzrec/models/dssm.py): two towers, each its own embedding tables and an MLP
-over one ``deep`` feature group, a Linear to ``output_dim``, L2-normalised under the cosine similarity.
+over one ``deep`` feature group (and its pooled histories: ``sequence_pooling``, TorchEasyRec's ``pooling_encoder``),
+a Linear to ``output_dim``, L2-normalised under the cosine similarity.
 
 The module holds no loss (:class:`~recpipe.models.retrieval_train.RetrievalTrainModel` does): it gives the two
 embeddings (:class:`~recpipe.models.protocol.RetrievalModel`) and, as ``forward``, each row's user-to-own-item
@@ -8,6 +9,7 @@ similarity over the temperature.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,18 +18,77 @@ from torch import nn
 
 from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.blocks.dense_embedding import EMBEDDED_SUFFIX
-from recpipe.models.blocks.embedding import EmbeddingGroup
+from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingLookup, jagged_pool
 from recpipe.models.blocks.mlp import MLP
-from recpipe.models.dssm.config import DssmConfig
+from recpipe.models.dssm.config import DssmConfig, SequencePoolingConfig
 from recpipe.models.multi_tower_din.dense import DeepTower
 from recpipe.models.multi_tower_din.model import tower_specs
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
     from recpipe.batch import Batch
 
 SIMILARITIES = ("inner_product", "cosine")
+
+
+@dataclass(frozen=True)
+class PooledHistory:
+    """A history a tower pools (TorchEasyRec's ``PoolingEncoder``): its sequence keys, looked up jagged (no
+    padding), each item their embeddings concatenated, the row's ``mean`` over its real items or ``sum``.
+
+    Args:
+        group (str): the sequence group.
+        keys (tuple[str, ...]): its history keys, in the group's order.
+        pooling (str): ``mean`` or ``sum``.
+
+    Example::
+
+        # click_50_seq__adgroup_id (dim 16), click_50_seq__cate_id (dim 8); row 0 has items a, b, row 1 none
+        PooledHistory("click_50_seq", ("click_50_seq__adgroup_id", "click_50_seq__cate_id"), "mean")
+        # → (2, 24): row 0 (e_a + e_b) / 2 of each key, concatenated; row 1 zeros
+    """
+
+    group: str
+    keys: tuple[str, ...]
+    pooling: str = "mean"
+
+    def __call__(self, lookup: EmbeddingLookup) -> torch.Tensor:
+        parts = []
+        for k in self.keys:
+            lengths = lookup.offsets[k].diff()
+            parts.append(jagged_pool(lookup.values[k], lengths, self.pooling))
+        return torch.cat(parts, dim=1)
+
+
+def pooled_histories(
+    spec: FeatureSpec, pooling: Sequence[SequencePoolingConfig]
+) -> tuple[PooledHistory, ...]:
+    """The :class:`PooledHistory` of each ``sequence_pooling`` entry.
+
+    Raises:
+        ValueError: a group with query features (DIN's construct, not a pooled history), or one with a float
+            per item (not built for pooling yet).
+    """
+    out = []
+    floats = set(spec.item_float_keys())
+    for p in pooling:
+        group = spec.group(p.group)
+        if group.query or group.dense:
+            raise ValueError(
+                f"sequence_pooling group {p.group!r} lists query features {group.query + group.dense}: a pooled "
+                "history holds history sub-features only (TorchEasyRec's sequence_groups of a DEEP group)"
+            )
+        dense = [h for h in group.history if h in floats]
+        if dense:
+            raise ValueError(
+                f"sequence_pooling group {p.group!r}: sub-features {dense} are a float per item; pooling takes "
+                "embedded sub-features only for now"
+            )
+        out.append(PooledHistory(p.group, tuple(group.history), p.pooling))
+    return tuple(out)
 
 
 class DssmTower(nn.Module):
@@ -36,7 +97,7 @@ class DssmTower(nn.Module):
 
     Args:
         tower (DeepTower): the group's keys, dense columns and MLP.
-        key_dims (dict[str, int]): embedding width of every key.
+        key_dims (dict[str, int]): embedding width of every key (the pooled histories' too).
         output_dim (int): the Linear's width; 0: none.
         cosine (bool): L2-normalise the output.
         device (torch.device | None): parameter device.
@@ -45,7 +106,8 @@ class DssmTower(nn.Module):
 
         # keys user_id (dim 16), 1 dense column; MLP 32-16, output_dim 8
         tower = DssmTower(DeepTower("user", ("user_id",), MlpSpec((32, 16)), (0,)), {"user_id": 16}, 8, True)
-        tower(torch.zeros(2, 1), {"user_id": torch.randn(2, 16)}).shape    # (2, 8), rows of norm 1
+        tower(torch.zeros(2, 1), EmbeddingLookup({"user_id": torch.randn(2, 16)}, {}, {})).shape
+        # (2, 8), rows of norm 1
     """
 
     def __init__(
@@ -55,13 +117,16 @@ class DssmTower(nn.Module):
         output_dim: int,
         cosine: bool,
         device: torch.device | None = None,
+        histories: tuple[PooledHistory, ...] = (),
     ) -> None:
         super().__init__()
         if tower.mlp is None:
             raise ValueError(f"tower {tower.name!r} needs an mlp")
         self.keys = tuple(tower.sparse_keys)
         self.dense_columns = tuple(tower.dense_columns)
-        in_features = sum(key_dims[k] for k in self.keys) + len(self.dense_columns)
+        self.histories = histories
+        history_width = sum(key_dims[k] for h in histories for k in h.keys)
+        in_features = sum(key_dims[k] for k in self.keys) + len(self.dense_columns) + history_width
         self.mlp = MLP.from_spec(in_features, tower.mlp, device)
         self.output = nn.Linear(self.mlp.out_features, output_dim, device=device) if output_dim > 0 else None
         self.cosine = cosine
@@ -70,10 +135,13 @@ class DssmTower(nn.Module):
     def out_features(self) -> int:
         return self.mlp.out_features if self.output is None else self.output.out_features
 
-    def forward(self, dense: torch.Tensor, pooled: dict[str, torch.Tensor]) -> torch.Tensor:
-        parts = [pooled[k] for k in self.keys]
+    def forward(self, dense: torch.Tensor, lookup: EmbeddingLookup) -> torch.Tensor:
+        """``(B, D)`` from the group's lookup: its pooled keys, dense columns, then each pooled history (the
+        order TorchEasyRec's EmbeddingGroup appends its sequence encoders' outputs in)."""
+        parts = [lookup.pooled[k] for k in self.keys]
         if self.dense_columns:
             parts.append(dense[:, list(self.dense_columns)])
+        parts += [h(lookup) for h in self.histories]
         out = self.mlp(torch.cat(parts, dim=1))
         if self.output is not None:
             out = self.output(out)
@@ -99,6 +167,8 @@ class DSSM(nn.Module):
         dense_in_features (int): width of ``Batch.dense``.
         pooling (dict[str, str] | None): ``sum`` / ``mean`` per key.
         device (torch.device | None): parameter device.
+        user_histories (tuple[PooledHistory, ...]): the user tower's pooled histories (jagged lookups).
+        item_histories (tuple[PooledHistory, ...]): the item tower's.
 
     Example::
 
@@ -123,26 +193,27 @@ class DSSM(nn.Module):
         dense_in_features: int = 0,
         pooling: dict[str, str] | None = None,
         device: torch.device | None = None,
+        user_histories: tuple[PooledHistory, ...] = (),
+        item_histories: tuple[PooledHistory, ...] = (),
     ) -> None:
         super().__init__()
-        if similarity not in SIMILARITIES:
-            raise ValueError(f"similarity must be one of {list(SIMILARITIES)}, got {similarity!r}")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        check_similarity(similarity, temperature)
         pooling = pooling or {}
         towers = []
-        for tower in (user, item):
-            if not tower.sparse_keys:
-                raise ValueError(f"tower over group {tower.name!r} has no id feature to embed")
+        for tower, histories in ((user, user_histories), (item, item_histories)):
+            check_tower_keys(tower)
+            seq = [k for h in histories for k in h.keys]
             group = EmbeddingGroup(
                 tables,
                 list(tower.sparse_keys),
-                [],
+                seq,
                 {k: pooling[k] for k in tower.sparse_keys if k in pooling},
                 device=device,
             )
-            dims = {k: group.embedding_dim(k) for k in tower.sparse_keys}
-            towers.append((group, DssmTower(tower, dims, output_dim, similarity == "cosine", device)))
+            dims = {k: group.embedding_dim(k) for k in [*tower.sparse_keys, *seq]}
+            towers.append(
+                (group, DssmTower(tower, dims, output_dim, similarity == "cosine", device, histories))
+            )
         (self.user_embeddings, self.user_tower), (self.item_embeddings, self.item_tower) = towers
         if self.user_tower.out_features != self.item_tower.out_features:
             raise ValueError(
@@ -163,11 +234,11 @@ class DSSM(nn.Module):
 
     def user_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """``(B, D)`` the user tower's output of every row."""
-        return self.user_tower(dense, self.user_embeddings(sparse).pooled)
+        return self.user_tower(dense, self.user_embeddings(sparse))
 
     def item_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """``(N, D)`` the item tower's output of every row (the batch's positives, sampled items, the catalogue)."""
-        return self.item_tower(dense, self.item_embeddings(sparse).pooled)
+        return self.item_tower(dense, self.item_embeddings(sparse))
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         user = self.user_embedding(dense, sparse)
@@ -178,12 +249,28 @@ class DSSM(nn.Module):
         return self.forward(batch.dense, batch.sparse)
 
 
-def build(spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None) -> DSSM:
-    """DSSM from the spec's ``user`` and ``item`` groups (by ``cfg``'s tower groups).
+def check_similarity(similarity: str, temperature: float) -> None:
+    """A known similarity and a positive temperature."""
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"similarity must be one of {list(SIMILARITIES)}, got {similarity!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+
+
+def check_tower_keys(tower: DeepTower) -> None:
+    """A tower embeds at least one id of its group."""
+    if not tower.sparse_keys:
+        raise ValueError(f"tower over group {tower.name!r} has no id feature to embed")
+
+
+def tower_parts(
+    spec: FeatureSpec, cfg: DssmConfig
+) -> tuple[DeepTower, DeepTower, tuple[PooledHistory, ...], tuple[PooledHistory, ...]]:
+    """The two towers' groups and pooled histories of a DSSM / DSSMv2 config.
 
     Raises:
-        ValueError: a tower over a group that is not ``deep``, one without an id feature, or one reading an
-            embedded numeric feature (not built for DSSM yet).
+        ValueError: a tower over a group that is not ``deep``, one reading an embedded numeric feature (not
+            built for DSSM yet), or a pooled history :func:`pooled_histories` refuses.
     """
     (user, item), _ = tower_specs(spec, [cfg.user_tower, cfg.item_tower], [])
     for tower in (user, item):
@@ -193,6 +280,18 @@ def build(spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None
                 f"DSSM tower over group {tower.name!r}: numeric features with an embedding ({embedded}) are not "
                 "supported by DSSM yet; give them boundaries (a bucketised id) or no embedding"
             )
+    users = pooled_histories(spec, cfg.user_tower.sequence_pooling)
+    items = pooled_histories(spec, cfg.item_tower.sequence_pooling)
+    return user, item, users, items
+
+
+def build(spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None) -> DSSM:
+    """DSSM from the spec's ``user`` and ``item`` groups (by ``cfg``'s tower groups) and their pooled histories.
+
+    Raises:
+        ValueError: what :func:`tower_parts` refuses.
+    """
+    user, item, user_histories, item_histories = tower_parts(spec, cfg)
     return DSSM(
         spec.tables(),
         user,
@@ -205,4 +304,6 @@ def build(spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None
         dense_in_features=spec.dense_dim,
         pooling=spec.pooling(),
         device=device,
+        user_histories=user_histories,
+        item_histories=item_histories,
     )

@@ -185,6 +185,11 @@ def tower_specs(
         group = spec.group(t.group)
         if group.type != "sequence":
             raise ValueError(f"DIN tower over group {t.group!r} needs a sequence group, it is {group.type!r}")
+        if not group.query:
+            raise ValueError(
+                f"DIN tower over group {t.group!r}: the group has history sub-features {group.history} but no "
+                "query feature to attend with; list the candidate's features in the group"
+            )
         parents = {spec.feature(h).sequence for h in group.history}
         length = max(max_length[p] for p in parents if p is not None)
         din.append(
