@@ -95,6 +95,12 @@ class ModelSection(ConfigSection):
 
     type: str
 
+    def domains(self) -> tuple[str, int] | None:
+        """``(domain label, number of domains)`` of a model with a tower per task and domain (PEPNet's
+        ``domain_label``): FG reads that label as each row's domain index; None (every other model): no
+        domain towers."""
+        return None
+
 
 class _Named(Protocol):
     name: str

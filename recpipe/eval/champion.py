@@ -34,6 +34,7 @@ def score_predictor(
     label: str | list[str],
     group_column: str | None,
     neg_sample_rate: float = 1.0,
+    domains: tuple[str, int] | None = None,
 ) -> EvalReport:
     """The :class:`EvalReport` of ``model`` on ``data_dir``; a multi-task model's (one probability column per
     label of ``label``) with every task's under ``tasks``.
@@ -44,6 +45,8 @@ def score_predictor(
         label (str | list[str]): the label column(s), the primary first.
         group_column (str | None): GAUC's group (user) column, when the data has it.
         neg_sample_rate (float): the primary task's negative sampling rate (probabilities re-calibrated).
+        domains (tuple[str, int] | None): a domain-tower model's ``(domain label, D)``: ``label`` lists it
+            last, the model serves ``D`` probabilities per task, and each row is scored by its domain's.
     """
     import pyarrow as pa
 
@@ -51,6 +54,8 @@ def score_predictor(
     from recpipe.data.sources import open_source
 
     labels_of = [label] if isinstance(label, str) else list(label)
+    if domains is not None:
+        labels_of = [c for c in labels_of if c != domains[0]]
     accs = task_accumulators(labels_of, neg_sample_rate, from_logits=False)
     for sb in open_source(data_dir).iter_batches(Shard(0, 1)):
         table = pa.Table.from_batches([sb.batch])
@@ -58,6 +63,10 @@ def score_predictor(
             part = table.slice(start, PREDICT_BATCH_ROWS)
             pred = np.asarray(model.predict(part.to_pandas()), dtype=np.float64)
             y = np.stack([part.column(c).to_numpy(zero_copy_only=False) for c in labels_of], axis=1)
+            if domains is not None:  # (N, T·D) → each row's domain's (N, T), as the training metrics read it
+                domain = part.column(domains[0]).to_numpy(zero_copy_only=False).astype(np.int64)
+                per = pred.reshape(len(y), len(labels_of), domains[1])
+                pred = np.take_along_axis(per, domain.reshape(-1, 1, 1), axis=2)[:, :, 0]
             if len(labels_of) == 1:  # one task: (N,) labels and probabilities
                 pred, y = pred.reshape(-1), y[:, 0]
             groups = None
@@ -113,6 +122,7 @@ def evaluate_champion(
     data_dir: str,
     label: str | list[str],
     group_column: str | None,
+    domains: tuple[str, int] | None = None,
 ) -> ChampionEval:
     """The champion re-scored on ``data_dir`` through ``load()``; when loading or scoring fails, the
     ``recorded`` numbers, with the reason in the source.
@@ -122,14 +132,15 @@ def evaluate_champion(
         version (int): the champion's version.
         recorded (Mapping): the metrics recorded on the version at registration.
         load (Callable[[], Predictor]): loads its served model (the registered pyfunc).
-        data_dir (str), label (str | list[str]), group_column (str | None): as in :func:`score_predictor`.
+        data_dir (str), label (str | list[str]), group_column (str | None), domains (tuple | None): as in
+            :func:`score_predictor`.
 
     Raises:
         RuntimeError: it could not be re-scored and has no recorded ``auc`` and ``logloss``.
     """
     v = version
     try:
-        report = score_predictor(load(), data_dir, label, group_column)
+        report = score_predictor(load(), data_dir, label, group_column, domains=domains)
         source = f"v{v} re-evaluated on the same eval data (registered pyfunc: RTP export, FG inside)"
         return ChampionEval(v, source, report=report)
     except Exception as err:  # noqa: BLE001 - fall back to the registered numbers, and say so

@@ -19,14 +19,21 @@ from recpipe.eval.report import EvalReport, build_report
 from recpipe.eval.tasks import task_accumulators, task_metrics, update_tasks
 from recpipe.features.fg import FGStats
 from recpipe.features.spec import FeatureSpec
+from recpipe.models.blocks.domains import select_domain_tasks
 from recpipe.train.checkpoint import CheckpointMeta, load_model_for_inference, resolve_checkpoint
 from recpipe.train.data import StepBatches
 
 
-def _logits(model: nn.Module, batch: Batch) -> torch.Tensor:
+def _task_logits(model: nn.Module, batch: Batch, spec: FeatureSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's logits and labels, a column per task: a domain-tower model's of each row's domain tower
+    (the trainer's TrainModel reads them so already; a plain model gives every domain's)."""
     if isinstance(model, DistributedModelParallel):  # a PipelineStep: (loss, (logits, ...))
-        return model(batch)[1][0]
-    return model(batch.dense, batch.sparse)
+        logits = model(batch)[1][0]
+        return logits, batch.labels if spec.domain_label is None else batch.labels[:, :-1]
+    logits = model(batch.dense, batch.sparse)
+    if spec.domain_label is None:
+        return logits, batch.labels
+    return select_domain_tasks(logits, batch.labels, spec.domain_num)
 
 
 @torch.no_grad()
@@ -62,8 +69,9 @@ def predict_dataset(
         stats (FGStats | None): receives this rank's rows read / used / skipped / truncated.
 
     Returns:
-        tuple: ``labels (N,) float32``, ``logits (N,) float32`` (``(N, T)`` both for a multi-task model),
-        ``groups (N,) int64`` or None.
+        tuple: ``labels (N,) float32``, ``logits (N,) float32`` (``(N, T)`` both for a multi-task model; a
+        model with domain towers' ``(N, T)`` of each row's domain tower and its task labels), ``groups (N,)
+        int64`` or None.
 
     Example::
 
@@ -81,9 +89,10 @@ def predict_dataset(
     reader = StepBatches(uri, spec, global_batch_size, rank, world_size, on_bad_row=on_bad_row, csv=csv)
     try:
         for sb in reader:
-            out = _logits(model, sb.batch.to(device)).float().cpu()
+            out, label = _task_logits(model, sb.batch.to(device), spec)
+            out, label = out.float().cpu(), label.cpu()
             n = sb.real_rows
-            labels.append(sb.batch.labels[:n].numpy())
+            labels.append(label[:n].numpy())
             logits.append(out[:n].numpy())
             if sb.batch.groups is not None:
                 groups.append(sb.batch.groups[:n].numpy())
@@ -120,7 +129,7 @@ def evaluate_distributed(
     labels, logits, groups = predict_dataset(
         model, spec, uri, global_batch_size, rank, world_size, on_bad_row, csv
     )
-    accs = update_tasks(task_accumulators(spec.labels, neg_sample_rate), labels, logits, groups)
+    accs = update_tasks(task_accumulators(spec.task_labels, neg_sample_rate), labels, logits, groups)
     if world_size > 1:
         accs = {name: gather_across_ranks(acc, group=group) for name, acc in accs.items()}
     out = (
@@ -203,7 +212,7 @@ def evaluate_checkpoint(
         if table is not None and table.num_rows == len(labels):
             oracle = _floats(table.column(oracle_column))
     accs = update_tasks(
-        task_accumulators(spec.labels, cfg.data.neg_sample_rate), labels, logits, groups, oracle
+        task_accumulators(spec.task_labels, cfg.data.neg_sample_rate), labels, logits, groups, oracle
     )
     info = {"checkpoint": str(ckpt), "step": CheckpointMeta.read(ckpt).step, "config_digest": cfg.digest()}
     rows = {

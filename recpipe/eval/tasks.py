@@ -1,7 +1,8 @@
 """Per-task metrics of a multi-task model: one :class:`MetricAccumulator` per label column.
 
 A single-task evaluation has labels and logits ``(N,)``; a multi-task one ``(N, T)``, one column per label
-of ``FeatureSpec.labels`` (the primary label first). The primary task's metrics stay the report's
+of ``FeatureSpec.task_labels`` (the primary label first; a domain-tower model's logits are those of each row's
+domain tower, :func:`~recpipe.models.blocks.domains.select_domain_tasks`). The primary task's metrics stay the report's
 top-level numbers (what single-task tools read); every task's are under ``tasks[<label>]``.
 
 Negative down-sampling keeps every row of the primary label's positives and a fraction of its negatives,

@@ -181,7 +181,8 @@ def export(
 
 
 def _logits_output(labels: list[str]) -> dict[str, Any]:
-    """The manifest's ``logits`` entry: ``(B,)``, or ``(B, T)`` with the label of each column."""
+    """The manifest's ``logits`` entry: ``(B,)``, or ``(B, T)`` with the output of each column
+    (:meth:`~recpipe.features.spec.FeatureSpec.output_names`: a label each, or a label and domain each)."""
     if len(labels) == 1:
         return {"dtype": "float32", "shape": ["B"]}
     return {"dtype": "float32", "shape": ["B", len(labels)], "tasks": list(labels)}
@@ -217,7 +218,7 @@ def _export_one(
         backend=name,
         files=record_files(folder),
         inputs=inputs,
-        outputs={"logits": _logits_output(ctx.spec.labels)},
+        outputs={"logits": _logits_output(ctx.spec.output_names())},
         model=model_info,
         extra=extra,
     )
@@ -229,7 +230,7 @@ def _export_one(
         logits, secs = score_batches(
             ctx.parity,
             lambda _f, raw: scorer.predict_raw(
-                raw.drop_columns([c for c in ctx.spec.labels if c in raw.column_names])
+                raw.drop_columns([c for c in ctx.spec.label_only_columns() if c in raw.column_names])
             ),
         )
     report = compare(eager_logits, logits, ctx.parity.labels, tolerance, ctx.parity, secs)

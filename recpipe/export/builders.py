@@ -75,7 +75,7 @@ class ExportContext:
         }
 
     def split_signature(self) -> dict[str, Any]:
-        raw = [c for c in self.spec.input_columns() if c not in (*self.spec.labels, self.spec.weight)]
+        raw = [c for c in self.spec.input_columns() if c not in self.spec.label_only_columns()]
         return {
             "kind": "split",
             "raw_columns": raw,
@@ -110,7 +110,7 @@ def _write_tables(ctx: ExportContext, folder: Path) -> list[str]:
 def build_onnx(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]:
     from recpipe.export.onnx import ONNX_OPSET, task_output_names, write_onnx
 
-    labels = ctx.spec.labels
+    labels = ctx.spec.output_names()
     files = _write_tables(ctx, folder) + write_onnx(
         folder, ctx.dense_program(), ctx.split.input_names, labels
     )

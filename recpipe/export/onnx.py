@@ -59,12 +59,14 @@ def _rename_clashes(graph: Any, names: set[str]) -> None:
 
 
 def task_output_names(labels: list[str]) -> list[str]:
-    """The per-task outputs of a multi-task graph (``logit_clk``, ``logit_buy``); none for one task."""
+    """The per-task outputs of a multi-task graph (``logit_clk``, ``logit_buy``; with domain towers
+    ``logit_clk_0`` ...), ``labels`` the model's :meth:`~recpipe.features.spec.FeatureSpec.output_names`; none
+    for one task."""
     return [f"logit_{label}" for label in labels] if len(labels) > 1 else []
 
 
 def _add_task_outputs(graph: Any, labels: list[str]) -> None:
-    """Add a ``Gather(logits, t, axis=1)`` output named ``logit_<label>`` per task of a ``(B, T)`` graph."""
+    """Add a ``Gather(logits, t, axis=1)`` output named ``logit_<name>`` per output of a ``(B, T)`` graph."""
     import onnx_ir as ir
 
     logits = graph.outputs[0]
@@ -86,7 +88,8 @@ def write_onnx(
     labels: list[str] | None = None,
 ) -> list[str]:
     """Write ``dense.onnx`` from the exported dense program; returns the file names. ``labels``: the
-    model's label columns in task order; two or more add the per-task outputs (:func:`task_output_names`)."""
+    model's outputs in column order (:meth:`~recpipe.features.spec.FeatureSpec.output_names`); two or more
+    add the per-task outputs (:func:`task_output_names`)."""
     path = Path(folder) / DENSE_ONNX
     onnx_program = torch.onnx.export(
         dense_program,
@@ -125,7 +128,7 @@ class OnnxScorer(Scorer):
         )
         self.input_names = [i.name for i in self.session.get_inputs()]
         # a multi-task graph is read through its named per-task outputs, so parity checks those
-        self.output_names = task_output_names(self.spec.labels) or ["logits"]
+        self.output_names = task_output_names(self.spec.output_names()) or ["logits"]
 
     def run_dense(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The dense part alone on named numpy inputs (``dense`` and the lookup outputs): ``(B,)`` logits,

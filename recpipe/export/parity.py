@@ -35,7 +35,10 @@ class ParitySet:
         features (FGOutput): FG of ``table`` (labels included).
         bounds (list[tuple[int, int]]): ``[start, stop)`` of each batch.
         history_lengths (list[int]): history lengths the edge rows guarantee (empty without sequences).
-        label_names (list[str]): the label columns, one per task (``labels`` has a column each when several).
+        label_names (list[str]): the model's outputs (:meth:`FeatureSpec.output_names`), one per logit column
+            (``labels`` has a column each when several).
+        domain_num (int): a domain-tower model's domains: FG's labels end in the domain column, and each
+            output ``<label>_<j>`` is compared against its task's label.
     """
 
     table: pa.Table
@@ -43,10 +46,14 @@ class ParitySet:
     bounds: list[tuple[int, int]]
     history_lengths: list[int]
     label_names: list[str] = field(default_factory=lambda: ["label"])
+    domain_num: int = 0
 
     @property
     def labels(self) -> np.ndarray:
-        return self.features.labels
+        """The labels, a column per output: a domain-tower model's task labels, each repeated per domain."""
+        if not self.domain_num:
+            return self.features.labels
+        return np.repeat(self.features.labels[:, :-1], self.domain_num, axis=1)
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -54,7 +61,8 @@ class ParitySet:
 
 
 def _edge_rows(table: pa.Table, spec: FeatureSpec) -> tuple[pa.Table, list[int]]:
-    """Copies of the first row with histories of 0, 1 and ``max_length`` items, and one with every feature missing."""
+    """Copies of the first row with histories of 0, 1 and ``max_length`` items, and one with every feature missing
+    (but a label's column)."""
     base = table.slice(0, 1)
     rows: list[pa.Table] = []
     lengths: set[int] = set()
@@ -70,8 +78,14 @@ def _edge_rows(table: pa.Table, spec: FeatureSpec) -> tuple[pa.Table, list[int]]
         if spec.sequences:
             lengths.add(n)
     missing = base
+    labels = set(spec.labels)  # a domain label is an id feature's column too: the row keeps its domain
     for f in spec.sparse:
-        if f.sequence is None and f.boundaries is None and f.mapping.default_value is None:
+        if (
+            f.sequence is None
+            and f.boundaries is None
+            and f.mapping.default_value is None
+            and f.column not in labels
+        ):
             missing = _set(missing, f.column, None)
     for s in spec.sequences:
         missing = _set(missing, s.column, None)
@@ -130,7 +144,7 @@ def build_parity_set(
         bounds.append((start, start + b))
         start += b
     features = FeatureGenerator(spec, on_bad_row="error", with_labels=True)(table, file="<parity rows>")
-    return ParitySet(table, features, bounds, lengths, list(spec.labels))
+    return ParitySet(table, features, bounds, lengths, spec.output_names(), spec.domain_num)
 
 
 def clean_rows(data: pa.Table, spec: FeatureSpec, wanted: int, chunk: int = 256) -> tuple[pa.Table, int]:

@@ -85,7 +85,8 @@ class Scorer:
         if dense_t.dim() != 2 or dense_t.shape[1] != self.spec.dense_dim:
             raise ValueError(f"dense must be (B, {self.spec.dense_dim}), got {tuple(dense_t.shape)}")
         batch = dense_t.shape[0]
-        shape = (batch,) if len(self.spec.labels) == 1 else (batch, len(self.spec.labels))
+        outputs = len(self.spec.output_names())
+        shape = (batch,) if outputs == 1 else (batch, outputs)
         if batch == 0:
             return np.zeros(shape, np.float32)
         lengths_t = as_tensor(lengths, torch.int32)
@@ -126,15 +127,17 @@ class Scorer:
         p = sigmoid(np.asarray(logits, dtype=np.float64))
         rate = neg_sample_rate or float((self.manifest.model or {}).get("neg_sample_rate", 1.0))
         if rate < 1.0:  # the sampling is the primary label's: only its probabilities are re-calibrated
-            if p.ndim == 2:
-                p[:, 0] = recalibrate(p[:, 0], rate)
+            if p.ndim == 2:  # the primary task's columns: one, or one per domain
+                first = max(self.spec.domain_num, 1)
+                p[:, :first] = recalibrate(p[:, :first], rate)
             else:
                 p = recalibrate(p, rate)
         return p
 
     def output_columns(self, output: str = "probability") -> list[str]:
         """Names of the output's columns: ``[output]`` for one task, ``<output>_<label>`` for each task of a
-        multi-task model (``probability_clk``, ``probability_buy``)."""
+        multi-task model (``probability_clk``, ``probability_buy``; ``probability_clk_0`` ... with domain towers:
+        :meth:`~recpipe.features.spec.FeatureSpec.output_columns`)."""
         return self.spec.output_columns(output)
 
     def output_by_column(self, scores: np.ndarray, output: str = "probability") -> dict[str, np.ndarray]:

@@ -38,6 +38,7 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
     ) in parts.sparse:  # a history's vector of floats per item (<key>__<i>): a group listing it gets them all
         if "vector_of" in e.params:
             columns_of.setdefault(e.params["vector_of"], []).append(e.name)
+    domains = cfg.model.domains()
     spec = FeatureSpec(
         sparse=parts.sparse,
         dense=parts.dense,
@@ -45,6 +46,8 @@ def build_feature_spec(cfg: RecpipeConfig) -> FeatureSpec:
         groups=[],
         label=cfg.data.labels[0],
         extra_labels=cfg.data.labels[1:],
+        domain_label=domains[0] if domains else None,
+        domain_num=domains[1] if domains else 0,
         weight=cfg.data.weight,
         group_column=cfg.eval.gauc_group or cfg.data.group_column,
     )

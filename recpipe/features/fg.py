@@ -220,7 +220,7 @@ class FeatureGenerator:
     def _check_columns(self, batch: pa.RecordBatch, file: str) -> None:
         need = self.spec.input_columns()
         if not self.with_labels:
-            need = [c for c in need if c not in (*self.spec.labels, self.spec.weight)]
+            need = [c for c in need if c not in self.spec.label_only_columns()]
         missing = [c for c in need if batch.schema.get_field_index(c) < 0]
         if missing:
             raise DataError(f"{file}: missing columns {missing}; the file has {batch.schema.names}")
@@ -271,7 +271,12 @@ class FeatureGenerator:
         labels = np.zeros(n if not self.spec.extra_labels else (n, len(self.spec.labels)), np.float32)
         weights = groups = None
         if self.with_labels:
-            columns = [self._label(col, batch.column(col), bads) for col in self.spec.labels]
+            columns = [
+                self._domain(col, batch.column(col), bads)
+                if col == self.spec.domain_label
+                else self._label(col, batch.column(col), bads)
+                for col in self.spec.labels
+            ]
             labels = columns[0] if len(columns) == 1 else np.stack(columns, axis=1)
             if self.spec.weight:
                 w, bad = to_float(batch.column(self.spec.weight), 1.0, self.spec.weight)
@@ -303,3 +308,16 @@ class FeatureGenerator:
             bads.append(BadRows(np.flatnonzero(notbin), col, "a label of 0 or 1", arr))
             y = np.where(notbin, 0.0, y)
         return y.astype(np.float32)
+
+    def _domain(self, col: str, arr: pa.Array, bads: list[BadRows]) -> np.ndarray:
+        """The domain label's column: each row's domain, an integer in ``[0, domain_num)`` (a row outside is
+        bad, never clamped: its loss would read another domain's tower)."""
+        d, bad = to_float(arr, np.nan, col)
+        outside = ~((d == np.floor(d)) & (d >= 0) & (d < self.spec.domain_num))
+        if bad is not None:
+            outside[bad.rows] = True
+        if outside.any():
+            expected = f"a domain index, an integer in [0, {self.spec.domain_num}) (the model's domain_label)"
+            bads.append(BadRows(np.flatnonzero(outside), col, expected, arr))
+            d = np.where(outside, 0.0, d)
+        return d.astype(np.float32)

@@ -55,7 +55,8 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
                     kinds[column] = kind
     if with_labels:
         for column in spec.labels:
-            kinds[column] = "float"
+            if kinds.get(column) != "id":  # a domain label that is an id feature's column too stays ids
+                kinds[column] = "float"
         if spec.weight:
             kinds[spec.weight] = "float"
     return kinds
@@ -76,7 +77,7 @@ def normalize(batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True
     for column, kind in column_kinds(spec, with_labels).items():
         i = batch.schema.get_field_index(column)
         if i < 0:
-            if with_labels or column in spec.labels:
+            if with_labels or column in spec.label_only_columns():
                 continue
             names.append(column)
             arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))

@@ -393,6 +393,10 @@ class FeatureSpec:
         groups (list[FeatureGroup]): feature groups for the model.
         label (str): label column (the primary one); ``weight`` optional sample-weight column.
         extra_labels (list[str]): the other label columns of a multi-task model, in task order.
+        domain_label (str | None): the last label, when the model has a tower per task and domain (PEPNet's
+            ``domain_label``): not a task's, it holds each row's domain, an integer in ``[0, domain_num)`` that
+            FG checks; the loss and metrics read each row's domain tower (:meth:`output_names`).
+        domain_num (int): the number of domains (with ``domain_label``).
 
     Example::
 
@@ -414,16 +418,47 @@ class FeatureSpec:
     # training refuses an fg.json whose features the config has since changed. None: written before.
     config_digest: str | None = None
     extra_labels: list[str] = field(default_factory=list)
+    domain_label: str | None = None
+    domain_num: int = 0
+
+    def __post_init__(self) -> None:
+        if self.domain_label is not None and (self.labels[-1] != self.domain_label or self.domain_num < 1):
+            raise FeatureSpecError(
+                f"domain_label {self.domain_label!r} must be the last of the labels {self.labels}, with "
+                f"domain_num >= 1 (got {self.domain_num})"
+            )
 
     @property
     def labels(self) -> list[str]:
         """Every label column, the primary one first (FG's ``labels`` columns, in this order)."""
         return [self.label, *self.extra_labels]
 
+    @property
+    def task_labels(self) -> list[str]:
+        """The labels the tasks predict: every label but the domain label (the first ``T`` columns of
+        ``Batch.labels``)."""
+        return self.labels if self.domain_label is None else self.labels[:-1]
+
+    def output_names(self) -> list[str]:
+        """The model's outputs in its logits' column order: a task label each (``clk``, ``buy``); with a
+        ``domain_label``, ``<label>_<j>`` per task and domain ``j``, task-major (``clk_0, clk_1, clk_2,
+        buy_0, ...``: TorchEasyRec's tower ``i * D + j``)."""
+        if self.domain_label is None:
+            return self.labels
+        return [f"{label}_{j}" for label in self.task_labels for j in range(self.domain_num)]
+
     def output_columns(self, output: str = "probability") -> list[str]:
-        """A served model's output columns: ``[output]`` for one label; ``<output>_<label>`` for each label of
-        a multi-task model (``probability_clk``, ``probability_buy``)."""
-        return [output] if not self.extra_labels else [f"{output}_{label}" for label in self.labels]
+        """A served model's output columns: ``[output]`` for one label; ``<output>_<name>`` for each of a
+        multi-task model's :meth:`output_names` (``probability_clk``, ``probability_buy``; with domain towers
+        ``probability_clk_0`` ... ``probability_buy_2``)."""
+        names = self.output_names()
+        return [output] if len(names) == 1 else [f"{output}_{name}" for name in names]
+
+    def label_only_columns(self) -> set[str]:
+        """The label and weight columns no feature reads: what serving rows need not have (a domain label is
+        often a feature's column too, TorchEasyRec's ``occupation``)."""
+        read = {c for e in self.fg_entries() for c in (e.column, *getattr(e, "inputs", ()))}
+        return {c for c in (*self.labels, self.weight) if c and c not in read}
 
     # ------------------------------------------------------------------ queries
     def sparse_keys(self) -> list[str]:
@@ -540,6 +575,8 @@ class FeatureSpec:
         out = asdict(self)
         if not out["extra_labels"]:  # a single-label spec reads (and digests) as before multi-task labels
             del out["extra_labels"]
+        if self.domain_label is None:  # a spec without domain towers reads (and digests) as before
+            del out["domain_label"], out["domain_num"]
         for g in out["groups"]:  # a group without dense query columns reads (and digests) as before
             if not g["query_order"]:
                 del g["query_order"]
@@ -591,6 +628,8 @@ class FeatureSpec:
                 version=version,
                 config_digest=d.get("config_digest"),
                 extra_labels=list(d.get("extra_labels", [])),
+                domain_label=d.get("domain_label"),
+                domain_num=int(d.get("domain_num", 0)),
             )
         except FeatureSpecError:
             raise

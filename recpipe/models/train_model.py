@@ -12,6 +12,7 @@ from torch import nn
 
 from recpipe.batch import Batch
 from recpipe.models.blocks.distill import distillation_terms
+from recpipe.models.blocks.domains import select_domain_tasks
 from recpipe.models.blocks.multitask import TwoClassLogit
 from recpipe.models.protocol import RetrievalModel
 
@@ -36,6 +37,9 @@ class TrainModel(nn.Module):
             :class:`~recpipe.models.blocks.distill.Distillation`, RocketLaunching) trains its light and
             booster nets' BCE plus :func:`~recpipe.models.blocks.distill.distillation_terms`; its logits are
             the light net's (evaluation, in eval mode, is the light net's BCE alone, as TorchEasyRec's).
+            A model with domain towers (``task_domains``: ``D``, PEPNet's ``domain_label``) gives ``(B, T·D)``
+            logits over ``(B, T + 1)`` labels, the last each row's domain: the loss, and the logits returned,
+            are each row's domain tower's (:func:`~recpipe.models.blocks.domains.select_domain_tasks`).
 
     Example::
 
@@ -52,6 +56,7 @@ class TrainModel(nn.Module):
                 "(recpipe.models.retrieval_train.RetrievalTrainModel), not the ranking loss"
             )
         self.model = model
+        self.task_domains = int(getattr(model, "task_domains", 0))
         # A multi-task model's (B, T) logits: the loss is Σ_t weight_t · BCE_t (TorchEasyRec's task weights).
         task_weights = getattr(model, "task_weights", None)
         self.register_buffer(
@@ -88,8 +93,11 @@ class TrainModel(nn.Module):
             )
             return loss + distillation_terms(out, batch.weights), out.light.detach()
         jrc = None
+        labels = batch.labels
         if self.jrc_alpha is None:
             logits = self.model.predict(batch)
+            if self.task_domains:
+                logits, labels = select_domain_tasks(logits, labels, self.task_domains)
         else:
             pairs = [None if p is None else self.model.get_submodule(p) for p in self.jrc_pairs]
             with _outputs_of(pairs) as seen:
@@ -103,8 +111,8 @@ class TrainModel(nn.Module):
             jrc = (self.jrc_alpha, torch.stack(terms, dim=1))
         weights = batch.weights
         if self.task_space is not None:
-            weights = task_space_weights(batch.labels, self.task_space, weights)
-        loss = bce_loss(logits, batch.labels, weights, self.task_weights, self.focal, jrc)
+            weights = task_space_weights(labels, self.task_space, weights)
+        loss = bce_loss(logits, labels, weights, self.task_weights, self.focal, jrc)
         term = self.model.regularization(logits.shape[0]) if hasattr(self.model, "regularization") else None
         if term is not None:  # TorchEasyRec sums every loss of the model (tzrec/main.py)
             loss = loss + term.to(loss.dtype)

@@ -153,7 +153,9 @@ def run(
             if not tracking_uri:
                 raise ParameterError("tracking_uri", "is needed to find the champion")
             group = cfg.eval.gauc_group or cfg.data.group_column
-            champion = _champion(champion_model, tracking_uri, data_dir, cfg.data.labels, group)
+            champion = _champion(
+                champion_model, tracking_uri, data_dir, cfg.data.labels, group, cfg.model.domains()
+            )
         evaluation = gate_candidate(candidate, champion, gate, cfg.eval.task_gates, drift)
         out_path = evaluation.write(out, checkpoint=str(checkpoint), data=str(data_dir))
         _log(log, evaluation, out_path)
@@ -212,7 +214,12 @@ def _drift(
 
 
 def _champion(
-    model_name: str, tracking_uri: str, data_dir: str, label: str | list[str], group_column: str | None
+    model_name: str,
+    tracking_uri: str,
+    data_dir: str,
+    label: str | list[str],
+    group_column: str | None,
+    domains: tuple[str, int] | None = None,
 ) -> ChampionEval | None:
     """The registry's ``@champion`` of ``model_name`` re-scored on ``data_dir`` through its registered pyfunc
     (or its recorded numbers: :func:`recpipe.eval.champion.evaluate_champion`); None without a champion."""
@@ -227,7 +234,7 @@ def _champion(
     def load() -> Predictor:
         return tracking.load_pyfunc_model(tracking_uri, f"models:/{model_name}/{v}")
 
-    return evaluate_champion(model_name, v, champ["metrics"], load, data_dir, label, group_column)
+    return evaluate_champion(model_name, v, champ["metrics"], load, data_dir, label, group_column, domains)
 
 
 def _log(log: RunLog, evaluation: Evaluation, report: Path) -> None:

@@ -275,6 +275,7 @@ def _map(msg: Any, found: Findings, name: str | None, dropped: set[str]) -> dict
         check_dlrm_groups(msg, data, found)
     check_wukong_dims(data, found)
     check_model_groups(model, data["feature_groups"], found)
+    _domain_label_last(data, found)
     return data
 
 
@@ -291,6 +292,26 @@ def _check_sampler(msg: Any, model: dict[str, Any], data: dict[str, Any], found:
         found.problem(
             "data_config",
             f"{model['type']} without in_batch_negative trains on sampled negatives: it needs a negative_sampler",
+        )
+
+
+def _domain_label_last(data: dict[str, Any], found: Findings) -> None:
+    """PEPNet's ``domain_input_name`` names one of ``label_fields`` (TorchEasyRec reads labels by name);
+    recpipe's domain label is the last of ``data.label_fields``: moved there when it is elsewhere."""
+    domain = data["model"].get("domain_label")
+    labels = data["data"].get("label_fields", [data["data"].get("label")])
+    if domain is None:
+        return
+    if domain not in labels:
+        found.problem(
+            "model_config.pepnet.domain_input_name",
+            f"{domain!r} is not one of data_config.label_fields {labels} (each row's domain is read from that label)",
+        )
+    elif labels[-1] != domain:
+        data["data"]["label_fields"] = [c for c in labels if c != domain] + [domain]
+        found.note(
+            "data_config.label_fields",
+            f"domain label {domain!r} moved last (recpipe's domain towers read it there; TorchEasyRec reads labels by name)",
         )
 
 

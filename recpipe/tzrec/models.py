@@ -409,8 +409,9 @@ def _wukong(mc: Any, path: str, found: Findings) -> dict[str, Any]:
 
 def _pepnet(mc: Any, path: str, found: Findings) -> dict[str, Any]:
     """PEPNet (tzrec/models/pepnet.py): group ``all``, and ``domain`` (EPNet) and ``uia`` (PPNet) when defined;
-    ``domain_input_name`` / ``task_domain_num`` (a tower per task and domain, the loss reading the domain
-    from a label) are refused: recpipe's model has one tower per task."""
+    ``domain_input_name`` / ``task_domain_num`` → ``domain_label`` / ``task_domain_num``: a tower per task and
+    domain, each row's loss and metrics read from its domain's tower, every domain's probability served
+    (``probability_<label>_<j>``, TorchEasyRec's ``probs_<tower>_<j>``)."""
     m = mc.pepnet
     groups = [g.group_name for g in mc.feature_groups]
     if "all" not in groups:
@@ -453,12 +454,12 @@ def _pepnet(mc: Any, path: str, found: Findings) -> dict[str, Any]:
         if m.ppnet_gamma != 2.0:
             out["ppnet_gamma"] = m.ppnet_gamma
     if m.HasField("domain_input_name"):
-        found.problem(
-            f"{path}.domain_input_name",
-            f"domain towers ({m.domain_input_name!r}, task_domain_num {m.task_domain_num}: a tower per task and "
-            "domain, the loss reading each row's domain from that label, every domain's prediction served) are not "
-            "built by recpipe's pepnet, which has one tower per task; remove domain_input_name and task_domain_num",
-        )
+        # a tower per task and domain, each row's loss and metrics from its domain's (the label
+        # domain_input_name, among data_config.label_fields: the config checks it is the last one)
+        out["domain_label"] = m.domain_input_name
+        out["task_domain_num"] = m.task_domain_num
+        if m.task_domain_num < 1:
+            found.problem(f"{path}.task_domain_num", f"task_domain_num must be >= 1, got {m.task_domain_num}")
     elif m.task_domain_num != 1:
         found.problem(f"{path}.task_domain_num", "task_domain_num counts only with domain_input_name")
     out["task_towers"] = [

@@ -301,7 +301,10 @@ def test_rows_pass_fg_with_every_input_column_and_a_known_oracle(name, generated
     assert out.num_rows == table.num_rows == ROWS
     oracle = cfg.data.oracle_column or "true_prob"
     assert np.allclose(table[oracle].to_numpy(), probs[:, 0])
-    for t, label in enumerate(cfg.data.labels):
+    domain = cfg.model.domains()
+    if domain is not None:  # PEPNet's domain label: every row's domain in [0, D), never null
+        assert set(np.unique(table[domain[0]].to_numpy())) == set(range(domain[1]))
+    for t, label in enumerate(c for c in cfg.data.labels if domain is None or c != domain[0]):
         assert set(np.unique(table[label].to_numpy())) <= {0, 1}
         assert np.array_equal(table[label].to_numpy(), labels[:, t])
         assert binary_auc(labels[:, t], probs[:, t]) > 0.65, (label, binary_auc(labels[:, t], probs[:, t]))

@@ -80,3 +80,39 @@ def test_a_champion_that_cannot_be_scored_falls_back_to_its_recorded_numbers(dat
 
 def test_a_re_scored_single_task_champion_has_no_task_results():
     assert ChampionEval(1, "s", recorded={"auc": 0.7, "logloss": 0.4}).task_results() == {}
+
+
+class DomainModel:
+    """A domain-tower model's served output: per task (clk, buy) and domain j, ``p_<task>`` where j is the row's
+    domain and 0.5 elsewhere, so only reading each row's own domain gives the data's probabilities."""
+
+    def predict(self, rows):  # noqa: ANN001, ANN201 - a pandas DataFrame in, (N, T·D) probabilities out
+        d = rows["occupation"].to_numpy()
+        mine = np.arange(3)[None, :] == d[:, None]
+        return np.concatenate(
+            [np.where(mine, rows[f"p_{t}"].to_numpy()[:, None], 0.5) for t in ("clk", "buy")], 1
+        )
+
+
+def test_a_domain_tower_champion_is_scored_by_each_rows_domain(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 600
+    p_clk, p_buy = rng.uniform(0.05, 0.95, n), rng.uniform(0.05, 0.95, n)
+    table = pa.table(
+        {
+            "clk": (rng.uniform(size=n) < p_clk).astype(np.int64),
+            "buy": (rng.uniform(size=n) < p_buy).astype(np.int64),
+            "occupation": rng.integers(0, 3, n),
+            "p_clk": p_clk,
+            "p_buy": p_buy,
+        }
+    )
+    (tmp_path / "eval").mkdir()
+    pq.write_table(table, tmp_path / "eval" / "part-00000.parquet")
+    labels = ["clk", "buy", "occupation"]
+    report = score_predictor(DomainModel(), str(tmp_path / "eval"), labels, None, domains=("occupation", 3))
+    assert set(report.tasks) == {"clk", "buy"}
+    for task in ("clk", "buy"):
+        acc = MetricAccumulator(from_logits=False)
+        acc.update(labels=table[task].to_numpy(), preds=table[f"p_{task}"].to_numpy())
+        assert report.tasks[task]["auc"] == pytest.approx(acc.compute().auc)

@@ -19,6 +19,7 @@ from recpipe.export.split import model_tables
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
+from recpipe.models.blocks.domains import select_domain_tasks
 from recpipe.models.registry import build_model
 from recpipe.models.train_model import bce_loss
 
@@ -57,7 +58,10 @@ def train_steps(model: nn.Module, spec: FeatureSpec, rows: pa.Table, steps: int)
     model.train()
     for step in range(steps):
         b = to_batch(features.slice(step * step_rows, (step + 1) * step_rows), spec.sparse_keys())
-        loss = bce_loss(model(b.dense, b.sparse), b.labels)
+        logits, labels = model(b.dense, b.sparse), b.labels
+        if spec.domain_label is not None:  # each row's domain tower, as TrainModel reads it
+            logits, labels = select_domain_tasks(logits, labels, spec.domain_num)
+        loss = bce_loss(logits, labels)
         dense_opt.zero_grad()
         sparse_opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -63,3 +63,24 @@ def test_a_bad_second_label_names_its_column_and_row(rows):
 def test_label_and_label_fields_must_agree():
     with pytest.raises(ValueError, match="must be the first of data.label_fields"):
         _spec(**{"data.label": "buy"})  # the YAML's label_fields are [clk, buy]
+
+
+def test_a_domain_label_ends_the_labels_and_is_a_feature_column_serving_still_needs(rows):
+    spec = _spec("pepnet_domains_taobao_small.yaml")
+    assert (spec.labels, spec.task_labels, spec.domain_label, spec.domain_num) == (
+        ["clk", "buy", "occupation"],
+        ["clk", "buy"],
+        "occupation",
+        3,
+    )
+    back = FeatureSpec.from_dict(spec.to_dict())
+    assert (back.domain_label, back.domain_num, back.digest()) == ("occupation", 3, spec.digest())
+    assert "domain_label" not in _spec().to_dict()  # a spec without domain towers reads as before
+    # occupation is the id feature's column too: serving rows keep it, only clk and buy may be left out
+    assert spec.label_only_columns() == {"clk", "buy"}
+    out = FeatureGenerator(spec)(rows)
+    np.testing.assert_array_equal(out.labels[:, 2], rows["occupation"].to_numpy())
+    serving = FeatureGenerator(spec, with_labels=False)
+    assert serving(rows.drop_columns(["clk", "buy"])).num_rows == rows.num_rows
+    with pytest.raises(ValueError, match="domain_label 'buy' must be the last of the labels"):
+        FeatureSpec.from_dict({**spec.to_dict(), "domain_label": "buy"})

@@ -1,7 +1,7 @@
 """TorchEasyRec's PEPNet (``examples/pepnet_taobao.config``'s constructs: groups ``all``, ``domain`` and ``uia``,
 ``ppnet_hidden_units`` / ``ppnet_dropout_ratio``, task towers with a task space, ``domain_input_name`` with
-``task_domain_num`` and a third label ``occupation``): mapped field by field, the domain towers refused at their
-line, the config without them imported and trained on generated Taobao rows."""
+``task_domain_num`` and a third label ``occupation``): mapped field by field, with and without the domain towers,
+and both imported configs trained on generated Taobao rows (whose ``occupation`` is a user's, 0 or 1)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 from test_tzrec_multitask import trains_on_generated_taobao
 from tzrec_fixtures import DIN_CONFIG
 
+from recpipe.config import parse_config
+from recpipe.features.build import build_feature_spec
 from recpipe.tzrec import TzrecImportError, import_tzrec
 
 UIA = ["user_id", "cms_segid", "cms_group_id", "final_gender_code", "age_level", "pvalue_level", "shopping_level",
@@ -50,14 +52,38 @@ def pepnet_config(domains: bool) -> str:
     )
 
 
-def test_domain_towers_are_refused_at_their_line():
-    with pytest.raises(TzrecImportError) as err:
-        import_tzrec(pepnet_config(domains=True), "pepnet_taobao.config")
-    paths = [p.path for p in err.value.problems]
-    assert "model_config.pepnet.domain_input_name" in paths
-    assert "one tower per task" in next(
-        p.message for p in err.value.problems if p.path.endswith("domain_input_name")
+def test_domain_towers_map_to_domain_label_and_task_domain_num():
+    imported = import_tzrec(pepnet_config(domains=True), "pepnet_taobao.config")
+    model, data = imported.data["model"], imported.data["data"]
+    assert (model["domain_label"], model["task_domain_num"]) == ("occupation", 3)
+    assert data["label_fields"] == ["clk", "buy", "occupation"]
+    cfg = parse_config(imported.data)
+    spec = build_feature_spec(cfg)
+    assert (spec.task_labels, spec.domain_label, spec.domain_num) == (["clk", "buy"], "occupation", 3)
+    assert spec.output_columns()[:4] == [
+        "probability_clk_0",
+        "probability_clk_1",
+        "probability_clk_2",
+        "probability_buy_0",
+    ]
+    # TorchEasyRec reads labels by name: a domain label listed first is moved last, with a note
+    moved = pepnet_config(domains=True).replace(
+        'label_fields: "clk"', 'label_fields: "occupation"\n    label_fields: "clk"', 1
     )
+    moved = moved.replace('label_fields: "buy"\n    label_fields: "occupation"', 'label_fields: "buy"')
+    imported = import_tzrec(moved)
+    assert imported.data["data"]["label_fields"] == ["clk", "buy", "occupation"]
+    assert any(n.path == "data_config.label_fields" and "moved last" in n.message for n in imported.notes)
+    missing = pepnet_config(domains=True).replace(
+        "domain_input_name: 'occupation'", "domain_input_name: 'pid'"
+    )
+    with pytest.raises(TzrecImportError, match="'pid' is not one of data_config.label_fields"):
+        import_tzrec(missing)
+    without = pepnet_config(domains=False).replace(
+        "ppnet_hidden_units", "task_domain_num: 2 ppnet_hidden_units"
+    )
+    with pytest.raises(TzrecImportError, match="task_domain_num counts only with domain_input_name"):
+        import_tzrec(without)
 
 
 def test_pepnet_maps_its_groups_gates_and_towers():
@@ -73,5 +99,6 @@ def test_pepnet_maps_its_groups_gates_and_towers():
 
 
 @pytest.mark.slow
-def test_imported_pepnet_taobao_trains(tmp_path):
-    trains_on_generated_taobao(import_tzrec(pepnet_config(domains=False)).data, tmp_path)
+@pytest.mark.parametrize("domains", [False, True])
+def test_imported_pepnet_taobao_trains(domains, tmp_path):
+    trains_on_generated_taobao(import_tzrec(pepnet_config(domains=domains)).data, tmp_path)

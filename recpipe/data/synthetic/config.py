@@ -33,6 +33,9 @@ How the rows are made:
   a click), ``P = P(previous) · sigmoid(its own logit)``, its true probability in ``true_<label>_prob``.
 - **Other columns.** ``data.split.time_column`` (8 days of timestamps), ``data.weight``,
   ``data.group_column`` / ``eval.gauc_group`` when no feature reads them.
+- **A domain label** (PEPNet's ``domain_label``, ``D`` domains) is not a task's: its column holds integers drawn
+  uniformly in ``[0, D)``, never null, replacing a feature's values when a feature reads that column (as
+  TorchEasyRec's ``occupation``; that feature then plays no part in the click model's probabilities).
 - **Nulls.** A share ``nulls`` (default 1%) of every feature input column is null; the raw-value contract
   makes a null a missing value everywhere, so with ``on_bad_row: error`` every row passes FG. Labels, weight
   and time are never null.
@@ -641,7 +644,7 @@ class ConfigModel:
     spaces: dict[str, Space]
     catalogues: dict[str, Catalogue]
     columns: list[Column]
-    labels: tuple[str, ...]
+    labels: tuple[str, ...]  # the tasks' labels (a domain label is not one)
     oracle: str
     nulls: float
     lists: bool
@@ -653,6 +656,7 @@ class ConfigModel:
     # History column → (the first history of its sequence group, their shortest max_length): histories FG reads
     # item by item together (:func:`aligned_histories`) take one length per row.
     aligned: dict[str, tuple[str, int]] = field(default_factory=dict)
+    domain: tuple[str, int] | None = None  # (domain label, D): the model's domain towers read it
 
     def prob_columns(self) -> list[str]:
         return [self.oracle] + [f"true_{label}_prob" for label in self.labels[1:]]
@@ -778,8 +782,10 @@ def build_model(
     for name, what in list(extra.items()):
         if name in plan.columns and not (what == "time" and plan.columns[name].role == "number"):
             del extra[name]  # a feature's column already
-    if any(c in plan.columns for c in cfg.data.labels):
-        raise SyntheticConfigError(f"a label column of {cfg.data.labels} is also a feature's input column")
+    domain = cfg.model.domains()
+    tasks = [c for c in cfg.data.labels if domain is None or c != domain[0]]
+    if any(c in plan.columns for c in tasks):
+        raise SyntheticConfigError(f"a label column of {tasks} is also a feature's input column")
     columns = list(plan.columns.values())
     numbers = [c.name for c in columns if c.role == "number" and extra.get(c.name) != "time"][:MAX_NUMBERS]
     coef = {name: float(rng.choice([-1.0, 1.0]) * rng.uniform(0.3, 0.6)) for name in numbers}
@@ -788,7 +794,7 @@ def build_model(
         spaces=spaces,
         catalogues=catalogues,
         columns=columns,
-        labels=tuple(cfg.data.labels),
+        labels=tuple(tasks),
         oracle=cfg.data.oracle_column or "true_prob",
         nulls=float(nulls),
         lists=bool(lists),
@@ -797,6 +803,7 @@ def build_model(
         pair_effect=rng.normal(0.0, 0.5, 4096),
         aligned=aligned_histories(cfg, plan, catalogues),
         rows=rows,
+        domain=domain,
     )
     calib = _draw(model, np.random.default_rng([seed, _TAG, (1 << 40) + 1]), CALIBRATION_ROWS)
     model.bases = [calibrate_base(calib.logits[0], TARGET_POSITIVE_RATE)]
@@ -1243,7 +1250,8 @@ def encoded_histories(model: ConfigModel, d: _Draw, col: Column) -> dict[str, pa
 
 def make_chunk(model: ConfigModel, seed: int, chunk: int, n: int) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """Rows of chunk ``chunk`` (deterministic for ``seed``): the table, its labels ``(n, T)`` and their true
-    probabilities ``(n, T)``, one column per label of ``data.label_fields``."""
+    probabilities ``(n, T)``, one column per task label of ``data.label_fields`` (a domain label is a column
+    of the table only)."""
     rng = np.random.default_rng([seed, _TAG, chunk])
     d = _draw(model, rng, n)
     columns: dict[str, pa.Array] = {}
@@ -1270,6 +1278,8 @@ def make_chunk(model: ConfigModel, seed: int, chunk: int, n: int) -> tuple[pa.Ta
         columns[name] = pa.array(y.astype(np.int64))
     for name, t in zip(model.prob_columns(), range(len(model.labels))):
         columns[name] = pa.array(probs[:, t])
+    if model.domain is not None:  # drawn last: the other columns are those of the same config without it
+        columns[model.domain[0]] = pa.array(rng.integers(0, model.domain[1], n, dtype=np.int64))
     return pa.table(columns), labels, probs.astype(np.float32)
 
 

@@ -40,10 +40,10 @@ def build_multitask(
     (:meth:`MultiTaskSection.task_spaces`), ``task_losses`` (a focal loss: :meth:`MultiTaskSection.task_losses`)
     and ``task_jrc`` (a jrc loss's session feature and alpha: :meth:`MultiTaskSection.task_jrc`); the training
     loss reads them."""
-    if spec.labels != [t.label for t in cfg.task_towers]:
+    if spec.task_labels != [t.label for t in cfg.task_towers]:
         raise ValueError(
-            f"model {cfg.type}: task_towers predict {[t.label for t in cfg.task_towers]}, the features' labels "
-            f"are {spec.labels}"
+            f"model {cfg.type}: task_towers predict {[t.label for t in cfg.task_towers]}, the features' task "
+            f"labels are {spec.task_labels}"
         )
     towers, din_towers = tower_specs(spec, cfg.towers, cfg.din_towers)
     model = MultiTowerDIN(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -115,7 +116,9 @@ class PPNet(nn.Module):
 
 class PepnetHead(nn.Module):
     """PEPNet's head over the towers' concatenation ``[main | domain | uia]`` (widths ``widths``): EPNet, PPNet,
-    task towers (:class:`~recpipe.models.blocks.multitask.TaskTowers`) → ``(B, T)`` logits.
+    task towers (:class:`~recpipe.models.blocks.multitask.TaskTowers`) → ``(B, T)`` logits; with
+    ``domain_num`` ``D`` a tower per task and domain, all over the task's input → ``(B, T·D)`` logits, task ``i``'s
+    domain ``j`` at column ``i·D + j`` (TorchEasyRec's ``_task_tower[i * task_domain_num + j]``).
 
     Args:
         widths (Sequence[int]): the main group's width, then the domain's and the uia's (each when used).
@@ -123,6 +126,7 @@ class PepnetHead(nn.Module):
         has_domain (bool): ``widths`` holds a domain group (EPNet).
         has_uia (bool): ``widths`` holds a uia group (PPNet).
         epnet_hidden (int | None): EPNet's hidden width (default: the main width).
+        domain_num (int): 0: a tower per task; ``D`` >= 1: ``D`` towers per task (``<task>_<j>``).
     """
 
     def __init__(
@@ -137,6 +141,7 @@ class PepnetHead(nn.Module):
         ppnet_activation: str = "relu",
         ppnet_dropout: float = 0.0,
         ppnet_gamma: float = 2.0,
+        domain_num: int = 0,
         device: torch.device | None = None,
     ) -> None:
         super().__init__()
@@ -152,6 +157,9 @@ class PepnetHead(nn.Module):
             else None
         )  # fmt: skip
         task_in = self.ppnet.out_features if self.ppnet is not None else main
+        self.copies = max(domain_num, 1)  # towers per task
+        if domain_num:
+            towers = [replace(t, name=f"{t.name}_{j}") for t in towers for j in range(domain_num)]
         self.towers = TaskTowers([task_in] * len(towers), towers, device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -162,5 +170,9 @@ class PepnetHead(nn.Module):
         if self.ppnet is not None:
             tasks = self.ppnet(main, parts[-1])
         else:
-            tasks = [main] * len(self.towers.names)
-        return self.towers(tasks)
+            tasks = [main] * (len(self.towers.names) // self.copies)
+        inputs: list[torch.Tensor] = []
+        for t in tasks:  # each task's input to its towers, one per domain
+            for _ in range(self.copies):
+                inputs.append(t)
+        return self.towers(inputs)

@@ -1,9 +1,10 @@
 """PEPNet's builder: MultiTowerDIN's towers (the main, domain and uia groups as they are) under a
 :class:`~recpipe.models.pepnet.dense.PepnetHead`.
 
-Where recpipe differs: TorchEasyRec's ``domain_input_name`` / ``task_domain_num`` (a tower per task and
-domain, the loss reading the row's domain from a label column, every domain's prediction served) are not
-built; the importer refuses them at their line."""
+With a ``domain_label`` (TorchEasyRec's ``domain_input_name`` / ``task_domain_num``) the head has a tower per
+task and domain, its logits ``(B, T·D)``; the model carries ``task_domains`` (``D``), by which the training
+wrapper and evaluation read each row's domain tower
+(:func:`~recpipe.models.blocks.domains.select_domain_tasks`)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def build(spec: FeatureSpec, cfg: PepnetConfig, device: torch.device | None = No
     Example::
 
         model = build(spec, cfg.model)          # towers all, domain, uia
-        model(dense, kjt).shape                 # (B, 2): ctr, cvr logits
+        model(dense, kjt).shape                 # (B, 2): ctr, cvr logits; (B, 6) with 3 domains
     """
     towers = [tower_spec(t, with_relations=False) for t in cfg.task_towers]
     groups = [g for g in (cfg.main_group, cfg.domain_group, cfg.uia_group) if g is not None]
@@ -41,7 +42,17 @@ def build(spec: FeatureSpec, cfg: PepnetConfig, device: torch.device | None = No
         return PepnetHead(
             widths, towers, cfg.domain_group is not None, cfg.uia_group is not None, cfg.epnet_hidden_unit,
             cfg.epnet_gamma, cfg.ppnet_hidden_units, cfg.ppnet_activation, cfg.ppnet_dropout, cfg.ppnet_gamma,
-            device,
+            domain_num, device,
         )  # fmt: skip
 
-    return build_multitask(spec, cfg, head, device)
+    domains = cfg.domains()
+    domain_num = 0 if domains is None else domains[1]
+    if (spec.domain_label, spec.domain_num) != (domains or (None, 0)):
+        raise ValueError(
+            f"model pepnet: domain_label / task_domain_num {domains} but the features' are "
+            f"{(spec.domain_label, spec.domain_num)} (an fg.json built for another model?)"
+        )
+    model = build_multitask(spec, cfg, head, device)
+    if domain_num:
+        model.task_domains = domain_num
+    return model
