@@ -122,7 +122,13 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             eval_["gauc_group"] = key
         elif which == "auc" and metric.auc.HasField("thresholds"):
             found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
-    if mc.train_metrics:
+    if mc.train_metrics and kind in RETRIEVAL:
+        found.note(
+            f"{p}.train_metrics",
+            "ignored: recpipe's retrieval trainer records every step's loss; recall@K is computed at evaluation, "
+            "over the whole item table",
+        )
+    elif mc.train_metrics:
         found.note(f"{p}.train_metrics", TRAIN_METRICS_NOTE)
     if kind == "multi_tower":
         mt, mp = mc.multi_tower, f"{p}.multi_tower"
