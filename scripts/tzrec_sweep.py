@@ -10,7 +10,9 @@ For each ``*.config`` under ``tzrec/tests/configs`` and ``tzrec/benchmark/config
    it (``recpipe.data.synthetic``; a relative ``vocab_file`` read from the checkout, as TorchEasyRec's tests
    run from its root), with ``on_bad_row: error`` as imported, tables capped at ``--max-rows``
    rows (the 40M-bucket Criteo tables do not fit this machine; the model, features and optimizers are the
-   imported ones), then evaluates on generated eval rows.
+   imported ones), then evaluates on generated eval rows; a retrieval model (dssm, dssm_v2) trains by
+   ``recpipe.train.retrieval.train_retrieval`` with sampled negatives from an item table of the generated rows'
+   items, and reports recall@K over that catalogue.
 
 Prints one markdown table row a config (``| config | result | reasons |``) and a last line
 ``tzrec_sweep: configs=N imported=I trained=T refused=R``. docs/tzrec.md records a run's table.
@@ -30,15 +32,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import torch
 
 from recpipe.config import ConfigError, parse_config
+from recpipe.config.catalogue import RETRIEVAL_MODELS
 from recpipe.data.sources import open_source
 from recpipe.data.synthetic import generate
+from recpipe.eval.retrieval import evaluate_retrieval_from_config
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fit import fit_feature_spec, fit_needs
 from recpipe.launch.worker import train
 from recpipe.stages import ingest
+from recpipe.train.retrieval import train_retrieval
 from recpipe.tzrec import import_tzrec
 from recpipe.tzrec.problems import TzrecImportError
 
@@ -127,11 +136,42 @@ def _with_checkout_files(data: dict[str, Any], root: Path, tmp: Path) -> dict[st
     return data
 
 
+def _train_retrieval(cfg: Any, raw: Path, tmp: Path, args: argparse.Namespace) -> str:
+    """A retrieval model: ``--steps`` steps of ``train_retrieval`` on the generated rows (the first 90%), its
+    negatives drawn from an item table of those rows' distinct items (their ``attr_fields`` columns, weight 1;
+    the imported table's path and graph-learn format replaced), then recall@K over that catalogue."""
+    source = open_source(str(raw))
+    rows = pa.Table.from_batches([sb.batch for sb in source.iter_batches()], schema=source.schema())
+    ns = cfg.data.negative_sampler
+    if ns is not None:
+        rows = rows.filter(pc.is_valid(rows.column(ns.item_id_field)))  # a positive needs an item
+        ids = rows.column(ns.item_id_field).to_numpy(zero_copy_only=False)
+        _, first = np.unique(ids, return_index=True)
+        items = rows.take(pa.array(first)).select(list(dict.fromkeys([ns.item_id_field, *ns.attr_fields])))
+        items = items.append_column(ns.weight_field, pa.array(np.ones(items.num_rows)))
+        pq.write_table(items, tmp / "items.parquet")
+        section = ns.model_copy(update={"input_path": str(tmp / "items.parquet"), "attr_delimiter": None})
+        cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"negative_sampler": section})})
+    n_train = rows.num_rows * 9 // 10
+    spec = fit_feature_spec(cfg, open_source(str(raw))) if fit_needs(cfg) else build_feature_spec(cfg)
+    run = train_retrieval(cfg, spec, rows.slice(0, n_train), steps=args.steps)
+    if ns is None:
+        return f"trains ({len(run.losses)} steps of {args.batch} rows, in-batch negatives; no item table to evaluate)"
+    scores = evaluate_retrieval_from_config(cfg, run.model, spec, rows.slice(n_train))
+    recall = ", ".join(f"recall@{k} {s.recall:.3f}" for k, s in scores.items())
+    return (
+        f"trains ({len(run.losses)} steps of {args.batch} rows on synthetic:config, {ns.num_sample} sampled "
+        f"negatives; eval {recall})"
+    )
+
+
 def _train(data: dict[str, Any], tmp: Path, args: argparse.Namespace) -> str:
     data = _with_checkout_files(data, args.checkout, tmp)
     cfg = parse_config(_capped(data, args.max_rows, args.steps, args.batch))
     raw = tmp / "raw"
     generate("config", args.rows, raw, seed=0, config=cfg)
+    if cfg.model.type in RETRIEVAL_MODELS:
+        return _train_retrieval(cfg, raw, tmp, args)
     split = ingest.run(str(raw), tmp / "data", label=cfg.data.label, split=cfg.data.split,
                        oracle_column=cfg.data.oracle_column)  # fmt: skip
     spec = fit_feature_spec(cfg, open_source(split.train_dir)) if fit_needs(cfg) else build_feature_spec(cfg)

@@ -101,6 +101,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
                 f"{kind} is evaluated by recall_at_k only (TorchEasyRec's DSSM too: 仅支持recall_at_topk)",
             )
         elif which == "recall_at_k":
+            if kind not in MODELS:  # an unsupported model is its one problem
+                continue
             if kind not in RETRIEVAL:
                 found.problem(
                     f"{p}.metrics[{i}].recall_at_k",
@@ -122,7 +124,13 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             eval_["gauc_group"] = key
         elif which == "auc" and metric.auc.HasField("thresholds"):
             found.note(f"{p}.metrics[{i}].auc.thresholds", "ignored: recpipe's AUC is exact")
-    if mc.train_metrics:
+    if mc.train_metrics and kind in RETRIEVAL:
+        found.note(
+            f"{p}.train_metrics",
+            "ignored: recpipe's retrieval trainer records every step's loss; recall@K is computed at evaluation, "
+            "over the whole item table",
+        )
+    elif mc.train_metrics:
         found.note(f"{p}.train_metrics", TRAIN_METRICS_NOTE)
     if kind == "multi_tower":
         mt, mp = mc.multi_tower, f"{p}.multi_tower"
@@ -182,7 +190,9 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
     elif kind in MULTI_TASK:
         model = _multi_task(mc, kind, f"{p}.{kind}", found)
         if mc.feature_groups:
-            model["din_towers"] = sequence_encoders(mc.feature_groups[0], f"{p}.feature_groups[0]", found)
+            model["din_towers"] = sequence_encoders(
+                mc.feature_groups[0], f"{p}.feature_groups[0]", found, model=kind
+            )
             if not model["din_towers"]:
                 del model["din_towers"]
     else:
@@ -615,7 +625,7 @@ def sequence_group_name(g: Any, j: int) -> str:
 
 
 def sequence_encoders(
-    g: Any, path: str, found: Findings, accept: str = "din_encoder", model: str = "a multi-task model"
+    g: Any, path: str, found: Findings, accept: str = "din_encoder", model: str = "model"
 ) -> list[dict[str, Any]]:
     """A DEEP group's ``sequence_groups`` / ``sequence_encoders`` → recpipe ``din_towers`` (``accept``
     ``din_encoder``) or a DSSM tower's ``sequence_pooling`` (``pooling_encoder``), checked as TorchEasyRec's
