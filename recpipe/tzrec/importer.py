@@ -289,7 +289,9 @@ def _check_sampler(msg: Any, model: dict[str, Any], data: dict[str, Any], found:
             f"a negative sampler feeds a retrieval model ({', '.join(RETRIEVAL)}); {model['type']} ranks",
         )
     # another sampler (hard_negative_sampler, negative_sampler_v2) is refused at its line already
-    other = any(q.path.startswith("data_config.") and "sampler" in q.path.split(".")[1] for q in found.problems)
+    other = any(
+        q.path.startswith("data_config.") and "sampler" in q.path.split(".")[1] for q in found.problems
+    )
     if retrieval and sampler is None and not model.get("in_batch_negative") and not other:
         found.problem(
             "data_config",
