@@ -131,6 +131,14 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
             "over the whole item table",
         )
     elif mc.train_metrics:
+        for i, metric in enumerate(mc.train_metrics):
+            which = metric.WhichOneof("metric")
+            if which not in (None, "auc"):
+                found.problem(
+                    f"{p}.train_metrics[{i}].{which}",
+                    f"unsupported field '{which}': recpipe's training log reports a window's AUC only; "
+                    f"{which} is computed at evaluation, if at all ({kind} ranks)",
+                )
         found.note(f"{p}.train_metrics", TRAIN_METRICS_NOTE)
     if kind == "multi_tower":
         mt, mp = mc.multi_tower, f"{p}.multi_tower"
