@@ -15,7 +15,7 @@ from recpipe.config import ConfigError, load_config, parse_config
 from recpipe.data.synthetic import generate
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
-from recpipe.models.dssm_v2.model import DSSMV2
+from recpipe.models.dssm.model import DSSM
 from recpipe.models.registry import build_model
 from recpipe.train.retrieval import rows_batch, train_retrieval
 
@@ -78,7 +78,7 @@ def _built(data: dict):
 
 def test_v2_shares_tables_across_towers_and_v1_does_not() -> None:
     _, _, v2, batch = _built(_config("dssm_v2"))
-    assert isinstance(v2, DSSMV2)
+    assert isinstance(v2, DSSM) and v2.shared_embeddings is not None and v2.user_embeddings is None
     names = sorted(n.split(".")[-2] for n, _ in v2.named_parameters() if "embeddings." in n)
     assert names == ["cate_id", "hist_cate", "item_id", "user_id"]  # cate_id and item_id once for both towers
     _, _, v1, _ = _built(_config("dssm"))
@@ -149,7 +149,7 @@ def test_v2_trains_from_the_configured_negative_sampler(tmp_path) -> None:
     spec = build_feature_spec(cfg)
     torch.set_num_threads(1)
     run = train_retrieval(cfg, spec, rows)
-    assert isinstance(run.model, DSSMV2) and len(run.losses) == 60
+    assert isinstance(run.model, DSSM) and run.model.shared_embeddings is not None and len(run.losses) == 60
     assert sum(run.losses[-10:]) / 10 < 0.85 * run.losses[0]
     bad = load_config(SMALL, {"data.negative_sampler": {**sampler, "attr_fields": ["item_id"]}})
     with pytest.raises(ValueError, match=r"reads column\(s\) \['cate_id'\] that are not in attr_fields"):

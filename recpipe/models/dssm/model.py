@@ -153,7 +153,10 @@ class DSSM(nn.Module):
     ``(B,)`` similarity of each row's user with its own item over ``temperature``.
 
     Each tower has its own tables (TorchEasyRec's DSSM builds an embedding group per tower: an id shared by
-    both groups gets two tables; DSSMv2 shares them).
+    both groups gets two tables), or, with ``shared_tables`` (DSSMv2, TorchEasyRec's ``DSSMV2``), one lookup over
+    one table per table name serves both towers. TorchEasyRec's DSSMv2 slices the user side out of one group
+    over the whole batch (``force_base_data_group``); recpipe looks up the positives' rows and the sampled items'
+    rows apart, so the user side is always its own rows.
 
     Args:
         tables (list[TableSpec]): ``FeatureSpec.tables()``.
@@ -169,6 +172,8 @@ class DSSM(nn.Module):
         device (torch.device | None): parameter device.
         user_histories (tuple[PooledHistory, ...]): the user tower's pooled histories (jagged lookups).
         item_histories (tuple[PooledHistory, ...]): the item tower's.
+        shared_tables (bool): one embedding group (``shared_embeddings``) for both towers, else
+            ``user_embeddings`` and ``item_embeddings``.
 
     Example::
 
@@ -178,6 +183,7 @@ class DSSM(nn.Module):
         model.user_embedding(batch.dense, batch.sparse).shape   # (2, 8), unit rows
         model.item_embedding(batch.dense, batch.sparse).shape   # (2, 8)
         model(batch.dense, batch.sparse).shape                  # (2,): each row's u·v / temperature
+        # type dssm_v2: [n for n, _ in model.shared_embeddings.named_parameters()]: one weight per table
     """
 
     def __init__(
@@ -195,26 +201,36 @@ class DSSM(nn.Module):
         device: torch.device | None = None,
         user_histories: tuple[PooledHistory, ...] = (),
         item_histories: tuple[PooledHistory, ...] = (),
+        shared_tables: bool = False,
     ) -> None:
         super().__init__()
         check_similarity(similarity, temperature)
         pooling = pooling or {}
-        towers = []
-        for tower, histories in ((user, user_histories), (item, item_histories)):
-            check_tower_keys(tower)
-            seq = [k for h in histories for k in h.keys]
-            group = EmbeddingGroup(
-                tables,
-                list(tower.sparse_keys),
-                seq,
-                {k: pooling[k] for k in tower.sparse_keys if k in pooling},
-                device=device,
+        check_tower_keys(user)
+        check_tower_keys(item)
+
+        def group(towers: tuple[tuple[DeepTower, tuple[PooledHistory, ...]], ...]) -> EmbeddingGroup:
+            keys = list(dict.fromkeys(k for t, _ in towers for k in t.sparse_keys))
+            seq = list(dict.fromkeys(k for _, hs in towers for h in hs for k in h.keys))
+            return EmbeddingGroup(
+                tables, keys, seq, {k: pooling[k] for k in keys if k in pooling}, device=device
             )
-            dims = {k: group.embedding_dim(k) for k in [*tower.sparse_keys, *seq]}
-            towers.append(
-                (group, DssmTower(tower, dims, output_dim, similarity == "cosine", device, histories))
-            )
-        (self.user_embeddings, self.user_tower), (self.item_embeddings, self.item_tower) = towers
+
+        sides = ((user, user_histories), (item, item_histories))
+        self.shared_embeddings: EmbeddingGroup | None = None
+        self.user_embeddings: EmbeddingGroup | None = None
+        self.item_embeddings: EmbeddingGroup | None = None
+        if shared_tables:
+            self.shared_embeddings = group(sides)
+            groups = (self.shared_embeddings, self.shared_embeddings)
+        else:
+            self.user_embeddings, self.item_embeddings = group(sides[:1]), group(sides[1:])
+            groups = (self.user_embeddings, self.item_embeddings)
+        cosine = similarity == "cosine"
+        self.user_tower, self.item_tower = (
+            DssmTower(tower, _key_dims(g, tower, hs), output_dim, cosine, device, hs)
+            for g, (tower, hs) in zip(groups, sides, strict=True)
+        )
         if self.user_tower.out_features != self.item_tower.out_features:
             raise ValueError(
                 f"the user tower ends at width {self.user_tower.out_features} and the item tower at "
@@ -234,19 +250,32 @@ class DSSM(nn.Module):
 
     def user_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """``(B, D)`` the user tower's output of every row."""
-        return self.user_tower(dense, self.user_embeddings(sparse))
+        group = self.shared_embeddings if self.shared_embeddings is not None else self.user_embeddings
+        assert group is not None
+        return self.user_tower(dense, group(sparse))
 
     def item_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """``(N, D)`` the item tower's output of every row (the batch's positives, sampled items, the catalogue)."""
-        return self.item_tower(dense, self.item_embeddings(sparse))
+        group = self.shared_embeddings if self.shared_embeddings is not None else self.item_embeddings
+        assert group is not None
+        return self.item_tower(dense, group(sparse))
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
-        user = self.user_embedding(dense, sparse)
-        item = self.item_embedding(dense, sparse)
+        if self.shared_embeddings is not None:
+            lookup = self.shared_embeddings(sparse)  # one lookup serves both towers
+            user, item = self.user_tower(dense, lookup), self.item_tower(dense, lookup)
+        else:
+            user, item = self.user_embedding(dense, sparse), self.item_embedding(dense, sparse)
         return (user * item).sum(dim=1) / self.temperature
 
     def predict(self, batch: Batch) -> torch.Tensor:
         return self.forward(batch.dense, batch.sparse)
+
+
+def _key_dims(
+    group: EmbeddingGroup, tower: DeepTower, histories: tuple[PooledHistory, ...]
+) -> dict[str, int]:
+    return {k: group.embedding_dim(k) for k in [*tower.sparse_keys, *(k for h in histories for k in h.keys)]}
 
 
 def check_similarity(similarity: str, temperature: float) -> None:
@@ -285,8 +314,11 @@ def tower_parts(
     return user, item, users, items
 
 
-def build(spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None) -> DSSM:
-    """DSSM from the spec's ``user`` and ``item`` groups (by ``cfg``'s tower groups) and their pooled histories.
+def build(
+    spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None, shared_tables: bool = False
+) -> DSSM:
+    """DSSM from the spec's ``user`` and ``item`` groups (by ``cfg``'s tower groups) and their pooled histories;
+    ``shared_tables``: DSSMv2's one embedding group.
 
     Raises:
         ValueError: what :func:`tower_parts` refuses.
@@ -306,4 +338,5 @@ def build(spec: FeatureSpec, cfg: DssmConfig, device: torch.device | None = None
         device=device,
         user_histories=user_histories,
         item_histories=item_histories,
+        shared_tables=shared_tables,
     )
