@@ -23,7 +23,7 @@ numpy and pyarrow only (pandas only when it is what the caller passed).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,7 +62,17 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
     return kinds
 
 
-def normalize(batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True) -> pa.RecordBatch:
+class ColumnContract(NamedTuple):
+    """What :func:`normalize` reads of a spec, computed once by a caller that normalizes many batches:
+    :func:`column_kinds` and ``FeatureSpec.label_only_columns()``."""
+
+    kinds: dict[str, ColumnKind]
+    label_only: set[str]
+
+
+def normalize(
+    batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True, contract: ColumnContract | None = None
+) -> pa.RecordBatch:
     """``batch`` with every FG input column read by the contract above; other columns are untouched.
 
     Args:
@@ -70,14 +80,17 @@ def normalize(batch: pa.RecordBatch, spec: FeatureSpec, with_labels: bool = True
         spec (FeatureSpec): which columns are ids, floats and histories.
         with_labels (bool): training rows (a missing column stays missing, for FG's column check) or
             serving rows (an absent feature column is all missing).
+        contract (ColumnContract | None): the spec's columns for ``with_labels``, computed before (else here).
     """
+    if contract is None:
+        contract = ColumnContract(column_kinds(spec, with_labels), spec.label_only_columns())
     names = list(batch.schema.names)
     arrays = list(batch.columns)
     changed = False
-    for column, kind in column_kinds(spec, with_labels).items():
+    for column, kind in contract.kinds.items():
         i = batch.schema.get_field_index(column)
         if i < 0:
-            if with_labels or column in spec.label_only_columns():
+            if with_labels or column in contract.label_only:
                 continue
             names.append(column)
             arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))
