@@ -36,6 +36,7 @@ from recpipe.export.loaders import load_backend
 from recpipe.export.manifest import ExportError, Manifest, record_files
 from recpipe.export.outcome import BackendOutcome, ExportOutcome, skipped_here
 from recpipe.export.parity import build_parity_set, compare, score_batches
+from recpipe.export.shared import shared_history_parity
 from recpipe.export.split import SplitModel, check_spec, kjt_of, split_model
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, SparseLookup, fg_to_kjt_arrays
 from recpipe.features.fg import FGOutput
@@ -242,4 +243,14 @@ def _export_one(
             f"(allowed {tolerance:g}), AUC {report.auc_backend:.6f} vs eager {report.auc_eager:.6f}; "
             "nothing was exported"
         )
+    shared = shared_history_parity(scorer, ctx.parity, tolerance)  # None: no shared-history program
+    if shared is not None:
+        manifest.extra["shared_history_parity"] = shared
+        manifest.write(folder)
+        if not shared["passed"]:
+            raise ExportError(
+                f"backend {name!r}: its shared-history program ({manifest.extra['shared_history_program']}) failed "
+                f"parity against the tiled program on {shared['users']} users x {shared['candidates']} candidates: "
+                f"max |Δlogit| = {shared['max_abs_logit_diff']:.3g} (allowed {tolerance:g}); nothing was exported"
+            )
     return BackendOutcome(name, "ok", parity=report, seconds=round(time.perf_counter() - t0, 2))

@@ -122,12 +122,19 @@ def build_onnx(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]
 
 def build_rtp(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]:
     from recpipe.export.rtp import write_rtp
+    from recpipe.export.shared import write_shared
 
     s = ctx.split
     files = write_rtp(
         folder, ctx.keys, s.plan, s.tables, s.metas, ctx.dense_program(), ctx.max_shard_bytes, s.remaps
     )
-    return files, ctx.split_signature(), {"server": "recpipe.export.rtp.RtpModel"}
+    # A DIN model's second program, for one user's history shared by every candidate (checked at export by
+    # recpipe.export.shared.shared_history_parity, after the folder's own parity).
+    shared_files, shared_inputs, shared_extra = write_shared(
+        folder, s.dense.dense, s.plan, ctx.example_dense, ctx.spec
+    )
+    inputs = {**ctx.split_signature(), **shared_inputs}
+    return [*files, *shared_files], inputs, {"server": "recpipe.export.rtp.RtpModel", **shared_extra}
 
 
 def build_trt(ctx: ExportContext, folder: Path) -> tuple[list[str], dict, dict]:

@@ -85,8 +85,7 @@ class Scorer:
         if dense_t.dim() != 2 or dense_t.shape[1] != self.spec.dense_dim:
             raise ValueError(f"dense must be (B, {self.spec.dense_dim}), got {tuple(dense_t.shape)}")
         batch = dense_t.shape[0]
-        outputs = len(self.spec.output_names())
-        shape = (batch,) if outputs == 1 else (batch, outputs)
+        shape = self._output_shape(batch)
         if batch == 0:
             return np.zeros(shape, np.float32)
         lengths_t = as_tensor(lengths, torch.int32)
@@ -97,6 +96,10 @@ class Scorer:
         with torch.inference_mode():
             out = self._logits(dense_t, as_tensor(values, torch.int64), lengths_t)
         return out.detach().to("cpu", torch.float32).numpy().reshape(shape)
+
+    def _output_shape(self, batch: int) -> tuple[int, ...]:
+        outputs = len(self.spec.output_names())
+        return (batch,) if outputs == 1 else (batch, outputs)
 
     def predict(self, rows: Any, output: str = "probability", context: Any = None) -> np.ndarray:
         """Click probabilities ``(B,)`` float64 for raw rows (``output="logit"``: the logits).
@@ -164,7 +167,12 @@ class Scorer:
         columns = table.column_names + ([] if shared is None else shared.column_names)
         if table.num_rows:  # no rows, no answer to get wrong
             check_known_columns(self.spec, columns)
-        return self._score(self._fg(table) if shared is None else self._tiled(shared, table))
+        return self._score(self._fg(table)) if shared is None else self._score_context(shared, table)
+
+    def _score_context(self, context: pa.Table, rows: pa.Table) -> np.ndarray:
+        """Logits of the one-row ``context`` × the candidate ``rows``: by default the tiled rows' (a backend with a
+        program for one shared history overrides it)."""
+        return self._score(self._tiled(context, rows))
 
     def prepare_raw(self, rows: Any) -> pa.Table:
         """Raw rows read by the raw-value contract, checked, ready for :meth:`score_prepared`: exactly the

@@ -292,11 +292,19 @@ class SparseLookup:
         self, values: torch.Tensor, lengths: torch.Tensor, batch_size: int
     ) -> dict[str, torch.Tensor]:
         """Dense-part inputs, named as in the plan."""
-        per_key = self.split(values, lengths, batch_size)
+        return self.assemble(self.split(values, lengths, batch_size))
+
+    def assemble(
+        self, per_key: dict[str, tuple[torch.Tensor, torch.Tensor]], with_offsets: bool = True
+    ) -> dict[str, torch.Tensor]:
+        """Dense-part inputs from per key ``(ids, offsets)`` (:meth:`split`'s; the keys of one input may hold
+        another number of rows than the rest: one shared history for B candidates); ``with_offsets=False`` leaves out
+        the ``offsets`` entries."""
         out: dict[str, torch.Tensor] = {}
         for p in self.plan:
             if p.kind == "offsets":
-                out[p.name] = per_key[p.keys[0]][1]
+                if with_offsets:
+                    out[p.name] = per_key[p.keys[0]][1]
                 continue
             parts = []
             for key in p.keys:

@@ -66,6 +66,51 @@ class DenseArchModule(torch.nn.Module):
 
 
 @runtime_checkable
+class SharedHistoryDense(Protocol):
+    """A dense arch that can score B rows sharing ONE history per sequence input (one user × B candidates):
+    ``forward_shared`` takes the inputs ``shared_history_input_names()`` names (``dense_input_names()`` without
+    the ``<group>__offsets``; each ``<group>__values`` one history's ``(T, D)`` items) and returns ``forward``'s
+    logits for those rows with every history tiled B times. ``[]`` names: no history to share."""
+
+    def shared_history_input_names(self) -> list[str]: ...
+
+    def forward_shared(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+
+class SharedHistoryArchModule(torch.nn.Module):
+    """:class:`DenseArchModule`'s shared-history form: ``forward_shared`` of a :class:`SharedHistoryDense` as a
+    module of positional tensors in ``shared_history_input_names()`` order (what the RTP export traces as its
+    second dense program, ``dense_shared.pt2``).
+
+    Args:
+        dense (SharedHistoryDense): the model's dense submodule (``model.dense_module()``).
+
+    Example::
+
+        shared = SharedHistoryArchModule.of(model.dense_module())   # None without a history to share
+        # B = 500 candidates, one history of T = 68 items, D = 48
+        shared(dense, *pooled, query, history)                      # (500,) logits; query (500, 48), history (68, 48)
+    """
+
+    def __init__(self, dense: SharedHistoryDense) -> None:
+        super().__init__()
+        self.dense = dense
+        self.input_names = dense.shared_history_input_names()
+
+    @classmethod
+    def of(cls, dense: torch.nn.Module) -> SharedHistoryArchModule | None:
+        """The shared-history module of ``dense``, or None when it has no shared form (no DIN tower)."""
+        if not isinstance(dense, SharedHistoryDense) or not dense.shared_history_input_names():
+            return None
+        return cls(dense)
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"expected {len(self.input_names)} inputs {self.input_names}, got {len(inputs)}")
+        return self.dense.forward_shared(inputs[0], dict(zip(self.input_names[1:], inputs[1:])))
+
+
+@runtime_checkable
 class RetrievalModel(Protocol):
     """The contract of a two-tower retrieval model, apart from :class:`RankingModel`: a user embedding of
     every row and an item embedding of every row, in one space, scored by their inner product over

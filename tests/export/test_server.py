@@ -208,3 +208,34 @@ def test_the_application_answers_errors_with_their_status(app_and_rows):
     assert _call(app, "GET", "/ping") == (200, b"\n")
     assert _call(app, "GET", "/health") == (200, b"\n")
     assert _call(app, "GET", "/version") == (200, b"recpipe test")
+
+
+def test_the_application_scores_the_context_form_with_the_shared_history_program(din_export):
+    """One user × N candidates as a client sends it (``dataframe_split`` candidates, the user's columns once in
+    ``params.context``): the full rows' probabilities, through the RTP export's shared-history program."""
+    from one_user import one_user
+
+    trained, result = din_export
+    scorer = load_backend(Path(result.out_dir) / "rtp")
+    program, calls = scorer.shared_history.program, []
+    scorer.shared_history.program = lambda *inputs: calls.append(inputs[0].shape[0]) or program(*inputs)
+    app = ScoringApp(scorer, version="recpipe test")
+    context, candidates, full = one_user(trained, 40)
+    records = json.loads(json.dumps(candidates.to_pylist()))
+    split = {
+        "columns": candidates.column_names,
+        "data": [[r[c] for c in candidates.column_names] for r in records],
+    }
+    body = {"dataframe_split": split, "params": {"context": json.dumps(context)}}
+    status, answer = _call(app, "POST", "/invocations", _body(body), JSON_HEADERS)
+    assert status == 200, answer
+    assert calls == [40]  # the shared program, once for the 40 candidates
+    want = load_backend(Path(result.out_dir) / "rtp").predict(full)  # the rows form, the tiled program
+    tolerance = trained.cfg.export.max_abs_logit_diff
+    np.testing.assert_allclose(json.loads(answer)["predictions"], want, rtol=0, atol=tolerance)
+    full_records = json.loads(json.dumps(full.to_pylist()))
+    status, answer = _call(
+        app, "POST", "/invocations", _body({"dataframe_records": full_records}), JSON_HEADERS
+    )
+    assert status == 200 and calls == [40]  # rows without a context: the tiled program
+    np.testing.assert_allclose(json.loads(answer)["predictions"], want, rtol=0, atol=1e-6)

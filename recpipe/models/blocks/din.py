@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recpipe.models.blocks.din_shared import shared_history_attention
 from recpipe.models.blocks.mlp import MLP
 
 # TorchEasyRec's DIN mask value for padded positions.
@@ -333,6 +334,11 @@ class DinAttention(nn.Module):
         denom = torch.where(denom > 0, denom, torch.ones_like(denom))
         return weighted / denom.unsqueeze(1)
 
+    def forward_shared(self, query: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """``(B, D)``: every query against ONE history ``values (T, D)``, as :meth:`forward` over that history
+        tiled B times (:mod:`~recpipe.models.blocks.din_shared`: one user × B candidates, for inference)."""
+        return shared_history_attention(self.attn_mlp, self.attn_out, self.weighting, query, values)
+
 
 class PaddedDinAttention(nn.Module):
     """Reference DIN attention in the padded formulation (TorchEasyRec's ``DINEncoder``).
@@ -392,6 +398,12 @@ class PaddedDinAttention(nn.Module):
         scores = torch.where(mask, scores, torch.full_like(scores, PAD_MASK_VALUE))
         weights = torch.softmax(scores, dim=1)
         return torch.bmm(weights.unsqueeze(1), padded).squeeze(1)
+
+    def forward_shared(self, query: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """As :meth:`DinAttention.forward_shared`, the history truncated to ``max_length`` items as here (a padded
+        position's masked score weighs exactly 0, so the real items' attention is the same function)."""
+        values = values[: self.max_length]
+        return shared_history_attention(self.attn_mlp, self.attn_out, self.weighting, query, values)
 
 
 def _folded_first(weight: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -464,3 +476,9 @@ class MeanPoolSequence(nn.Module):
         total = total.index_add(0, seg, values)
         lengths = (offsets[1:] - offsets[:-1]).clamp_min(1).to(values.dtype)
         return total / lengths.unsqueeze(1)
+
+    def forward_shared(self, query: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """The mean of ONE history ``values (T, D)`` for each of the B queries (zeros for an empty one)."""
+        count = torch.full((), values.shape[0], dtype=values.dtype, device=values.device).clamp_min(1)
+        mean = values.sum(0) / count
+        return mean.unsqueeze(0).expand(query.shape[0], -1).contiguous()

@@ -249,7 +249,39 @@ class MultiTowerDinDense(nn.Module):
             names += [f"{tower.name}__query", f"{tower.name}__values", f"{tower.name}__offsets"]
         return names
 
+    def shared_history_input_names(self) -> list[str]:
+        """:meth:`forward_shared`'s inputs: :meth:`input_names` without the DIN towers' ``__offsets`` (one history
+        each, no rows to delimit); ``[]`` without a DIN tower (no history to share)."""
+        if not self.din_towers_spec:
+            return []
+        return [n for n in self.input_names() if not n.endswith("__offsets")]
+
     def forward(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        din_outs = [
+            self.din[t.name](
+                self._query(t, dense, embeddings),
+                embeddings[f"{t.name}__values"],
+                embeddings[f"{t.name}__offsets"],
+            )
+            for t in self.din_towers_spec
+        ]
+        return self._combine(self._deep_outs(dense, embeddings), din_outs)
+
+    def forward_shared(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        """:meth:`forward` of B rows that share ONE history per DIN tower (one user × B candidates):
+        ``<name>__values`` is that history's ``(T, D)`` items and there is no ``<name>__offsets``; the same logits
+        as :meth:`forward` with each history tiled B times, the attention computed once per item where it can be
+        (:mod:`~recpipe.models.blocks.din_shared`). For inference (no dropout statistics differ by row).
+        """
+        din_outs = [
+            self.din[t.name].forward_shared(
+                self._query(t, dense, embeddings), embeddings[f"{t.name}__values"]
+            )
+            for t in self.din_towers_spec
+        ]
+        return self._combine(self._deep_outs(dense, embeddings), din_outs)
+
+    def _deep_outs(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         outs: list[torch.Tensor] = []
         for tower in self.towers_spec:
             parts = [embeddings[k] for k in tower.sparse_keys]
@@ -259,24 +291,23 @@ class MultiTowerDinDense(nn.Module):
             if tower.name in self.feature_dropout:
                 x = self.feature_dropout[tower.name](x)
             outs.append(self.towers[tower.name](x))
-        din_outs: list[torch.Tensor] = []
-        for tower in self.din_towers_spec:
-            query = embeddings[f"{tower.name}__query"]
-            if tower.dense_columns:
-                query = torch.cat([query, dense[:, list(tower.dense_columns)]], dim=1)
-                perm = self.query_perm[tower.name]
-                if perm:
-                    query = query[:, perm]
-            din_outs.append(
-                self.din[tower.name](
-                    query,
-                    embeddings[f"{tower.name}__values"],
-                    embeddings[f"{tower.name}__offsets"],
-                )
-            )
+        return outs
+
+    def _query(
+        self, tower: DinTower, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        query = embeddings[f"{tower.name}__query"]
+        if tower.dense_columns:
+            query = torch.cat([query, dense[:, list(tower.dense_columns)]], dim=1)
+            perm = self.query_perm[tower.name]
+            if perm:
+                query = query[:, perm]
+        return query
+
+    def _combine(self, outs: list[torch.Tensor], din_outs: list[torch.Tensor]) -> torch.Tensor:
         if self.din_dropout is not None:
             din_outs = [self.din_dropout(torch.cat(din_outs, dim=1))]
-        outs += din_outs
+        outs = outs + din_outs
         if self.head is not None:
             return self.head(torch.cat(outs, dim=1))
         return self.logit(self.final(torch.cat(outs, dim=1))).squeeze(-1)
@@ -301,8 +332,13 @@ class PadQuery(nn.Module):
         return self.attention.out_features
 
     def forward(self, query: torch.Tensor, values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        padded = torch.cat([query, query.new_zeros(query.shape[0], self.pad)], dim=1)
-        return self.attention(padded, values, offsets)
+        return self.attention(self._padded(query), values, offsets)
+
+    def forward_shared(self, query: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return self.attention.forward_shared(self._padded(query), values)
+
+    def _padded(self, query: torch.Tensor) -> torch.Tensor:
+        return torch.cat([query, query.new_zeros(query.shape[0], self.pad)], dim=1)
 
 
 def _attention(tower: DinTower, dim: int, device: torch.device | None) -> nn.Module:

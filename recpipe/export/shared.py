@@ -1,0 +1,275 @@
+"""The shared-history dense program (``dense_shared.pt2``): one user × B candidates with the history once.
+
+In a request's context form (``params.context``) every candidate has the user's history. The tiled dense program
+(``dense.pt2``) sees it B times: B·T table lookups and a DIN attention over B·T (candidate, item) pairs built from
+them. This second program takes each DIN tower's history as ONE row, ``<group>__values (T, D)`` with no
+``<group>__offsets``, and the candidates' inputs as usual (``dense (B, ·)``, pooled ``(B, ·)``, queries
+``(B, D)``); the model computes the history's part of the attention once
+(:class:`~recpipe.models.protocol.SharedHistoryArchModule`, :mod:`recpipe.models.blocks.din_shared`).
+
+The RTP export writes it whenever the model has one (a DIN tower), lists it in the manifest (sha256-verified as
+every file; ``extra["shared_history_program"]`` names it) and checks at export that it scores as the tiled
+program (:func:`shared_history_parity`). :class:`~recpipe.export.rtp.RtpModel` uses it for a context that holds
+every history column, and the tiled program otherwise, or when the folder has none (an older export).
+
+Example::
+
+    rtp = RtpModel("export/rtp")
+    rtp.shared_history.columns                        # ['click_50_seq']: what a context must hold to use it
+    rtp.predict_raw(candidates, context={"user_id": 7, "click_50_seq": "3\\x1d9|4\\x1d2"})   # (B,) logits
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+from torch.export import Dim, ExportedProgram
+
+from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program
+from recpipe.export.manifest import ArtifactError, ExportError, Manifest
+from recpipe.export.parity import ParitySet
+from recpipe.features.fg import FGOutput
+from recpipe.features.spec import FeatureSpec
+from recpipe.features.tile import context_table
+from recpipe.models.protocol import SharedHistoryArchModule
+
+if TYPE_CHECKING:
+    from recpipe.export.tables import PlanEntry, SparseLookup
+
+SHARED_PROGRAM = "dense_shared.pt2"
+
+
+def history_keys(plan: list[PlanEntry]) -> list[str]:
+    """The FG keys a shared history is made of: every ``sequence`` input's keys and their id counts keys."""
+    keys = [k for p in plan if p.kind == "sequence" for k in (*p.keys, *(c for c, _ in p.items.values()))]
+    return list(dict.fromkeys(keys))
+
+
+def history_columns(plan: list[PlanEntry], spec: FeatureSpec) -> list[str]:
+    """The request columns the history keys are read from (their sequences' columns): a context holding all of
+    them gives every candidate the same history."""
+    sequences = {s.name: s for s in spec.sequences}
+    out = []
+    for key in history_keys(plan):
+        seq = spec.feature(key).sequence
+        if seq not in sequences:
+            raise ValueError(f"history key {key!r} belongs to no sequence of the FeatureSpec (got {seq!r})")
+        out.append(sequences[seq].column)
+    return list(dict.fromkeys(out))
+
+
+def shared_plan(plan: list[PlanEntry]) -> list[PlanEntry]:
+    """The shared program's inputs after ``dense``: the plan without its ``offsets`` entries."""
+    return [p for p in plan if p.kind != "offsets"]
+
+
+def shared_example(plan: list[PlanEntry], example: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """The shared program's example inputs from the tiled program's ``(dense, *plan inputs)``: every candidate
+    row, and each history of the row whose shortest history is longest (an empty one would teach the trace
+    nothing about the items)."""
+    by_name = {p.name: t for p, t in zip(plan, example[1:])}
+    offsets = [by_name[p.name] for p in plan if p.kind == "offsets"]
+    lengths = torch.stack([o[1:] - o[:-1] for o in offsets]).min(0).values
+    row = int(torch.argmax(lengths))
+    out = [example[0]]
+    for p in shared_plan(plan):
+        t = by_name[p.name]
+        if p.kind == "sequence":
+            off = by_name[p.name.removesuffix("__values") + "__offsets"]
+            t = t[int(off[row]) : int(off[row + 1])]
+        out.append(t)
+    return tuple(out)
+
+
+def shared_dynamic_shapes(plan: list[PlanEntry]) -> tuple[dict[int, Any], ...]:
+    """One batch dim for the candidates, a free item count per history (the tiled program's names)."""
+    batch = Dim("batch", min=1, max=MAX_BATCH)
+    shapes: list[dict[int, Any]] = [{0: batch}]
+    for i, p in enumerate(plan):
+        if p.kind == "pooled":
+            shapes.append({0: batch})
+        elif p.kind == "sequence":
+            shapes.append({0: Dim(f"items_{i}", min=0, max=MAX_VALUES)})
+    return tuple(shapes)
+
+
+def export_shared(
+    dense: torch.nn.Module, plan: list[PlanEntry], example: tuple[torch.Tensor, ...]
+) -> tuple[ExportedProgram, tuple[torch.Tensor, ...]] | None:
+    """The shared-history program of the dense arch ``dense`` (``model.dense_module()``) and its example inputs;
+    None when the model has no history to share.
+
+    Raises:
+        ExportError: the model's shared inputs are not the plan's inputs without their offsets.
+    """
+    module = SharedHistoryArchModule.of(dense)
+    if module is None or not any(p.kind == "sequence" for p in plan):
+        return None
+    want = ["dense", *(p.name for p in shared_plan(plan))]
+    if module.input_names != want:
+        raise ExportError(f"the shared-history inputs {module.input_names} are not the lookup plan's {want}")
+    inputs = shared_example(plan, example)
+    return export_program(module, inputs, (shared_dynamic_shapes(plan),)), inputs
+
+
+def shared_signature(plan: list[PlanEntry], example: tuple[torch.Tensor, ...]) -> list[dict[str, Any]]:
+    """Name, dtype and symbolic shape of every shared-program input (the manifest's ``shared_dense_program``)."""
+    out = [{"name": "dense", "kind": "dense", "dtype": "float32", "shape": ["B", *example[0].shape[1:]]}]
+    for p, t in zip(shared_plan(plan), example[1:]):
+        # T<i>: the tiled program's name of that history's item count (its input's position)
+        first = "B" if p.kind == "pooled" else f"T{plan.index(p) + 1}"
+        dtype = str(t.dtype).removeprefix("torch.")
+        out.append({"name": p.name, "kind": p.kind, "dtype": dtype, "shape": [first, *t.shape[1:]]})
+    return out
+
+
+def write_shared(
+    folder: Path,
+    dense: torch.nn.Module,
+    plan: list[PlanEntry],
+    example: tuple[torch.Tensor, ...],
+    spec: FeatureSpec,
+) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """Export and save ``dense_shared.pt2`` into ``folder`` when the model has a history to share: ``(files,
+    input signature entries, manifest extra entries)``, all empty when it has none."""
+    done = export_shared(dense, plan, example)
+    if done is None:
+        return [], {}, {}
+    program, inputs = done
+    torch.export.save(program, str(folder / SHARED_PROGRAM))
+    return (
+        [SHARED_PROGRAM],
+        {"shared_dense_program": shared_signature(plan, inputs)},
+        {"shared_history_program": SHARED_PROGRAM, "shared_history_columns": history_columns(plan, spec)},
+    )
+
+
+@dataclass
+class SharedHistory:
+    """A loaded ``dense_shared.pt2`` and what it needs: the FG keys of the histories and the request columns
+    a context must hold.
+
+    Args:
+        program (torch.nn.Module): the loaded program, ``(dense, *shared inputs)`` → logits.
+        plan (list[PlanEntry]): the folder's lookup plan.
+        keys (list[str]): the FG keys in ``fg.json`` order.
+        columns (list[str]): the history columns (:func:`history_columns`).
+    """
+
+    program: torch.nn.Module
+    plan: list[PlanEntry]
+    keys: list[str]
+    columns: list[str]
+
+    def __post_init__(self) -> None:
+        self._history = {self.keys.index(k) for k in history_keys(self.plan)}
+
+    @classmethod
+    def load(
+        cls, folder: Path, manifest: Manifest, lookup: SparseLookup, spec: FeatureSpec
+    ) -> SharedHistory | None:
+        """The folder's shared program, or None when its manifest names none (an export from before it).
+
+        Raises:
+            ArtifactError: the manifest names a program its file list does not hold.
+        """
+        name = manifest.extra.get("shared_history_program")
+        if name is None:
+            return None
+        if name not in manifest.files:
+            raise ArtifactError(
+                f"{folder}: the manifest names the shared-history program {name!r} but does not list the file"
+            )
+        program = torch.export.load(str(folder / name)).module()
+        return cls(program, lookup.plan, lookup.keys, history_columns(lookup.plan, spec))
+
+    def covers(self, context_columns: list[str]) -> bool:
+        """Whether a context of these columns holds every history: then every candidate has the same one."""
+        return set(self.columns) <= set(context_columns)
+
+    def per_key(self, out: FGOutput) -> dict[str, tuple[torch.Tensor, torch.Tensor]] | None:
+        """:meth:`~recpipe.export.tables.SparseLookup.split` of FG output whose histories are the first row's only,
+        or None when some row's history differs from the first's (then only the tiled program is right)."""
+        batch = out.dense.shape[0]
+        per_key: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        for k, (key, ids, lengths) in enumerate(zip(self.keys, out.values, out.lengths)):
+            ids = ids.astype(np.int64, copy=False)
+            if k in self._history:
+                n = int(lengths[0])
+                # TiledFG tiles a context's history, so this holds whenever covers() did; checked anyway (one
+                # comparison per tiled id) so a history that some candidate column changes cannot be shared.
+                if (lengths != n).any() or not (ids.reshape(batch, n) == ids[:n]).all():
+                    return None
+                per_key[key] = (torch.from_numpy(ids[:n]), torch.tensor([0, n], dtype=torch.int64))
+            else:
+                offsets = torch.zeros(batch + 1, dtype=torch.int64)
+                torch.cumsum(torch.from_numpy(lengths.astype(np.int64, copy=False)), 0, out=offsets[1:])
+                per_key[key] = (torch.from_numpy(ids), offsets)
+        return per_key
+
+    def logits(self, lookup: SparseLookup, out: FGOutput) -> torch.Tensor | None:
+        """The shared program's logits of FG output of one context × B candidates (B ≥ 1), or None when the rows'
+        histories are not one history (:meth:`per_key`)."""
+        per_key = self.per_key(out)
+        if per_key is None:
+            return None
+        inputs = lookup.assemble(per_key, with_offsets=False)
+        dense = torch.from_numpy(np.ascontiguousarray(out.dense, dtype=np.float32))
+        return self.program(dense, *(inputs[p.name] for p in shared_plan(self.plan)))
+
+
+def shared_history_parity(
+    scorer: Any, parity: ParitySet, tolerance: float, users: int = 6
+) -> dict[str, Any] | None:
+    """The shared program against the tiled one at export: the first ``users`` parity rows' histories (the edge
+    rows first: 0, 1 and ``max_length`` items, and a missing one) each as a context over the parity's batch of
+    512 candidates, scored by :meth:`~recpipe.export.rtp.RtpModel.score_shared` and as full rows (the tiled
+    program, itself checked against the eager model). None when ``scorer`` has no shared program.
+
+    Returns:
+        dict: ``users``, ``candidates``, ``history_lengths``, ``max_abs_logit_diff``, ``tolerance``, ``passed``,
+        ``seconds`` (the manifest's ``extra["shared_history_parity"]``).
+
+    Raises:
+        ExportError: the scorer did not take the shared program for a context holding every history column.
+    """
+    shared: SharedHistory | None = getattr(scorer, "shared_history", None)
+    if shared is None:
+        return None
+    t0 = time.perf_counter()
+    spec: FeatureSpec = scorer.spec
+    table = parity.table.drop_columns(
+        [c for c in spec.label_only_columns() if c in parity.table.column_names]
+    )
+    a, b = max(parity.bounds, key=lambda ab: ab[1] - ab[0])
+    candidates = table.slice(a, b - a).drop_columns(shared.columns)
+    diff, lengths = 0.0, []
+    for u in range(min(users, table.num_rows)):
+        history = {c: table.column(c)[u].as_py() for c in shared.columns}
+        full = candidates
+        for c, v in history.items():
+            full = full.append_column(
+                table.schema.field(c), pa.array([v] * candidates.num_rows, table.schema.field(c).type)
+            )
+        got = scorer.score_shared(context_table(history, spec, candidates.column_names), candidates)
+        if got is None:
+            raise ExportError(f"the shared-history program was not used for a context of {shared.columns}")
+        want = scorer.predict_raw(full)
+        diff = max(diff, float(np.abs(np.asarray(got, np.float64) - want).max()))
+        key = shared.keys.index(history_keys(shared.plan)[0])
+        lengths.append(int(scorer._fg(table.slice(u, 1)).lengths[key][0]))
+    return {
+        "users": min(users, table.num_rows),
+        "candidates": candidates.num_rows,
+        "history_lengths": lengths,
+        "max_abs_logit_diff": diff,
+        "tolerance": tolerance,
+        "passed": diff <= tolerance,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
