@@ -206,7 +206,7 @@ class Scorer:
         Raises:
             DataError: a bad value, naming its row (in ``table``) and column.
         """
-        return self._score(self._fg(table))
+        return self._score(self._fg(table, normalized=True))
 
     def _score(self, out: Any) -> np.ndarray:
         values = np.concatenate(out.values) if out.values else np.zeros(0, np.int64)
