@@ -58,8 +58,12 @@ def check_retrieval_train_config(cfg: RecpipeConfig) -> None:
     Raises:
         ValueError: naming each set option and what it asks for.
     """
-    bad = [n for n in UNSUPPORTED_TRAIN_OPTIONS if n in cfg.train.model_fields_set]
-    bad = [n for n in bad if getattr(cfg.train, n) not in (None, {}, 1)]
+    fields = type(cfg.train).model_fields
+    bad = [
+        n
+        for n in UNSUPPORTED_TRAIN_OPTIONS
+        if getattr(cfg.train, n) != fields[n].get_default(call_default_factory=True)
+    ]
     if bad:
         what = "; ".join(f"train.{n} ({UNSUPPORTED_TRAIN_OPTIONS[n]})" for n in bad)
         raise ValueError(
