@@ -314,8 +314,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     x.add_argument(
         "--backends",
-        default=",".join(DEFAULT_BACKENDS),
-        help=f"comma-separated, of {','.join(EXPORT_BACKENDS)} (default: %(default)s)",
+        default=None,
+        help=f"comma-separated, of {','.join(EXPORT_BACKENDS)} (default: {','.join(DEFAULT_BACKENDS)}; a "
+        "retrieval model: aoti, its user tower, with the item embeddings and FAISS index)",
     )
     x.add_argument("--out", required=True, help="export folder: one sub-folder per backend")
     x.add_argument("--data", required=True, help="held-out rows with labels for the parity check")

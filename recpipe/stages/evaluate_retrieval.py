@@ -104,7 +104,6 @@ def run_retrieval(
     from recpipe.eval.retrieval import retrieval_metrics
     from recpipe.eval.retrieval_gate import RetrievalEvaluation, decide_retrieval, gate_k
     from recpipe.features.spec import FG_JSON, FeatureSpec
-    from recpipe.stages.evaluate import _drift
     from recpipe.train.checkpoint import load_model_for_inference
     from recpipe.train.retrieval_job import read_rows
 
@@ -115,9 +114,14 @@ def run_retrieval(
     k = gate_k(gate, cfg.eval.recall_at_k)
     ks = tuple(sorted({*cfg.eval.recall_at_k, k}))
     drift = None
-    if train_data:
+    if train_data:  # the checkpoint's own FeatureSpec: the ids and buckets the model reads
+        from recpipe.data.sources import open_source
+        from recpipe.eval.drift import check_feature_limits, compute_drift
+
+        csv = cfg.csv_options()
         spec = FeatureSpec.load(ckpt / FG_JSON)
-        drift = _drift(spec, cfg, train_data, data_dir, gate.max_psi_per_feature, None)
+        drift = compute_drift(spec, open_source(train_data, csv=csv), open_source(data_dir, csv=csv))
+        check_feature_limits(drift, gate.max_psi_per_feature)
     items = load_item_table(cfg.data.negative_sampler, cfg.data.params, os.environ)
     rows = read_rows(data_dir, cfg)
     model, spec, _ = load_model_for_inference(ckpt)
