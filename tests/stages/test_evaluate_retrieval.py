@@ -61,13 +61,24 @@ def _register_champion(world: dict, which: str) -> int:
 
 
 def test_candidate_recall_is_the_trainers_and_passes_its_floor(world, tmp_path) -> None:
-    r = evaluate.run(str(world["good"]), world["eval"], str(tmp_path / "report.json"))
+    r = evaluate.run(
+        str(world["good"]),
+        world["eval"],
+        str(tmp_path / "report.json"),
+        train_data=world["train"],
+        max_psi=0.25,
+    )
     trained = json.loads((world["good"] / "train_result.json").read_text())["eval"]
     assert r.k == 50 and r.metrics["queries"] == EVAL_ROWS and r.metrics["rows"] == EVAL_ROWS
     assert r.recall == pytest.approx(trained["recall_at_50"], abs=1e-9)
     assert r.metrics["recall_at_10"] == pytest.approx(trained["recall_at_10"], abs=1e-9)
     assert 0.75 * world["oracle"][50] < r.recall  # random is 50 / 200 = 0.25
     assert r.gate_passed and r.gate_reasons[0].startswith("PASS min_recall_at_k: recall@50")
+    # drift measured against the training split; ids only, so no PSI, and the limit says so
+    assert (
+        r.psi_max is None
+        and r.gate_reasons[-1] == "PASS max_psi: no numeric feature, no PSI; max_psi 0.250000"
+    )
     doc = json.loads(Path(r.report_path).read_text())
     assert (
         doc["kind"] == "retrieval" and doc["gate"]["candidate_recall"] == r.recall and doc["champion"] is None
