@@ -145,3 +145,25 @@ def test_gate_overrides_take_max_psi_as_a_number_at_least_zero():
             gate_overrides(max_psi=bad)
     with pytest.raises(ParameterError, match=r"min_auc.*in \[0, 1\]"):
         gate_overrides(min_auc="1.5")
+
+
+def test_gate_fields_of_the_other_kind_of_model_are_refused() -> None:
+    # A ranking model's gate ignores recall, a retrieval model's AUC: either set is probably a mistake.
+    retrieval = Path(__file__).resolve().parents[1] / "configs" / "dssm_retrieval_small.yaml"
+    with pytest.raises(ConfigError, match=r"eval.gate.min_auc.*'dssm' is a retrieval model.*min_recall_at_k"):
+        load_config(retrieval, {"eval.gate.min_auc": 0.6})
+    with pytest.raises(ConfigError, match=r"eval.threshold.*retrieval model"):
+        load_config(retrieval, {"eval.threshold": 0.3})
+    with pytest.raises(ConfigError, match=r"eval.gate.recall_k 20 is not one of eval.recall_at_k \[10, 50\]"):
+        load_config(retrieval, {"eval.gate.recall_k": 20})
+    cfg = load_config(retrieval, {"eval.gate.recall_k": 10, "eval.gate.max_recall_drop": 0.0})
+    assert (cfg.eval.gate.recall_k, cfg.eval.gate.min_recall_at_k, cfg.eval.gate.max_recall_drop) == (
+        10,
+        0.2,
+        0.0,
+    )
+    din = Path(__file__).resolve().parents[0] / "pipelines" / "data" / "tiny_din.yaml"
+    with pytest.raises(ConfigError, match=r"eval.gate.max_recall_drop.*is a ranking model.*min_auc"):
+        load_config(din, {"eval.gate.max_recall_drop": 0.1})
+    with pytest.raises(ConfigError, match=r"eval.task_gates.clk.min_recall_at_k"):
+        load_config(din, {"eval.task_gates": {"clk": {"min_recall_at_k": 0.1}}})

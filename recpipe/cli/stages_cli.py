@@ -19,6 +19,8 @@ GATE_THRESHOLDS = {
     "max_auc_drop": "largest AUC drop vs the champion (default: the config's)",
     "max_logloss_rise": "largest logloss rise vs the champion (default: the config's)",
     "max_psi": "largest PSI of any feature vs the training split, needs --train-data (default: the config's)",
+    "min_recall_at_k": "a retrieval model's lowest recall@K over the catalogue (default: the config's)",
+    "max_recall_drop": "a retrieval model's largest recall@K drop vs the champion (default: the config's)",
 }
 
 
@@ -91,6 +93,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
         max_logloss_rise=a.max_logloss_rise,
         train_data=a.train_data,
         max_psi=a.max_psi,
+        min_recall_at_k=a.min_recall_at_k,
+        max_recall_drop=a.max_recall_drop,
     )
     print(r.describe())
     if not r.gate_passed:
@@ -310,8 +314,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     x.add_argument(
         "--backends",
-        default=",".join(DEFAULT_BACKENDS),
-        help=f"comma-separated, of {','.join(EXPORT_BACKENDS)} (default: %(default)s)",
+        default=None,
+        help=f"comma-separated, of {','.join(EXPORT_BACKENDS)} (default: {','.join(DEFAULT_BACKENDS)}; a "
+        "retrieval model: aoti, its user tower, with the item embeddings and FAISS index)",
     )
     x.add_argument("--out", required=True, help="export folder: one sub-folder per backend")
     x.add_argument("--data", required=True, help="held-out rows with labels for the parity check")

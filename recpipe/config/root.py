@@ -13,10 +13,11 @@ import json
 import math
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
+    BaseModel,
     BeforeValidator,
     Field,
     ValidationError,
@@ -29,6 +30,7 @@ from recpipe.config.catalogue import (
     ENTRY_POINTS,
     FEATURE_KINDS,
     MODELS,
+    RETRIEVAL_MODELS,
     Declared,
     check_backend_names,
 )
@@ -406,6 +408,16 @@ class GateConfig(Strict):
     # training window, and per feature (its name in features:); None / {}: no drift check.
     max_psi: float | None = Field(None, ge=0.0)
     max_psi_per_feature: dict[str, Annotated[float, Field(ge=0.0)]] = Field(default_factory=dict)
+    # A retrieval model's gate (RETRIEVAL_FIELDS): recall@K over the whole catalogue at K = recall_k (one of
+    # eval.recall_at_k; None: the largest), at least min_recall_at_k (None: no floor) and at most
+    # max_recall_drop below the champion's on the same rows. A ranking model refuses them, and a retrieval
+    # model refuses RANKING_FIELDS.
+    recall_k: int | None = Field(None, ge=1)
+    min_recall_at_k: float | None = Field(None, ge=0.0, le=1.0)
+    max_recall_drop: float = Field(0.01, ge=0.0, le=1.0)
+
+    RANKING_FIELDS: ClassVar[tuple[str, ...]] = ("min_auc", "max_auc_drop", "max_logloss_rise")
+    RETRIEVAL_FIELDS: ClassVar[tuple[str, ...]] = ("recall_k", "min_recall_at_k", "max_recall_drop")
 
     def checks_drift(self) -> bool:
         """Whether the gate holds promotion on drift (``max_psi`` or a per-feature limit is set)."""
@@ -417,6 +429,8 @@ def gate_overrides(
     max_auc_drop: float | str | None = None,
     max_logloss_rise: float | str | None = None,
     max_psi: float | str | None = None,
+    min_recall_at_k: float | str | None = None,
+    max_recall_drop: float | str | None = None,
 ) -> dict[str, float]:
     """The gate thresholds that are set, as numbers by :class:`GateConfig` field (``{"min_auc": 0.7}``).
 
@@ -426,7 +440,7 @@ def gate_overrides(
     Example::
 
         >>> GateConfig(min_auc=0.6).model_copy(update=gate_overrides(min_auc="0.7", max_auc_drop=""))
-        GateConfig(min_auc=0.7, max_auc_drop=0.005, max_logloss_rise=0.01, max_psi=None, max_psi_per_feature={})
+        GateConfig(min_auc=0.7, max_auc_drop=0.005, max_logloss_rise=0.01, max_psi=None, max_psi_per_feature={}, recall_k=None, min_recall_at_k=None, max_recall_drop=0.01)
 
     Raises:
         ParameterError: a value that is not a number in [0, 1] (``max_psi``: a number >= 0).
@@ -437,6 +451,8 @@ def gate_overrides(
         ("max_auc_drop", max_auc_drop, 1.0),
         ("max_logloss_rise", max_logloss_rise, 1.0),
         ("max_psi", max_psi, math.inf),
+        ("min_recall_at_k", min_recall_at_k, 1.0),
+        ("max_recall_drop", max_recall_drop, 1.0),
     ):
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
@@ -477,6 +493,36 @@ class EvalConfig(Strict):
                 "task's; set them once, in eval.gate"
             )
         return self
+
+
+def _is_default(section: BaseModel, name: str) -> bool:
+    """Whether ``section.name`` holds its field's default."""
+    return getattr(section, name) == type(section).model_fields[name].get_default(call_default_factory=True)
+
+
+def check_gate_kind(model_type: str, ev: EvalConfig) -> None:
+    """A ranking model's gate sets no retrieval field, a retrieval model's no ranking field (nor per-task
+    gates): a field of the other kind would be silently ignored, so it is probably a mistake.
+
+    Raises:
+        ValueError: naming the fields, the model and what its gate takes.
+    """
+    retrieval = model_type in RETRIEVAL_MODELS
+    wrong = GateConfig.RANKING_FIELDS if retrieval else GateConfig.RETRIEVAL_FIELDS
+    right = GateConfig.RETRIEVAL_FIELDS if retrieval else GateConfig.RANKING_FIELDS
+    kind = "a retrieval" if retrieval else "a ranking"
+    # "Set" is "not the default": a checkpoint's config.yaml writes every field out, defaults included.
+    gates = {"eval.gate": ev.gate, **{f"eval.task_gates.{k}": g for k, g in ev.task_gates.items()}}
+    bad = [f"{where}.{n}" for where, g in gates.items() for n in wrong if not _is_default(g, n)]
+    if retrieval:  # the ranking metrics' settings, which recall@K does not read
+        bad += [f"eval.{n}" for n in ("task_gates", "threshold", "gauc_group") if not _is_default(ev, n)]
+    if bad:
+        raise ValueError(
+            f"{bad}: model {model_type!r} is {kind} model; its gate takes {list(right)} (and the drift limits)"
+        )
+    k = ev.gate.recall_k
+    if retrieval and k is not None and k not in ev.recall_at_k:
+        raise ValueError(f"eval.gate.recall_k {k} is not one of eval.recall_at_k {ev.recall_at_k}")
 
 
 class ExportConfig(Strict):
@@ -528,6 +574,7 @@ class RecpipeConfig(Strict):
             raise ValueError(
                 f"eval.gate.max_psi_per_feature names unknown features {unknown}; known: {sorted(known)}"
             )
+        check_gate_kind(self.model.type, self.eval)
         self.model.check_groups(self.feature_groups)
         check_labels = getattr(self.model, "check_labels", None)
         if check_labels is not None:

@@ -199,3 +199,23 @@ def evaluate_retrieval_from_config(
             )
         items = load_item_table(cfg.data.negative_sampler, cfg.data.params, environ)
     return evaluate_retrieval(model, spec, rows, items, tuple(cfg.eval.recall_at_k))
+
+
+def retrieval_metrics(
+    model: torch.nn.Module, spec: FeatureSpec, rows: pa.Table, items: ItemTable, ks: tuple[int, ...]
+) -> dict[str, float | int]:
+    """:func:`evaluate_retrieval` flattened into named metrics: ``recall_at_<k>``, ``hit_rate_at_<k>`` for each
+    ``k``, and ``queries`` (what a training run's ``train_result.json`` and the evaluate stage's report hold).
+
+    Example::
+
+        retrieval_metrics(model, spec, eval_rows, items, (10, 50))
+        # {"recall_at_10": 0.31, "hit_rate_at_10": 0.31, "recall_at_50": 0.66, ..., "queries": 4000}
+    """
+    scores = evaluate_retrieval(model, spec, rows, items, ks)
+    out: dict[str, float | int] = {}
+    for k, s in scores.items():
+        out[f"recall_at_{k}"] = s.recall
+        out[f"hit_rate_at_{k}"] = s.hit_rate
+    out["queries"] = next(iter(scores.values())).queries
+    return out

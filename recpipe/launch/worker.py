@@ -7,7 +7,8 @@ for torchrun (``@record``), which shows the failing rank's traceback.
 
 It stands above both the trainer and evaluation: :func:`train` is :func:`recpipe.train.loop.train` with
 the periodic and final evaluation of :func:`recpipe.eval.checkpoint.evaluate_distributed` (the trainer
-imports no evaluation code).
+imports no evaluation code). A retrieval model (``RETRIEVAL_MODELS``) trains through
+:func:`recpipe.train.retrieval_job.train_retrieval_job` instead, scored by recall@K over the catalogue.
 """
 
 from __future__ import annotations
@@ -19,16 +20,24 @@ from pathlib import Path
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from recpipe.config import RecpipeConfig, load_config, parse_overrides
+from recpipe.config.catalogue import RETRIEVAL_MODELS
 from recpipe.eval.checkpoint import evaluate_distributed
+from recpipe.eval.retrieval import retrieval_metrics
 from recpipe.fastexit import exit_now
 from recpipe.features.fit import check_spec_matches, fit_feature_spec
 from recpipe.features.spec import FG_JSON, FeatureSpec
 from recpipe.train.loop import train as train_loop
+from recpipe.train.retrieval_job import RetrievalEvaluate, train_retrieval_job
 
 # The trainer with its periodic and final evaluation on ``eval_uri`` (the oracle AUC of ``data.oracle_column``
 # included): what every worker runs, and what a caller that trains in its own process (tests, benchmarks) calls,
 # as ``train(cfg, spec, train_uri, eval_uri, out_dir, resume=True)``.
 train = functools.partial(train_loop, evaluate=evaluate_distributed)
+
+
+def retrieval_evaluate(cfg: RecpipeConfig) -> RetrievalEvaluate:
+    """The final evaluation of a retrieval run: recall@K and hit-rate@K at ``eval.recall_at_k``."""
+    return functools.partial(retrieval_metrics, ks=tuple(cfg.eval.recall_at_k))
 
 
 def find_spec(cfg: RecpipeConfig, spec_path: str | None, out_dir: Path, train_uri: str) -> FeatureSpec:
@@ -71,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.config, parse_overrides(args.set))
     out_dir = Path(args.out)
     spec = find_spec(cfg, args.spec, out_dir, args.train)
-    train(cfg, spec, args.train, args.eval, out_dir, resume=not args.no_resume)
+    if cfg.model.type in RETRIEVAL_MODELS:
+        train_retrieval_job(cfg, spec, args.train, args.eval, out_dir, evaluate=retrieval_evaluate(cfg))
+    else:
+        train(cfg, spec, args.train, args.eval, out_dir, resume=not args.no_resume)
     return 0
 
 

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recpipe.config import ParameterError, gate_overrides
+from recpipe.config.catalogue import RETRIEVAL_MODELS
 from recpipe.runlog import NULL_LOG, RunLog, failing
+from recpipe.stages.evaluate_retrieval import RetrievalEvaluateResult, check_gate_overrides, run_retrieval
 
 if TYPE_CHECKING:
     from recpipe.config import RecpipeConfig
@@ -111,7 +113,9 @@ def run(
     train_data: str | None = None,
     max_psi: float | str | None = None,
     log: RunLog = NULL_LOG,
-) -> EvaluateResult:
+    min_recall_at_k: float | str | None = None,
+    max_recall_drop: float | str | None = None,
+) -> EvaluateResult | RetrievalEvaluateResult:
     """Evaluate ``checkpoint`` on ``data_dir``, re-evaluate the champion, gate, and write the report to ``out``.
 
     Args:
@@ -128,6 +132,10 @@ def run(
             no drift statistics; a set drift limit then fails the gate).
         max_psi (float | str | None): the largest PSI allowed (overrides ``eval.gate.max_psi`` when set).
         log (RunLog): records the metrics, the decision as tags, the report and its plots.
+        min_recall_at_k, max_recall_drop (float | str | None): a retrieval model's gate thresholds
+            overriding the config's when set; a retrieval checkpoint is evaluated by
+            :func:`recpipe.stages.evaluate_retrieval.run_retrieval` (recall@K over the catalogue), and
+            refuses the AUC thresholds (a ranking one the recall thresholds).
     """
     from recpipe.config import load_config
     from recpipe.eval.checkpoint import evaluate_checkpoint
@@ -138,8 +146,15 @@ def run(
     with failing(log, "evaluate"):
         ckpt = resolve_checkpoint(checkpoint)
         cfg = load_config(config_path) if config_path else read_config(ckpt)
-        overrides = gate_overrides(min_auc, max_auc_drop, max_logloss_rise, max_psi)
+        overrides = gate_overrides(
+            min_auc, max_auc_drop, max_logloss_rise, max_psi, min_recall_at_k, max_recall_drop
+        )
+        check_gate_overrides(cfg.model.type, overrides)
         gate = cfg.eval.gate.model_copy(update=overrides)
+        if cfg.model.type in RETRIEVAL_MODELS:
+            return run_retrieval(
+                ckpt, cfg, gate, data_dir, out, champion_model, tracking_uri, train_data, log, str(checkpoint)
+            )
         # Before scoring: a mistaken per-feature limit is refused in seconds, not after the evaluation.
         drift = None
         if train_data:  # the checkpoint's own FeatureSpec: the ids and buckets the model reads

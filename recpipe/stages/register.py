@@ -1,5 +1,6 @@
 """register: log the served model (an MLflow pyfunc over the export, FG inside) and register it as a new
-version with alias ``challenger``; the evaluation and gate go on the version as tags."""
+version with alias ``challenger``; the evaluation and gate go on the version as tags. A retrieval model's report
+and export are registered by :mod:`recpipe.stages.register_retrieval` (the sealed export folder, no pyfunc yet)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,14 @@ def run(
     run_id = log.run_id
     with failing(log, "register"):
         report = read_report(report_path)
+        if report.get("kind") == "retrieval":  # the two towers' export: recpipe.stages.register_retrieval
+            from recpipe.stages.register_retrieval import RETRIEVAL_SERVING, register_retrieval
+
+            version, model_uri = register_retrieval(
+                exported_dir, dict(report), model_name, tracking_uri, data_digest, log, MODEL_ARTIFACT
+            )
+            aliases = tracking.get_version(tracking_uri, model_name, version)["aliases"]
+            return RegisterResult(model_name, version, model_uri, RETRIEVAL_SERVING, aliases, run_id)
         cand, gate = report["candidate"], report["gate"]
         served = served_folder(exported_dir)  # the served backend's folder (rtp, else onnx, jit, aoti)
         backend = served.name

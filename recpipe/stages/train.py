@@ -115,6 +115,7 @@ def run(
 
         if latest_checkpoint(Path(out_dir)) is None:
             raise ParameterError("resume", f"is 'must' but {out_dir} holds no complete checkpoint")
+    _check_retrieval(config_path, overrides or {}, workers, gpus_per_worker, nproc_per_node, resume)
     # One worker needs no job: it trains in this pod, which the pipeline gave the GPUs and placement.
     cluster = launcher == "pytorchjob" and int(workers) > 1
     t0 = time.perf_counter()
@@ -160,6 +161,38 @@ def run(
         )
         log.log_metrics({"train.seconds": seconds})
     return TrainStageResult(checkpoint_dir=str(out_dir), where=where, world_size=world, seconds=seconds)
+
+
+def _check_retrieval(
+    config_path: str,
+    overrides: Mapping[str, Any],
+    workers: int,
+    gpus_per_worker: int,
+    nproc_per_node: int | None,
+    resume: str,
+) -> None:
+    """A retrieval model (``model.type`` in ``RETRIEVAL_MODELS``) trains in one process and writes one final
+    checkpoint (:mod:`recpipe.train.retrieval_job`): more ranks, a resume that must continue, or ``train:``
+    options it does not implement (a warm start among them) are refused here, before any process starts."""
+    from recpipe.config import load_config
+    from recpipe.config.catalogue import RETRIEVAL_MODELS
+
+    cfg = load_config(config_path, dict(overrides))
+    if cfg.model.type not in RETRIEVAL_MODELS:
+        return
+    from recpipe.train.retrieval_job import check_retrieval_train_config
+
+    check_retrieval_train_config(cfg)
+    world = local_world(workers, gpus_per_worker, nproc_per_node)
+    if world > 1:
+        name = "nproc_per_node" if nproc_per_node is not None else "workers"
+        raise ParameterError(
+            name,
+            f"model {cfg.model.type!r} trains in one process (the retrieval trainer is unsharded and its "
+            f"sampled negatives are shared by the whole batch), got a world of {world}",
+        )
+    if resume == "must":
+        raise ParameterError("resume", f"model {cfg.model.type!r}: a retrieval run does not resume")
 
 
 def _warm_source(

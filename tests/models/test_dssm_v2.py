@@ -155,4 +155,4 @@ def test_v2_trains_from_the_configured_negative_sampler(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"reads column\(s\) \['cate_id'\] that are not in attr_fields"):
         train_retrieval(bad, build_feature_spec(bad), rows, steps=1)
     with pytest.raises(ValueError, match="give data.negative_sampler"):
-        train_retrieval(load_config(SMALL), spec, rows, steps=1)
+        train_retrieval(load_config(SMALL, {"data.negative_sampler": None}), spec, rows, steps=1)
