@@ -212,9 +212,10 @@ def main() -> None:
     ap.add_argument("--bad-fraction", type=float, default=0.1, help="share of bad requests")
     ap.add_argument(
         "--servers", type=_setting, nargs="+", metavar="[SERVER:]WxT",
-        default=[("recpipe", 1, 2), ("mlflow", 1, 2), ("recpipe", 2, 1), ("recpipe", 1, 1)],
+        default=[("recpipe", 2, 1), ("mlflow", 2, 1), ("recpipe", 1, 2), ("mlflow", 1, 2)],
         help="server settings measured: recpipe's server (the default) or MLflow's, W workers x T torch threads "
-        "each; the first is the last line's, compared with the first MLflow setting measured",
+        "each; the first is the last line's, compared with the first MLflow setting measured (first: 2x1, what "
+        "manifests/base/serving/scoring.yaml deploys)",
     )  # fmt: skip
     ap.add_argument("--min-auc", type=float, default=0.0, help="the pipeline gate's AUC floor (not measured)")
     ap.add_argument(

@@ -350,6 +350,11 @@ def run(
         access_log=False,
         log_level="info",
         timeout_keep_alive=30,
+        # uvloop's event loop and httptools' parser (both in requirements/lock.txt) over asyncio and h11:
+        # benchmarks/serving_load.py, 8 clients on 2 cores, 2026-12-03: 99-102 rps against 83-93 (1 worker x
+        # 2 threads, interleaved; benchmarks/RESULTS.md).
+        loop="uvloop",
+        http="httptools",
     )
 
 
