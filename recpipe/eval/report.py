@@ -94,3 +94,22 @@ def build_report(
         data_rows=dict(data_rows or {}),
         tasks=dict(tasks or {}),
     )
+
+
+def verdict_lines(
+    psi_max: float | None,
+    drift_top: list[tuple[str, float]],
+    champion_source: str,
+    passed: bool,
+    reasons: list[str],
+) -> list[str]:
+    """The end of an evaluate step's summary, ranking or retrieval: drift (when measured), where the champion's
+    figures came from, the gate's verdict and its reasons."""
+    lines = []
+    if psi_max is not None:
+        top = ", ".join(f"{k} {v:.4f}" for k, v in drift_top)
+        lines.append(f"drift: psi max {psi_max:.4f} ({top})")
+    lines.append(f"champion: {champion_source}")
+    lines.append(f"gate: {'PASSED' if passed else 'FAILED'}")
+    lines += [f"  {r}" for r in reasons]
+    return lines

@@ -21,8 +21,9 @@ MAX_BATCH = 1 << 20
 MAX_VALUES = (1 << 31) - 2
 
 
-def dense_dynamic_shapes(plan: list[PlanEntry]) -> tuple[dict[int, Any], ...]:
-    """``dynamic_shapes`` for ``(dense, *plan inputs)``: one batch dim, one item count per history."""
+def dense_dynamic_shapes(plan: list[PlanEntry], offsets: bool = True) -> tuple[dict[int, Any], ...]:
+    """``dynamic_shapes`` for ``(dense, *plan inputs)``: one batch dim, one item count per history; without
+    ``offsets``, for a program that takes no offsets inputs (the shared-history one)."""
     batch = Dim("batch", min=1, max=MAX_BATCH)
     shapes: list[dict[int, Any]] = [{0: batch}]
     for i, p in enumerate(plan):
@@ -30,7 +31,7 @@ def dense_dynamic_shapes(plan: list[PlanEntry]) -> tuple[dict[int, Any], ...]:
             shapes.append({0: batch})
         elif p.kind == "sequence":
             shapes.append({0: Dim(f"items_{i}", min=0, max=MAX_VALUES)})
-        else:
+        elif offsets:
             shapes.append({0: batch + 1})
     return tuple(shapes)
 

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import torch
-from torch.export import Dim, ExportedProgram
+from torch.export import ExportedProgram
 
-from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program
+from recpipe.export.dense import dense_dynamic_shapes, export_program
 from recpipe.export.manifest import ArtifactError, ExportError, Manifest
 from recpipe.export.parity import ParitySet
 from recpipe.features.fg import FGOutput
@@ -87,18 +87,6 @@ def shared_example(plan: list[PlanEntry], example: tuple[torch.Tensor, ...]) -> 
     return tuple(out)
 
 
-def shared_dynamic_shapes(plan: list[PlanEntry]) -> tuple[dict[int, Any], ...]:
-    """One batch dim for the candidates, a free item count per history (the tiled program's names)."""
-    batch = Dim("batch", min=1, max=MAX_BATCH)
-    shapes: list[dict[int, Any]] = [{0: batch}]
-    for i, p in enumerate(plan):
-        if p.kind == "pooled":
-            shapes.append({0: batch})
-        elif p.kind == "sequence":
-            shapes.append({0: Dim(f"items_{i}", min=0, max=MAX_VALUES)})
-    return tuple(shapes)
-
-
 def export_shared(
     dense: torch.nn.Module, plan: list[PlanEntry], example: tuple[torch.Tensor, ...]
 ) -> tuple[ExportedProgram, tuple[torch.Tensor, ...]] | None:
@@ -115,7 +103,7 @@ def export_shared(
     if module.input_names != want:
         raise ExportError(f"the shared-history inputs {module.input_names} are not the lookup plan's {want}")
     inputs = shared_example(plan, example)
-    return export_program(module, inputs, (shared_dynamic_shapes(plan),)), inputs
+    return export_program(module, inputs, (dense_dynamic_shapes(plan, offsets=False),)), inputs
 
 
 def shared_signature(plan: list[PlanEntry], example: tuple[torch.Tensor, ...]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from recpipe.config import ParameterError, gate_overrides
 from recpipe.config.catalogue import RETRIEVAL_MODELS
+from recpipe.eval.report import verdict_lines
 from recpipe.runlog import NULL_LOG, RunLog, failing
 from recpipe.stages.evaluate_retrieval import RetrievalEvaluateResult, check_gate_overrides, run_retrieval
 
@@ -79,12 +80,9 @@ class EvaluateResult:
                 f"data: read {r.get('rows_read')}, used {r.get('rows_used')}, skipped {r.get('rows_skipped')}, "
                 f"truncated histories {r.get('truncated_histories')}"
             )
-        if self.psi_max is not None:
-            top = ", ".join(f"{k} {v:.4f}" for k, v in self.drift_top)
-            lines.append(f"drift: psi max {self.psi_max:.4f} ({top})")
-        lines.append(f"champion: {self.champion_source}")
-        lines.append(f"gate: {'PASSED' if self.gate_passed else 'FAILED'}")
-        lines += [f"  {r}" for r in self.gate_reasons]
+        lines += verdict_lines(
+            self.psi_max, self.drift_top, self.champion_source, self.gate_passed, self.gate_reasons
+        )
         return "\n".join(lines)
 
 

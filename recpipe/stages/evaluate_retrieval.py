@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recpipe.config import GateConfig, ParameterError
+from recpipe.eval.report import verdict_lines
 from recpipe.runlog import RunLog
 
 if TYPE_CHECKING:
@@ -60,12 +61,9 @@ class RetrievalEvaluateResult:
             f"{name} {v:.4f}" for name, v in self.metrics.items() if name.startswith(("recall", "hit"))
         )
         lines = [f"{scores}  queries {int(self.metrics.get('queries', 0))}"]
-        if self.psi_max is not None:
-            top = ", ".join(f"{k} {v:.4f}" for k, v in self.drift_top)
-            lines.append(f"drift: psi max {self.psi_max:.4f} ({top})")
-        lines.append(f"champion: {self.champion_source}")
-        lines.append(f"gate: {'PASSED' if self.gate_passed else 'FAILED'}")
-        lines += [f"  {r}" for r in self.gate_reasons]
+        lines += verdict_lines(
+            self.psi_max, self.drift_top, self.champion_source, self.gate_passed, self.gate_reasons
+        )
         return "\n".join(lines)
 
 
