@@ -27,6 +27,9 @@ START_ARGS = dict(
     launcher="local",
 )
 
+# A ranking config's gate holds the retrieval gate's fields at their defaults (unset: a ranking config refuses them).
+RECALL_GATE_DEFAULTS = {"recall_k": None, "min_recall_at_k": None, "max_recall_drop": 0.01}
+
 
 def _start(tmp_path, tiny_config, uri, **kw):
     cfg = Artifact(uri=str(tmp_path / "config.yaml"))
@@ -42,7 +45,8 @@ def test_start_resolves_config_and_opens_the_run(tmp_path, tiny_config, sqlite_u
     assert (pod_gpus, pod_selector) == (0, {"gpu": "h200"}) and pod_tolerations[0]["key"] == "nvidia.com/gpu"
     cfg = load_config(cfg_artifact.path)
     assert cfg.eval.gate.model_dump() == {
-        "min_auc": 0.55, "max_auc_drop": 0.01, "max_logloss_rise": 0.02, "max_psi": None, "max_psi_per_feature": {}
+        "min_auc": 0.55, "max_auc_drop": 0.01, "max_logloss_rise": 0.02, "max_psi": None, "max_psi_per_feature": {},
+        **RECALL_GATE_DEFAULTS,
     }  # fmt: skip
     assert cfg.export.backends == ["onnx", "rtp"] and cfg.train.max_steps == 7
     run = tracking.run_summary(run_id, uri=sqlite_uri)
@@ -119,10 +123,14 @@ def test_yaml_gate_survives_unset_parameters_and_set_ones_override(tmp_path, tin
     config.write_text(yaml.safe_dump(doc))
     unset = {"min_auc": "", "max_auc_drop": "", "max_logloss_rise": ""}
     (run_id, *_), cfg = _start(tmp_path / "a", str(config), sqlite_uri, **unset)
-    assert load_config(cfg.path).eval.gate.model_dump() == doc["eval"]["gate"]
+    assert load_config(cfg.path).eval.gate.model_dump() == {**doc["eval"]["gate"], **RECALL_GATE_DEFAULTS}
     assert tracking.run_summary(run_id, uri=sqlite_uri)["params"]["eval.gate.min_auc"] == "0.42"
     _, cfg = _start(tmp_path / "b", str(config), sqlite_uri, **{**unset, "min_auc": "0.61"})
-    assert load_config(cfg.path).eval.gate.model_dump() == {**doc["eval"]["gate"], "min_auc": 0.61}
+    assert load_config(cfg.path).eval.gate.model_dump() == {
+        **doc["eval"]["gate"],
+        **RECALL_GATE_DEFAULTS,
+        "min_auc": 0.61,
+    }
 
 
 def test_start_fills_the_scheduled_day_and_records_the_warm_start_rule(tmp_path, tiny_config, sqlite_uri):

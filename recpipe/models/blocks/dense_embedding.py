@@ -129,6 +129,11 @@ class EmbeddedDense(nn.Module):
     def forward(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.inner(self.embed(dense), embeddings)
 
+    def forward_shared(self, dense: torch.Tensor, embeddings: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The inner arch's shared-history form (``dense_shared.pt2``) over the embedded columns too: without it
+        ``__getattr__`` would hand the inner one the raw ``(B, D)`` columns."""
+        return self.inner.forward_shared(self.embed(dense), embeddings)
+
     def input_names(self) -> list[str]:
         return self.inner.input_names()
 
