@@ -76,7 +76,7 @@ class Scorer:
         self.keys = self.spec.sparse_keys()
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
         self._tiled = TiledFG(self._fg)
-        self._inputs = list(column_kinds(self.spec, with_labels=False))
+        self._inputs = list(self._fg.contract.kinds)
 
     def predict_batch(self, dense: Any, values: Any, lengths: Any) -> np.ndarray:
         """Logits ``(B,)`` (``(B, T)`` for a multi-task model) for ``dense (B, D)`` float32, ``values (N,)``
@@ -192,7 +192,9 @@ class Scorer:
             if table.num_rows
             else pa.RecordBatch.from_pylist([], schema=table.schema)
         )
-        table = pa.Table.from_batches([normalize(batch, self.spec, with_labels=False).select(self._inputs)])
+        table = pa.Table.from_batches(
+            [normalize(batch, self.spec, False, self._fg.contract).select(self._inputs)]
+        )
         # Text as large_string, whichever way it came (pandas' Arrow strings are large, a column of nulls is
         # read as string): one schema for requests of the same columns, whatever held their nulls.
         large = pa.schema(
