@@ -30,10 +30,10 @@ run: $(STAMP)
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist; CI's 2 cores), each test file in one of them (its
 # module fixtures built once), files with a slow test first (tests/conftest.py); TEST_WORKERS=0 runs it in
-# this process.
+# this process. The 30 slowest setups and tests are listed at the end (where the 20-minute budget goes).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 tests
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" tests

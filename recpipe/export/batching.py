@@ -5,10 +5,12 @@ A one-row request costs about as much as a 64-row one (FG and the model's per-ca
 ~3.3 ms on the small DIN; benchmarks/RESULTS.md, "Serving under load"), and MLflow's scoring server runs each
 request's ``predict`` in a thread of its own (``asyncio.to_thread``). So under load a worker gains throughput by
 merging the calls that wait, and loses nothing alone: a call that finds no batch in progress is scored at
-once (no timer, no added latency). Each call still reads and checks its own rows first
-(:meth:`~recpipe.export.scorer.Scorer.prepare_raw`: a request without any model column is refused on its
-own), and a batch that fails is scored again request by request, so a bad value fails only its own request,
-with its own row number.
+once (no timer, no added latency). Each call still reads and checks its own rows first (a request without
+any model column is refused on its own, :func:`~recpipe.export.scorer.check_known_columns`); the leader then
+reads the batch's rows by the raw-value contract once per column layout
+(:meth:`~recpipe.export.scorer.Scorer.prepare_raw`: per request it was the server's largest cost under load,
+more than the batch's FG and model) and scores them in one call. A batch that fails is read and scored again
+request by request, so a bad value fails only its own request, with its own row number.
 
 Example::
 
@@ -24,7 +26,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from recpipe.export.scorer import Scorer
+from recpipe.export.scorer import Scorer, check_known_columns
+from recpipe.features.raw import to_arrow
 
 # The most rows merged into one call: past a few hundred rows a batch costs about its rows (no overhead left
 # to share), and a bounded batch bounds the latency it adds to the calls behind it.
@@ -32,7 +35,7 @@ MAX_BATCH_ROWS = 512
 
 
 class _Call:
-    """One waiting call: its prepared rows, then its logits or its error."""
+    """One waiting call: its rows (read into Arrow, not yet prepared), then its logits or its error."""
 
     __slots__ = ("done", "error", "lead", "logits", "table")
 
@@ -72,7 +75,10 @@ class MicroBatcher:
         Raises:
             DataError: as :meth:`~recpipe.export.scorer.Scorer.predict_raw`, for these rows only.
         """
-        call = _Call(self.scorer.prepare_raw(rows))
+        table = to_arrow(rows)
+        if table.num_rows:
+            check_known_columns(self.scorer.spec, table.column_names)
+        call = _Call(table)
         with self._lock:
             self._queue.append(call)
             if not self._busy:
@@ -110,23 +116,51 @@ class MicroBatcher:
 
     def _score(self, batch: list[_Call]) -> None:
         """Sets each call's logits or error; raises nothing."""
-        groups: dict[pa.Schema, list[_Call]] = {}
-        for call in batch:
-            groups.setdefault(call.table.schema, []).append(call)
-        for calls in groups.values():
+        prepared = self._prepare(batch)
+        groups: dict[pa.Schema, list[tuple[_Call, pa.Table]]] = {}
+        for call, table in prepared:
+            groups.setdefault(table.schema, []).append((call, table))
+        for members in groups.values():
             self.batches += 1
-            if len(calls) > 1:
+            if len(members) > 1:
                 try:
-                    merged = self.scorer.score_prepared(pa.concat_tables([c.table for c in calls]))
+                    merged = self.scorer.score_prepared(pa.concat_tables([t for _, t in members]))
                 except Exception:  # noqa: BLE001 - some call's rows are bad: each is scored alone below
                     pass
                 else:
-                    ends = np.cumsum([c.table.num_rows for c in calls])
-                    for call, part in zip(calls, np.split(merged, ends[:-1]), strict=True):
+                    ends = np.cumsum([t.num_rows for _, t in members])
+                    for (call, _), part in zip(members, np.split(merged, ends[:-1]), strict=True):
                         call.logits = part
+                    continue
+            for call, table in members:
+                try:
+                    call.logits = self.scorer.score_prepared(table)
+                except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
+                    call.error = err
+
+    def _prepare(self, batch: list[_Call]) -> list[tuple[_Call, pa.Table]]:
+        """The calls whose rows read by the contract, each with its prepared rows (a slice of one
+        :meth:`~recpipe.export.scorer.Scorer.prepare_raw` per raw column layout); a call whose rows cannot be
+        read gets its own error (prepared alone) and is left out."""
+        layouts: dict[pa.Schema, list[_Call]] = {}
+        for call in batch:
+            layouts.setdefault(call.table.schema, []).append(call)
+        out: list[tuple[_Call, pa.Table]] = []
+        for calls in layouts.values():
+            if len(calls) > 1:
+                try:
+                    merged = self.scorer.prepare_raw(pa.concat_tables([c.table for c in calls]))
+                except Exception:  # noqa: BLE001 - some call's rows are bad: each is read alone below
+                    pass
+                else:
+                    start = 0
+                    for call in calls:
+                        out.append((call, merged.slice(start, call.table.num_rows)))
+                        start += call.table.num_rows
                     continue
             for call in calls:
                 try:
-                    call.logits = self.scorer.score_prepared(call.table)
+                    out.append((call, self.scorer.prepare_raw(call.table)))
                 except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
                     call.error = err
+        return out

@@ -22,6 +22,7 @@ class Gated:
 
     def __init__(self, scorer, waiting: int) -> None:
         self.scorer, self.waiting = scorer, waiting
+        self.spec = scorer.spec
         self.batcher: MicroBatcher | None = None
         self.rows: list[int] = []
 
