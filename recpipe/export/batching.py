@@ -6,7 +6,7 @@ A one-row request costs about as much as a 64-row one (FG and the model's per-ca
 request's ``predict`` in a thread of its own (``asyncio.to_thread``). So under load a worker gains throughput by
 merging the calls that wait, and loses nothing alone: a call that finds no batch in progress is scored at
 once (no timer, no added latency). Each call still reads and checks its own rows first (a request without
-any model column is refused on its own, :func:`~recpipe.export.scorer.check_known_columns`); the leader then
+any model column is refused on its own, :meth:`~recpipe.export.scorer.Scorer.check_columns`); the leader then
 reads the batch's rows by the raw-value contract once per column layout
 (:meth:`~recpipe.export.scorer.Scorer.prepare_raw`: per request it was the server's largest cost under load,
 more than the batch's FG and model) and scores them in one call. A batch that fails is read and scored again
@@ -21,12 +21,13 @@ Example::
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from recpipe.export.scorer import Scorer, check_known_columns
+from recpipe.export.scorer import Scorer
 from recpipe.features.raw import to_arrow
 
 # The most rows merged into one call: past a few hundred rows a batch costs about its rows (no overhead left
@@ -77,7 +78,7 @@ class MicroBatcher:
         """
         table = to_arrow(rows)
         if table.num_rows:
-            check_known_columns(self.scorer.spec, table.column_names)
+            self.scorer.check_columns(table.column_names)
         call = _Call(table)
         with self._lock:
             self._queue.append(call)
@@ -115,52 +116,45 @@ class MicroBatcher:
                 call.done.set()
 
     def _score(self, batch: list[_Call]) -> None:
-        """Sets each call's logits or error; raises nothing."""
-        prepared = self._prepare(batch)
-        groups: dict[pa.Schema, list[tuple[_Call, pa.Table]]] = {}
-        for call, table in prepared:
-            groups.setdefault(table.schema, []).append((call, table))
-        for members in groups.values():
+        """Sets each call's logits or error; raises nothing. The rows are read by the contract once per raw
+        column layout, then FG'd and scored once per prepared schema."""
+        prepared = [
+            done
+            for members in _by_schema((call, call.table) for call in batch)
+            for done in _merged(members, self.scorer.prepare_raw)
+        ]
+        for members in _by_schema(prepared):
             self.batches += 1
-            if len(members) > 1:
-                try:
-                    merged = self.scorer.score_prepared(pa.concat_tables([t for _, t in members]))
-                except Exception:  # noqa: BLE001 - some call's rows are bad: each is scored alone below
-                    pass
-                else:
-                    ends = np.cumsum([t.num_rows for _, t in members])
-                    for (call, _), part in zip(members, np.split(merged, ends[:-1]), strict=True):
-                        call.logits = part
-                    continue
-            for call, table in members:
-                try:
-                    call.logits = self.scorer.score_prepared(table)
-                except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
-                    call.error = err
+            for call, logits in _merged(members, self.scorer.score_prepared):
+                call.logits = logits
 
-    def _prepare(self, batch: list[_Call]) -> list[tuple[_Call, pa.Table]]:
-        """The calls whose rows read by the contract, each with its prepared rows (a slice of one
-        :meth:`~recpipe.export.scorer.Scorer.prepare_raw` per raw column layout); a call whose rows cannot be
-        read gets its own error (prepared alone) and is left out."""
-        layouts: dict[pa.Schema, list[_Call]] = {}
-        for call in batch:
-            layouts.setdefault(call.table.schema, []).append(call)
-        out: list[tuple[_Call, pa.Table]] = []
-        for calls in layouts.values():
-            if len(calls) > 1:
-                try:
-                    merged = self.scorer.prepare_raw(pa.concat_tables([c.table for c in calls]))
-                except Exception:  # noqa: BLE001 - some call's rows are bad: each is read alone below
-                    pass
-                else:
-                    start = 0
-                    for call in calls:
-                        out.append((call, merged.slice(start, call.table.num_rows)))
-                        start += call.table.num_rows
-                    continue
-            for call in calls:
-                try:
-                    out.append((call, self.scorer.prepare_raw(call.table)))
-                except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
-                    call.error = err
-        return out
+
+def _by_schema(pairs: Iterable[tuple[_Call, pa.Table]]) -> list[list[tuple[_Call, pa.Table]]]:
+    """``(call, rows)`` pairs grouped by the rows' schema (rows of one schema can be concatenated)."""
+    groups: dict[pa.Schema, list[tuple[_Call, pa.Table]]] = {}
+    for call, table in pairs:
+        groups.setdefault(table.schema, []).append((call, table))
+    return list(groups.values())
+
+
+def _merged(
+    members: list[tuple[_Call, pa.Table]], step: Callable[[pa.Table], Any]
+) -> list[tuple[_Call, Any]]:
+    """``step`` (prepare or score, row by row independent) over the members' rows concatenated, its result cut
+    back into each call's rows; when that fails, ``step`` over each call's own rows, a failure becoming that
+    call's error (so it names the call's own row). Returns the calls that got a result, with it."""
+    if len(members) > 1:
+        try:
+            result = step(pa.concat_tables([table for _, table in members]))
+        except Exception:  # noqa: BLE001 - some call's rows are bad: each is stepped alone below
+            pass
+        else:
+            ends = np.cumsum([0] + [table.num_rows for _, table in members]).tolist()
+            return [(call, result[a:b]) for (call, _), a, b in zip(members, ends[:-1], ends[1:], strict=True)]
+    out = []
+    for call, table in members:
+        try:
+            out.append((call, step(table)))
+        except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
+            call.error = err
+    return out

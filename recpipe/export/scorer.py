@@ -23,7 +23,9 @@ FG_NAME = FG_JSON
 OUTPUTS = ("probability", "logit")
 
 
-def check_known_columns(spec: FeatureSpec, columns: list[str], where: str = "request") -> None:
+def check_known_columns(
+    spec: FeatureSpec, columns: list[str], where: str = "request", expected: list[str] | None = None
+) -> None:
     """Refuse rows none of whose columns is a feature column of the model: scored, they would all be
     missing values, a confident wrong answer for a client that renamed its columns. Some known columns
     and others absent is the raw-value contract (absent = missing) and passes.
@@ -32,11 +34,14 @@ def check_known_columns(spec: FeatureSpec, columns: list[str], where: str = "req
         spec (FeatureSpec): the model's features.
         columns (list[str]): the rows' column names.
         where (str): what the rows are, for the message (a request, a file).
+        expected (list[str] | None): the model's input columns, ``column_kinds(spec, with_labels=False)``'s,
+            when the caller has them (:meth:`Scorer.check_columns`); else walked from ``spec`` here.
 
     Raises:
         DataError: no column of ``columns`` is one of the model's (names up to 10 of each).
     """
-    expected = list(column_kinds(spec, with_labels=False))
+    if expected is None:
+        expected = list(column_kinds(spec, with_labels=False))
     if set(columns) & set(expected):
         return
     more = f" (and {len(expected) - 10} more)" if len(expected) > 10 else ""
@@ -77,6 +82,15 @@ class Scorer:
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
         self._tiled = TiledFG(self._fg)
         self._inputs = list(self._fg.contract.kinds)
+
+    def check_columns(self, columns: list[str], where: str = "request") -> None:
+        """:func:`check_known_columns` against the model's input columns, read from the spec once (a serving
+        call checks every request).
+
+        Raises:
+            DataError: no column of ``columns`` is one of the model's.
+        """
+        check_known_columns(self.spec, columns, where, self._inputs)
 
     def predict_batch(self, dense: Any, values: Any, lengths: Any) -> np.ndarray:
         """Logits ``(B,)`` (``(B, T)`` for a multi-task model) for ``dense (B, D)`` float32, ``values (N,)``
@@ -166,7 +180,7 @@ class Scorer:
         shared = None if context is None else context_table(context, self.spec, table.column_names)
         columns = table.column_names + ([] if shared is None else shared.column_names)
         if table.num_rows:  # no rows, no answer to get wrong
-            check_known_columns(self.spec, columns)
+            self.check_columns(columns)
         return self._score(self._fg(table)) if shared is None else self._score_context(shared, table)
 
     def _score_context(self, context: pa.Table, rows: pa.Table) -> np.ndarray:
@@ -182,11 +196,11 @@ class Scorer:
         (:class:`~recpipe.export.batching.MicroBatcher`).
 
         Raises:
-            DataError: rows without any of the model's columns (:func:`check_known_columns`).
+            DataError: rows without any of the model's columns (:meth:`check_columns`).
         """
         table = to_arrow(rows)
         if table.num_rows:
-            check_known_columns(self.spec, table.column_names)
+            self.check_columns(table.column_names)
         batch = (
             table.combine_chunks().to_batches()[0]
             if table.num_rows

@@ -100,7 +100,6 @@ def run(
     from recpipe.data.sharding import Shard
     from recpipe.data.sources import open_source
     from recpipe.export.loaders import load_backend, served_folder
-    from recpipe.export.scorer import check_known_columns
     from recpipe.features.fg import FeatureGenerator
     from recpipe.features.request_groups import Grouped, RequestGroups
 
@@ -118,7 +117,7 @@ def run(
         missing = [c for c in keep if source.schema().get_field_index(c) < 0]
         if missing:
             raise ValueError(f"{data}: no column(s) {missing} to keep; the data has {source.schema().names}")
-        check_known_columns(scorer.spec, source.schema().names, where=data)
+        scorer.check_columns(source.schema().names, where=data)
         fg = FeatureGenerator(scorer.spec, on_bad_row=on_bad_row, with_labels=False)
         groups = None
         if request_key is not None:

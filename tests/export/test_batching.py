@@ -22,9 +22,11 @@ class Gated:
 
     def __init__(self, scorer, waiting: int) -> None:
         self.scorer, self.waiting = scorer, waiting
-        self.spec = scorer.spec
         self.batcher: MicroBatcher | None = None
         self.rows: list[int] = []
+
+    def check_columns(self, columns):
+        return self.scorer.check_columns(columns)
 
     def prepare_raw(self, rows):
         return self.scorer.prepare_raw(rows)
