@@ -21,9 +21,10 @@ def evaluate(
     classification: Output[ClassificationMetrics],
     report: Output[Artifact],
 ) -> NamedTuple("GateOutputs", [("gate_passed", bool), ("gate_reasons", str)]):
-    """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix), measure the eval split's drift
-    from the training split, and gate it against the thresholds (``max_psi`` included) and the registry's
-    ``champion`` (re-evaluated on the same eval data when possible)."""
+    """Evaluate the checkpoint (AUC, GAUC, logloss, ROC, confusion matrix; a retrieval model: recall@K and
+    hit-rate@K over its catalogue, no ROC), measure the eval split's drift from the training split, and gate it
+    against the thresholds (``max_psi`` included) and the registry's ``champion`` (re-evaluated on the same eval
+    data when possible)."""
     from recpipe.fastexit import ends_fast
 
     with ends_fast():  # the step's process ends without finalization once its outputs are written
@@ -36,6 +37,7 @@ def evaluate(
         )  # fmt: skip
         for name, value in r.kfp_metrics().items():
             metrics.log_metric(name, value)
-        classification.log_roc_curve(r.roc_fpr, r.roc_tpr, r.roc_thresholds)
-        classification.log_confusion_matrix(["no click", "click"], r.confusion_matrix)
+        if isinstance(r, stage.EvaluateResult):  # a ranking model's scores have a ROC curve
+            classification.log_roc_curve(r.roc_fpr, r.roc_tpr, r.roc_thresholds)
+            classification.log_confusion_matrix(["no click", "click"], r.confusion_matrix)
         return (r.gate_passed, "\n".join(r.gate_reasons))

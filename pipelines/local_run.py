@@ -16,8 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from recpipe.config import ParameterError, gate_overrides
-from recpipe.config.catalogue import LOCAL_RUN_BACKENDS
+from recpipe.config import ParameterError, RecpipeConfig, gate_overrides
+from recpipe.config.catalogue import LOCAL_RUN_BACKENDS, RETRIEVAL_MODELS
+from recpipe.data.synthetic.retrieval import ITEMS_FILE
 from recpipe.pipeline import RunSummary, summarize
 from recpipe.pipeline.params import (
     check_data_fits,
@@ -33,6 +34,9 @@ DEFAULT_CONFIG = "configs/din_taobao_small.yaml"
 # Sized for < 10 minutes end to end on 2 cores (see the README's measured timings).
 DEFAULT_ROWS = 1_000_000
 DEFAULT_PROCESSES = 2
+# A retrieval config's generated rows (synthetic:retrieval, one catalogue item per 50 rows): its trainer reads
+# every row into memory, one process.
+DEFAULT_RETRIEVAL_ROWS = 200_000
 RUNNERS = ("subprocess", "containers")
 
 
@@ -65,14 +69,19 @@ def run_local(
         data_source: any source ``ingest`` reads, checked against the config's columns first; default
             the config's ``data.train`` (with its ``data.eval`` kept as the eval split), else generated data
             of the config's kind (``synthetic:taobao`` or ``synthetic:criteo``, else
-            ``synthetic:config`` for the config's own columns; ``rows`` rows).
-        rows: generated rows (default 1,000,000).
+            ``synthetic:config`` for the config's own columns; ``rows`` rows). A retrieval config (``dssm``,
+            ``dssm_v2``) gets ``synthetic:retrieval`` rows generated into ``<run>/data`` first, with their
+            catalogue ``<run>/data/_items.parquet`` as its negative sampler's item table where the config's
+            ``input_path`` is a placeholder it leaves unset (``"{ITEMS}"``).
+        rows: generated rows (default 1,000,000; a retrieval config's 200,000).
 
     Raises:
         ParameterError: the data source is unreadable or lacks the config's columns, or no generated data
             fits the config.
-        workers, gpus_per_worker: as on a cluster; here ``workers × gpus_per_worker`` CPU processes.
-        backends: export backends (default :data:`~recpipe.config.catalogue.LOCAL_RUN_BACKENDS`, ``jit,onnx,rtp``).
+        workers, gpus_per_worker: as on a cluster; here ``workers × gpus_per_worker`` CPU processes (a retrieval
+            config: one).
+        backends: export backends (default :data:`~recpipe.config.catalogue.LOCAL_RUN_BACKENDS`, ``jit,onnx,rtp``;
+            a retrieval config's :data:`~recpipe.config.catalogue.RETRIEVAL_BACKENDS`).
         min_auc, max_auc_drop, max_logloss_rise: gate thresholds (default: the config's ``eval.gate``).
         auto_promote: promote a version that passed the gate to ``champion``.
         overrides: dotted config overrides, e.g. ``{"train.max_steps": 50}``.
@@ -109,15 +118,29 @@ def run_local(
         from recpipe.stages.ingest import configured_sources
 
         data_source = configured_sources(cfg.data, None, os.environ)[0]
+    retrieval = cfg.model.type in RETRIEVAL_MODELS
     if data_source:
         check_data_source(data_source)
         check_data_fits(cfg, data_source)
         source = data_source
-    else:
+    elif not retrieval:
         source = synthetic_source_for(cfg, rows or DEFAULT_ROWS, config_path=Path(config).resolve())
     runs = runs_folder(runs_dir).resolve()
     run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    oracle_recall: dict[int, float] = {}
+    if retrieval:
+        # Two towers train in one process on their own defaults (recpipe.config.catalogue.RETRIEVAL_BACKENDS).
+        gpus_per_worker = 1 if gpus_per_worker is None else gpus_per_worker
+        if not data_source:
+            source, catalogue, oracle_recall = _generate_retrieval(
+                cfg, rows or DEFAULT_RETRIEVAL_ROWS, run_dir / "data"
+            )
+            if catalogue is not None:
+                overrides = {
+                    f"data.params.{catalogue}": str(run_dir / "data" / ITEMS_FILE),
+                    **(overrides or {}),
+                }
     uri = resolve_tracking_uri(tracking_uri, None, default_dir=runs, runs=runs_dir)
     config_path = Path(config).resolve()
     if runner == "containers":
@@ -132,7 +155,7 @@ def run_local(
         "workers": workers,
         "gpus_per_worker": DEFAULT_PROCESSES if gpus_per_worker is None else gpus_per_worker,
         "accelerator_type": "",
-        "backends": backends or ",".join(LOCAL_RUN_BACKENDS),
+        "backends": backends or ("" if retrieval else ",".join(LOCAL_RUN_BACKENDS)),
         "mlflow_uri": uri,
         "model_name": model_name,
         "auto_promote": auto_promote,
@@ -163,7 +186,7 @@ def run_local(
                 training_pipeline(**args)
     except Exception as err:  # noqa: BLE001 - a failed step is reported in the summary
         error = f"{type(err).__name__}: {err}"
-    return summarize(
+    summary = summarize(
         uri,
         since=t0,
         data_source=source,
@@ -171,6 +194,28 @@ def run_local(
         seconds=time.time() - t0,
         error=error,
     )
+    summary.oracle_recall = oracle_recall
+    return summary
+
+
+def _generate_retrieval(cfg: RecpipeConfig, rows: int, out: Path) -> tuple[str, str | None, dict[int, float]]:
+    """``synthetic:retrieval`` rows and their catalogue (``out/_items.parquet``) generated into ``out`` before the
+    pipeline starts: the catalogue is not a split that ingest passes on, so the steps read it from there.
+
+    Returns:
+        ``(the rows' folder as the data source, the placeholder of the negative sampler's ``input_path`` that
+        names the catalogue, or None, the oracle's recall@K over the rows)``: a config whose ``input_path`` is
+        exactly one unset placeholder (``"{ITEMS}"``, as ``configs/dssm_retrieval_small.yaml``) gets it pointed
+        at the generated catalogue; a config that names its own item table keeps it.
+    """
+    from recpipe.data.synthetic import generate
+
+    oracle = generate("retrieval", rows, out).oracle_recall or {}
+    sampler = cfg.data.negative_sampler
+    placeholder = re.fullmatch(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", sampler.input_path) if sampler else None
+    if placeholder is None or (cfg.data.params or {}).get(placeholder.group(1)):
+        return str(out), None, oracle
+    return str(out), placeholder.group(1), oracle
 
 
 def _check_inside_runs(runs: Path, source: str, uri: str) -> None:

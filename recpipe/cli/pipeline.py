@@ -125,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rows",
         type=int,
         default=None,
-        help="rows of generated data (default 1,000,000; ignored with --data)",
+        help="rows of generated data (default 1,000,000; a retrieval config's 200,000; ignored with --data)",
     )
     r.add_argument("--workers", type=int, default=1, help="nodes a cluster run would have (here: processes)")
     r.add_argument(

@@ -142,6 +142,9 @@ MODELS: dict[str, Declared] = {
 # The models of MODELS that retrieve (two towers, :class:`~recpipe.models.protocol.RetrievalModel`): trained by the
 # retrieval loss over negatives (recpipe.models.retrieval_train), scored by recall@K, not by the ranking loop.
 RETRIEVAL_MODELS: tuple[str, ...] = ("dssm", "dssm_v2")
+# What a retrieval model's user tower is exported to (with its item embeddings and FAISS index): torch.export +
+# AOTInductor, the path for new work; its ``export.backends`` when the config names none.
+RETRIEVAL_BACKENDS: tuple[str, ...] = ("aoti",)
 # A package outside recpipe adds to a table by an entry point of this group, naming a module whose ``Config``
 # is the config class and whose attribute given here is the code.
 ENTRY_POINTS: dict[str, tuple[str, str]] = {

@@ -30,6 +30,7 @@ from recpipe.config.catalogue import (
     ENTRY_POINTS,
     FEATURE_KINDS,
     MODELS,
+    RETRIEVAL_BACKENDS,
     RETRIEVAL_MODELS,
     Declared,
     check_backend_names,
@@ -575,6 +576,9 @@ class RecpipeConfig(Strict):
                 f"eval.gate.max_psi_per_feature names unknown features {unknown}; known: {sorted(known)}"
             )
         check_gate_kind(self.model.type, self.eval)
+        if self.model.type in RETRIEVAL_MODELS and "backends" not in self.export.model_fields_set:
+            # Two towers export to their own backends (a ranking model's default would be refused).
+            self.export.backends = list(RETRIEVAL_BACKENDS)
         self.model.check_groups(self.feature_groups)
         check_labels = getattr(self.model, "check_labels", None)
         if check_labels is not None:

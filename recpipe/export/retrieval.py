@@ -104,6 +104,18 @@ class RetrievalExportOutcome:
         """Published (a failed check raises instead)."""
         return self.version is not None
 
+    def metadata(self) -> dict[str, str | float]:
+        """Flat KFP artifact metadata, as :meth:`~recpipe.export.outcome.ExportOutcome.metadata` gives a ranking
+        export's: the user tower's parity, the catalogue's size and the ANN index's recall against exact."""
+        out: dict[str, str | float] = {"user_tower": "passed" if self.ok else "failed", "items": self.items}
+        if self.user_tower_parity.get("max_abs_diff") is not None:
+            out["user_tower_max_abs_diff"] = float(self.user_tower_parity["max_abs_diff"])
+        ann = self.index.get("ann") or {}
+        if ann.get("kind"):
+            out["ann_index"] = str(ann["kind"])
+            out["ann_recall_vs_exact"] = float(ann["recall_vs_exact"])
+        return out
+
     def describe(self) -> str:
         p = self.user_tower_parity
         lines = [

@@ -31,6 +31,11 @@ class RunSummary:
     logloss: float | None = None
     oracle_auc: float | None = None
     task_auc: dict[str, float] = field(default_factory=dict)  # a multi-task model's AUC per label column
+    recall: dict[int, float] = field(
+        default_factory=dict
+    )  # a retrieval model's recall@K over its catalogue, by K
+    # The generator's oracle recall@K over all the rows it wrote (``recpipe run`` on generated retrieval data).
+    oracle_recall: dict[int, float] = field(default_factory=dict)
     gate_passed: bool | None = None
     gate_reasons: list[str] = field(default_factory=list)
     champion_source: str | None = None
@@ -69,6 +74,14 @@ class RunSummary:
             lines.append(f"  GAUC/logloss  {f(self.gauc)} / {f(self.logloss)}")
             if self.task_auc:
                 lines.append("  AUC per task  " + ", ".join(f"{t} {f(v)}" for t, v in self.task_auc.items()))
+        if self.recall:
+            oracle = {
+                k: f" (oracle {f(self.oracle_recall[k])})" for k in self.recall if k in self.oracle_recall
+            }
+            lines.append(
+                "  recall        "
+                + ", ".join(f"@{k} {f(v)}{oracle.get(k, '')}" for k, v in sorted(self.recall.items()))
+            )
         if self.gate_passed is not None:
             lines.append(
                 f"  gate          {'PASSED' if self.gate_passed else 'FAILED'} (champion: {self.champion_source})"
@@ -87,9 +100,8 @@ class RunSummary:
             lines.append(f"  registered    {self.model_name} v{self.registered_version}")
         for v in self.versions:
             aliases = ",".join(v["aliases"]) or "-"
-            auc = v["metrics"].get("auc")
             lines.append(
-                f"                v{v['version']:<3} {aliases:<20} auc {f(auc)}  gate {v['gate_passed']}"
+                f"                v{v['version']:<3} {aliases:<20} {_headline(v)}  gate {v['gate_passed']}"
             )
         if self.outcome:
             lines.append(f"  outcome       {self.outcome}")
@@ -168,6 +180,11 @@ def summarize(
         for k, v in metrics.items()
         if k.startswith("eval.") and k.count(".") == 2 and k.endswith(".auc")
     }
+    s.recall = {
+        int(k.removeprefix("eval.recall_at_")): v
+        for k, v in metrics.items()
+        if k.startswith("eval.recall_at_") and k.removeprefix("eval.recall_at_").isdigit()
+    }
     for name in ("train", "eval"):
         counts = {k: int(metrics[f"{name}.{k}"]) for k in ROW_COUNTS if f"{name}.{k}" in metrics}
         if counts:
@@ -187,6 +204,16 @@ def summarize(
     if s.model_name:
         s.versions = tracking.list_models(tracking_uri, s.model_name)
     return s
+
+
+def _headline(version: dict[str, Any]) -> str:
+    """A registered version's headline metric: its AUC, or a retrieval version's recall at its gate's K (a tag)."""
+    tags = version.get("tags") or {}
+    k = tags.get("gate_k")
+    if k and f"recall_at_{k}" in tags:
+        return f"recall@{k} {float(tags[f'recall_at_{k}']):.4f}"
+    auc = version["metrics"].get("auc")
+    return f"auc {'n/a' if auc is None or math.isnan(auc) else f'{auc:.4f}'}"
 
 
 def _largest(metrics: dict[str, float], prefix: str) -> list[tuple[str, float]]:

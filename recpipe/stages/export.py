@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recpipe.config import ParameterError
+from recpipe.config.catalogue import RETRIEVAL_BACKENDS
 from recpipe.export.outcome import ExportOutcome
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 if TYPE_CHECKING:
     from recpipe.export.retrieval import RetrievalExportOutcome
-
-# What a retrieval model's user tower is exported to: torch.export + AOTInductor, the path for new work.
-RETRIEVAL_BACKENDS = ("aoti",)
 
 
 def run(
@@ -34,7 +32,7 @@ def run(
         checkpoint (str): a training output folder or one ``ckpt-<step>`` in it.
         backends (str | list[str] | None): ``"jit,aoti,onnx,rtp,trt"``; ``trt`` is skipped without CUDA/TensorRT
             (before the checkpoint is loaded when nothing else is asked). None or empty: the default backends
-            (a retrieval model: :data:`RETRIEVAL_BACKENDS`, and it refuses any other).
+            (a retrieval model: :data:`~recpipe.config.catalogue.RETRIEVAL_BACKENDS`, and it refuses any other).
         out_dir (str): export folder.
         data_uri (str | None): held-out rows with labels for the parity check (required).
         log (RunLog): records each backend's parity as a tag and its max |Δlogit| as a metric.
