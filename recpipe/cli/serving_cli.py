@@ -19,7 +19,7 @@ def cmd_predict(a: argparse.Namespace) -> int:
     r = predict.run(
         a.model, a.data, a.out, keep=a.keep, on_bad_row=a.on_bad_row, output=a.output,
         batch_rows=a.batch_rows, progress=sys.stderr.isatty() or a.progress, request_key=a.request_key,
-        context_columns=_column_list(a.context_columns),
+        context_columns=_column_list(a.context_columns), k=a.k,
     )  # fmt: skip
     print(
         f"wrote {r.out}: rows_read={r.rows_read} rows_scored={r.rows_scored} rows_skipped={r.rows_skipped}"
@@ -143,6 +143,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", choices=["probability", "logit"], default="probability", help="what to write")
     p.add_argument("--batch-rows", type=int, default=65_536, help="rows read and scored at a time")
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
+    p.add_argument(
+        "--k",
+        type=int,
+        help="a retrieval export (two towers): items per row, written as item_ids and scores, best first "
+        "(default 50)",
+    )
     p.add_argument(
         "--request-key",
         metavar="COLUMN",

@@ -16,13 +16,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recpipe.runlog import NULL_LOG, RunLog, failing
+
+if TYPE_CHECKING:
+    from recpipe.features.fg import FGStats
 
 
 @dataclass
@@ -63,8 +66,10 @@ def run(
     log: RunLog = NULL_LOG,
     request_key: str | None = None,
     context_columns: list[str] | None = None,
+    k: int | None = None,
 ) -> PredictResult:
-    """Score ``data`` with the exported model ``model``; write ``out`` (Parquet).
+    """Score ``data`` with the exported model ``model``; write ``out`` (Parquet). A retrieval export writes each
+    row's top ``k`` items instead (:func:`~recpipe.stages.predict_retrieval.run_retrieval`).
 
     Args:
         model (str): an export folder (the served backend is picked as at registration: rtp, onnx, jit,
@@ -85,6 +90,7 @@ def run(
             and history), FG'd once per request; a row of a request holding another value is an error naming
             its row and column whatever ``on_bad_row`` says (a contract error of the grouping, not a bad
             value). A request longer than ``batch_rows`` is scored in pieces (the same output).
+        k (int | None): a retrieval export's items per row (default 50); a ranking model refuses it.
 
     Raises:
         ValueError: a bad row (``on_bad_row="error"``), a ``keep`` or grouping column not in the data, a context
@@ -100,9 +106,21 @@ def run(
     from recpipe.data.sharding import Shard
     from recpipe.data.sources import open_source
     from recpipe.export.loaders import load_backend, served_folder
+    from recpipe.export.retriever import is_retrieval_export
     from recpipe.features.fg import FeatureGenerator
     from recpipe.features.request_groups import Grouped, RequestGroups
 
+    if is_retrieval_export(model):
+        from recpipe.stages.predict_retrieval import DEFAULT_K, run_retrieval
+
+        if request_key is not None or context_columns is not None or output != "probability":
+            raise ValueError(
+                f"{model} is a retrieval export: it writes each row's top-k items; --request-key, "
+                "--context-columns and --output are a ranking model's"
+            )
+        return run_retrieval(model, data, out, k or DEFAULT_K, keep, on_bad_row, batch_rows, log)
+    if k is not None:
+        raise ValueError(f"k (--k) is a retrieval export's; {model} scores each row once (a ranking model)")
     keep = list(keep or [])
     if (request_key is None) != (context_columns is None):
         raise ValueError(
@@ -168,22 +186,30 @@ def run(
         if writer is None:  # an empty source still gets its (empty) output file
             empty = {name: pa.array([], pa.float64()) for name in scorer.output_columns(output)}
             pq.write_table(pa.table({"row": pa.array([], pa.int64()), **empty}), out_path)
-        t1 = time.perf_counter()
-        st = fg.stats  # grouped: only the requests with a bad value went through ``fg`` (row by row)
-        result = PredictResult(
-            out=str(out_path), model=str(folder), rows_read=position, rows_scored=position - st.rows_skipped,
-            rows_skipped=st.rows_skipped, skipped_by_column=dict(st.skipped_by_column),
-            seconds=round(t1 - t0, 3), load_seconds=round(t_loaded - t0, 3),
-            rows_per_second=round(position / (t1 - t_loaded), 1) if t1 > t_loaded else 0.0,
-        )  # fmt: skip
-        log.log_metrics(
-            {
-                "predict.rows_read": result.rows_read,
-                "predict.rows_scored": result.rows_scored,
-                "predict.rows_skipped": result.rows_skipped,
-                "predict.rows_per_second": result.rows_per_second,
-            }
-        )
+        # grouped: only the requests with a bad value went through ``fg`` (row by row)
+        return finished(out_path, str(folder), position, fg.stats, t0, t_loaded, log)
+
+
+def finished(
+    out: Path, model: str, rows_read: int, stats: FGStats, t0: float, t_loaded: float, log: RunLog
+) -> PredictResult:
+    """The result of a predict that read ``rows_read`` rows (FG's ``stats`` counted the skipped ones), started at
+    ``t0`` and had its model loaded at ``t_loaded``; its counts and throughput logged."""
+    t1 = time.perf_counter()
+    result = PredictResult(
+        out=str(out), model=model, rows_read=rows_read, rows_scored=rows_read - stats.rows_skipped,
+        rows_skipped=stats.rows_skipped, skipped_by_column=dict(stats.skipped_by_column),
+        seconds=round(t1 - t0, 3), load_seconds=round(t_loaded - t0, 3),
+        rows_per_second=round(rows_read / (t1 - t_loaded), 1) if t1 > t_loaded else 0.0,
+    )  # fmt: skip
+    log.log_metrics(
+        {
+            "predict.rows_read": result.rows_read,
+            "predict.rows_scored": result.rows_scored,
+            "predict.rows_skipped": result.rows_skipped,
+            "predict.rows_per_second": result.rows_per_second,
+        }
+    )
     return result
 
 
