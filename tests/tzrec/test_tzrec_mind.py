@@ -21,6 +21,8 @@ from tzrec_fixtures import CONFIGS
 from recpipe.config import parse_config
 from recpipe.data.synthetic import generate
 from recpipe.eval.retrieval import evaluate_retrieval_from_config
+from recpipe.export.manifest import ExportError
+from recpipe.export.retrieval import export_retrieval_checkpoint
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.models.mind.model import MIND
@@ -114,6 +116,13 @@ def test_a_field_given_twice_same_value_is_a_note_different_is_a_problem() -> No
     ]
     blocks = text.replace("eval_config {\n}", "eval_config {\n}\neval_config {\n}")
     assert "'eval_config' is given twice (lines 16 and 18)" in _problems(blocks)
+    both = text.replace(
+        "adagrad_optimizer { lr: 0.001 }", "adagrad_optimizer { lr: 0.001 } adam_optimizer { lr: 0.1 }"
+    )
+    assert (
+        "'adam_optimizer' and 'adagrad_optimizer' (line 12) are both set, members of one oneof"
+        in _problems(both)
+    )
 
 
 def _history_columns(rows: pa.Table) -> pa.Table:
@@ -211,3 +220,5 @@ def test_train_stage_trains_the_imported_mind_through_the_retrieval_job(taobao, 
     again, _ = model.user_interests(batch.dense, batch.sparse)
     torch.testing.assert_close(first, again)  # no fresh routing noise per call
     assert first.shape == (16, 4, 16) and mask.any(dim=1).all()
+    with pytest.raises(ExportError, match="a multi-interest user tower"):
+        export_retrieval_checkpoint(out, tmp_path / "export", str(tmp_path / "eval"))
