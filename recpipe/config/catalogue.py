@@ -138,10 +138,11 @@ MODELS: dict[str, Declared] = {
     ),
     "dssm": Declared("recpipe.models.dssm.config:DssmConfig", "recpipe.models.dssm.model:build"),
     "dssm_v2": Declared("recpipe.models.dssm_v2.config:DssmV2Config", "recpipe.models.dssm_v2.model:build"),
+    "mind": Declared("recpipe.models.mind.config:MindConfig", "recpipe.models.mind.model:build"),
 }
 # The models of MODELS that retrieve (two towers, :class:`~recpipe.models.protocol.RetrievalModel`): trained by the
 # retrieval loss over negatives (recpipe.models.retrieval_train), scored by recall@K, not by the ranking loop.
-RETRIEVAL_MODELS: tuple[str, ...] = ("dssm", "dssm_v2")
+RETRIEVAL_MODELS: tuple[str, ...] = ("dssm", "dssm_v2", "mind")
 # What a retrieval model's user tower is exported to (with its item embeddings and FAISS index): torch.export +
 # AOTInductor, the path for new work; its ``export.backends`` when the config names none.
 RETRIEVAL_BACKENDS: tuple[str, ...] = ("aoti",)

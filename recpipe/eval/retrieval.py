@@ -51,30 +51,58 @@ class RetrievalScores:
 
 
 def top_k_items(
-    queries: torch.Tensor, items: torch.Tensor, k: int, chunk: int = DEFAULT_CHUNK
+    queries: torch.Tensor,
+    items: torch.Tensor,
+    k: int,
+    chunk: int = DEFAULT_CHUNK,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``(Q, k)`` int64 catalogue rows of every query's ``k`` highest scores ``queries @ items.T``, best first.
+    """``(Q, k)`` int64 catalogue rows of every query's ``k`` highest scores ``queries @ items.T``, best first;
+    with several interests per query (MIND), an item's score is its best inner product with the query's real
+    interests.
 
     Args:
-        queries (torch.Tensor): ``(Q, D)`` user embeddings.
+        queries (torch.Tensor): ``(Q, D)`` user embeddings, or ``(Q, K, D)`` interests with ``mask``.
         items (torch.Tensor): ``(N, D)`` every item's embedding.
         k (int): how many (``1 <= k <= N``).
-        chunk (int): queries scored at once (memory ``chunk × N`` floats).
+        chunk (int): queries scored at once (memory ``chunk × N`` floats; ``× K`` with interests).
+        mask (torch.Tensor | None): ``(Q, K)`` bool, the real interests (each query needs one).
 
     Example::
 
         top_k_items(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0], [2.0, 0.0], [1.0, 0.0]]), 2)
         # tensor([[1, 2]])
+        top_k_items(torch.tensor([[[1.0, 0.0], [0.0, 3.0]]]), torch.tensor([[0.0, 1.0], [2.0, 0.0]]), 1,
+                    mask=torch.tensor([[True, True]]))
+        # tensor([[0]]): item 0 scores max(0, 3) = 3, item 1 max(2, 0) = 2
     """
-    if queries.dim() != 2 or items.dim() != 2 or queries.shape[1] != items.shape[1]:
+    interests = mask is not None
+    if interests:
+        assert mask is not None
+        if queries.dim() != 3 or mask.shape != queries.shape[:2]:
+            raise ValueError(
+                f"interests (Q, K, D) and mask (Q, K) must agree, got {tuple(queries.shape)} and "
+                f"{tuple(mask.shape)}"
+            )
+        if mask.shape[0] and not bool(mask.any(dim=1).all()):
+            raise ValueError("every query needs at least one real interest in mask")
+    if queries.dim() != (3 if interests else 2) or items.dim() != 2 or queries.shape[-1] != items.shape[1]:
         raise ValueError(
-            f"queries (Q, D) and items (N, D) must share D, got {tuple(queries.shape)} and {tuple(items.shape)}"
+            f"queries (Q, D) (or interests (Q, K, D) with a mask) and items (N, D) must share D, got "
+            f"{tuple(queries.shape)} and {tuple(items.shape)}"
         )
     if not 1 <= k <= items.shape[0]:
         raise ValueError(f"k must be in [1, {items.shape[0]}] (the catalogue's size), got {k}")
+    if interests:  # the (chunk, K, N) scores stay the size of a single-interest chunk's
+        chunk = max(1, chunk // queries.shape[1])
     out = []
     for start in range(0, queries.shape[0], chunk):
-        scores = queries[start : start + chunk] @ items.T
+        if mask is not None:
+            per = torch.einsum("qkd,nd->qkn", queries[start : start + chunk], items)
+            closed = ~mask[start : start + chunk].unsqueeze(2)
+            scores = per.masked_fill(closed, float("-inf")).amax(dim=1)
+        else:
+            scores = queries[start : start + chunk] @ items.T
         out.append(torch.topk(scores, k, dim=1).indices)
     if not out:
         return torch.zeros(0, k, dtype=torch.int64)
@@ -87,16 +115,19 @@ def recall_at_k(
     targets: Sequence[np.ndarray | Sequence[int]],
     k: int,
     chunk: int = DEFAULT_CHUNK,
+    mask: torch.Tensor | None = None,
 ) -> RetrievalScores:
     """recall@K and hit-rate@K of ``queries`` over the catalogue ``items``, exactly.
 
     Args:
-        queries (torch.Tensor): ``(Q, D)`` user embeddings.
+        queries (torch.Tensor): ``(Q, D)`` user embeddings, or ``(Q, K, D)`` interests with ``mask``
+            (:func:`top_k_items`).
         items (torch.Tensor): ``(N, D)`` the catalogue's item embeddings (row ``j`` is item ``j``).
         targets (Sequence): per query, the catalogue rows of its relevant items (distinct); a query without
             any is not counted.
         k (int): the cut-off.
         chunk (int): queries scored at once.
+        mask (torch.Tensor | None): ``(Q, K)`` the real interests of interest queries.
 
     Example::
 
@@ -106,7 +137,7 @@ def recall_at_k(
     """
     if len(targets) != queries.shape[0]:
         raise ValueError(f"{queries.shape[0]} queries but {len(targets)} target lists")
-    top = top_k_items(queries, items, k, chunk).cpu().numpy()
+    top = top_k_items(queries, items, k, chunk, mask).cpu().numpy()
     found = total = hit = counted = 0
     for row, want in zip(top, targets):
         want = np.asarray(want, dtype=np.int64)
@@ -149,26 +180,33 @@ def evaluate_retrieval(
     model: torch.nn.Module, spec: FeatureSpec, rows: pa.Table, items: ItemTable, ks: tuple[int, ...]
 ) -> dict[int, RetrievalScores]:
     """recall@K and hit-rate@K of every row (its user against the whole catalogue ``items``, its item the
-    target), for each ``k`` of ``ks``, by exact brute force.
+    target), for each ``k`` of ``ks``, by exact brute force; a multi-interest model's user scores an item by
+    its best real interest.
 
     Args:
-        model (torch.nn.Module): a :class:`~recpipe.models.protocol.RetrievalModel`.
+        model (torch.nn.Module): a :class:`~recpipe.models.protocol.RetrievalModel` or a
+            :class:`~recpipe.models.protocol.MultiInterestModel`.
         spec (FeatureSpec): its FeatureSpec.
         rows (pa.Table): the evaluation rows (positives).
         items (ItemTable): the whole catalogue.
         ks (tuple[int, ...]): the cut-offs.
     """
     from recpipe.features.fg import FeatureGenerator
+    from recpipe.models.protocol import MultiInterestModel
     from recpipe.train.retrieval import item_rows, rows_batch
 
     fg = FeatureGenerator(spec)
     model.eval()
     batch = rows_batch(fg, rows)
-    users = model.user_embedding(batch.dense, batch.sparse)
+    mask = None
+    if isinstance(model, MultiInterestModel):
+        users, mask = model.user_interests(batch.dense, batch.sparse)
+    else:
+        users = model.user_embedding(batch.dense, batch.sparse)
     catalogue = rows_batch(fg, item_rows(items.attrs, rows.schema, tuple(spec.labels)))
     item_emb = model.item_embedding(catalogue.dense, catalogue.sparse)
     targets = [[r] for r in items.rows_of(rows.column(items.item_id_field).combine_chunks())]
-    return {k: recall_at_k(users, item_emb, targets, k) for k in ks}
+    return {k: recall_at_k(users, item_emb, targets, k, mask=mask) for k in ks}
 
 
 def evaluate_retrieval_from_config(

@@ -203,7 +203,13 @@ def export_retrieval(
         out.index["ann"]["recall_vs_exact"]        # ≥ 0.95 when an HNSW index was built
     """
     from recpipe.eval.retrieval import top_k_items
+    from recpipe.models.protocol import MultiInterestModel
 
+    if isinstance(model, MultiInterestModel):
+        raise ExportError(
+            f"{cfg.model.type}: a multi-interest user tower ((B, K, D) interests and their mask) has no export "
+            "yet; the retrieval export writes a one-vector user tower and an index searched by one query per user"
+        )
     model = model.eval()
     if parity_rows.num_rows == 0:
         raise ExportError("no held-out rows for the user tower's parity check")

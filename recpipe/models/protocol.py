@@ -128,3 +128,28 @@ class RetrievalModel(Protocol):
     def user_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor: ...
 
     def item_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class MultiInterestModel(Protocol):
+    """The contract of a multi-interest retrieval model (MIND): several interests per user with their mask, an
+    item embedding in the same space, and ``attend``, training's one user vector per positive item (the
+    label-aware attention). Retrieval scores an item by its best real interest
+    (:func:`recpipe.eval.retrieval.top_k_items` with a mask).
+
+    Example::
+
+        interests, mask = model.user_interests(batch.dense, batch.sparse)   # (B, K, D), (B, K) bool
+        item = model.item_embedding(batch.dense, batch.sparse)              # (B, D)
+        user = model.attend(interests, mask, item)                           # (B, D), for the softmax loss
+    """
+
+    temperature: float
+
+    def user_interests(
+        self, dense: torch.Tensor, sparse: KeyedJaggedTensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def item_embedding(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor: ...
+
+    def attend(self, interests: torch.Tensor, mask: torch.Tensor, item: torch.Tensor) -> torch.Tensor: ...

@@ -14,11 +14,13 @@ from recpipe.models.blocks.retrieval_loss import (
     sampled_logits,
     softmax_cross_entropy,
 )
-from recpipe.models.protocol import RetrievalModel
+from recpipe.models.protocol import MultiInterestModel, RetrievalModel
 
 
 class RetrievalTrainModel(nn.Module):
-    """Wraps a :class:`~recpipe.models.protocol.RetrievalModel` (DSSM) with its loss: TorchEasyRec's
+    """Wraps a :class:`~recpipe.models.protocol.RetrievalModel` (DSSM) or a
+    :class:`~recpipe.models.protocol.MultiInterestModel` (MIND: each row's user vector is its interests attended
+    by its positive item, also against the negatives, as TorchEasyRec's MIND) with its loss: TorchEasyRec's
     ``MatchModel.loss`` (tzrec/models/match_model.py), plus recpipe's optional log-Q correction.
 
     The model's ``in_batch_negative`` picks the negatives: the batch's other rows' items (``(B, B)`` logits),
@@ -39,9 +41,10 @@ class RetrievalTrainModel(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        if not isinstance(model, RetrievalModel):
+        if not isinstance(model, (RetrievalModel, MultiInterestModel)):
             raise ValueError(
-                f"{type(model).__name__} is not a retrieval model (user_embedding, item_embedding)"
+                f"{type(model).__name__} is not a retrieval model (user_embedding or user_interests, "
+                "item_embedding)"
             )
         self.model = model
 
@@ -78,8 +81,12 @@ class RetrievalTrainModel(nn.Module):
             )
         if not correct and (log_q is not None or negative_log_q is not None):
             raise ValueError("log sampling probabilities given, but the model has log_q_correction: false")
-        user = model.user_embedding(batch.dense, batch.sparse)
         item = model.item_embedding(batch.dense, batch.sparse)
+        if isinstance(model, MultiInterestModel):  # MIND: the interests attended by each row's positive
+            interests, mask = model.user_interests(batch.dense, batch.sparse)
+            user = model.attend(interests, mask, item)
+        else:
+            user = model.user_embedding(batch.dense, batch.sparse)
         if in_batch:
             logits = in_batch_logits(user, item, model.temperature, log_q)
             labels = in_batch_labels(logits)

@@ -14,7 +14,7 @@ from recpipe.batch import Batch
 from recpipe.models.blocks.distill import distillation_terms
 from recpipe.models.blocks.domains import select_domain_tasks
 from recpipe.models.blocks.multitask import TwoClassLogit
-from recpipe.models.protocol import RetrievalModel
+from recpipe.models.protocol import MultiInterestModel, RetrievalModel
 
 if TYPE_CHECKING:  # annotations only: no torchrec at import
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -50,7 +50,7 @@ class TrainModel(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        if isinstance(model, RetrievalModel):
+        if isinstance(model, (RetrievalModel, MultiInterestModel)):
             raise ValueError(
                 f"{type(model).__name__} is a retrieval model (two towers): it trains a softmax over negatives "
                 "(recpipe.models.retrieval_train.RetrievalTrainModel), not the ranking loss"

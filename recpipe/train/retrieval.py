@@ -22,7 +22,7 @@ from recpipe.config import OptimizerConfig, RecpipeConfig
 from recpipe.data.negative_sampler import ItemTable, NegativeSampler, load_item_table
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.spec import FeatureSpec
-from recpipe.models.protocol import RetrievalModel
+from recpipe.models.protocol import MultiInterestModel, RetrievalModel
 from recpipe.models.registry import build_model
 from recpipe.models.retrieval_train import RetrievalTrainModel
 
@@ -139,7 +139,7 @@ def train_retrieval(
     """
     torch.manual_seed(seed)
     model = build_model(spec, cfg.model)
-    if not isinstance(model, RetrievalModel):
+    if not isinstance(model, (RetrievalModel, MultiInterestModel)):
         raise ValueError(f"model {cfg.model.type!r} is not a retrieval model")
     in_batch = bool(model.in_batch_negative)
     correct = bool(model.log_q_correction)

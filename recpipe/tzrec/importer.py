@@ -174,11 +174,15 @@ def import_tzrec(
         raise TzrecImportError(source, [*scanned.unknown, scanned.syntax_error])
     msg = new_config()
     try:
-        # Unknown fields are already listed; skipping them lets every other finding be listed too.
-        text_format.Parse(text, msg, allow_unknown_extension=True, allow_unknown_field=True)
+        # Unknown fields are already listed; skipping them lets every other finding be listed too. Merge, as
+        # TorchEasyRec loads configs (tzrec/utils/config_util.py): a field of one value given twice parses (the
+        # last kept); the scan has already refused a different second value and noted a same one.
+        text_format.Merge(text, msg, allow_unknown_extension=True, allow_unknown_field=True)
     except text_format.ParseError as err:
-        raise TzrecImportError(source, [*scanned.unknown, parse_error_problem(err)]) from None
-    found = Findings(scanned.lines, problems=list(scanned.unknown))
+        raise TzrecImportError(
+            source, [*scanned.unknown, *scanned.repeated, parse_error_problem(err)]
+        ) from None
+    found = Findings(scanned.lines, problems=[*scanned.unknown, *scanned.repeated], notes=list(scanned.notes))
     encoded = fg_mode(msg.data_config)[0] in ("FG_NONE", "FG_BUCKETIZE")
     grouped = _grouped_names(msg)
     for path in msg.FindInitializationErrors():
@@ -187,6 +191,13 @@ def import_tzrec(
         if encoded and path.endswith(".expression"):
             continue
         if _ungrouped_without_dim(msg, path, grouped, found):
+            continue
+        if path == "model_config.mind.output_dim":
+            found.note(
+                path,
+                "output_dim not set: TorchEasyRec's loader (text_format.Merge) checks no required field and reads "
+                "0, no output Linear (the concat MLP's and the item MLP's last widths must then agree), as recpipe",
+            )
             continue
         found.problem(path, f"required field {path.rsplit('.', 1)[-1]!r} is missing")
     dropped = custom_features(msg, found, drop_custom_features)

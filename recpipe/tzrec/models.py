@@ -22,6 +22,8 @@ MODELS += ("rocket_launching",)
 # The two-tower retrieval models (recpipe.models.dssm, dssm_v2): softmax cross-entropy over sampled negatives,
 # recall@K.
 RETRIEVAL = ("dssm", "dssm_v2")
+# MIND (recpipe.models.mind): interests by capsule routing over a history group, trained and scored as DSSM.
+RETRIEVAL += ("mind",)
 MODELS += RETRIEVAL
 _SIMILARITIES = {"COSINE": "cosine", "INNER_PRODUCT": "inner_product"}
 # The models on MultiTowerDIN's dense arch, which holds recpipe's variational dropout.
@@ -61,8 +63,15 @@ def _one_dropout(ratios: Any, path: str, found: Findings, layers: str) -> float 
     return None
 
 
-def _mlp(mlp: Any, path: str, found: Findings) -> dict[str, Any]:
+def _mlp(mlp: Any, path: str, found: Findings, bias: str = "refuse") -> dict[str, Any]:
+    """An MLP; ``bias``: what ``bias: false`` does — ``refuse`` (recpipe's MLPs keep their biases), ``map``
+    (the section's ``bias``: MIND's concat MLP), or ``read`` (the caller decides)."""
     out: dict[str, Any] = {"hidden_units": list(mlp.hidden_units)}
+    if mlp.HasField("bias") and not mlp.bias:
+        if bias == "refuse":
+            found.problem(f"{path}.bias", "bias: false is not supported here: this MLP keeps its biases")
+        elif bias == "map":
+            out["bias"] = False
     activation = _activation(mlp.activation, f"{path}.activation", found)
     if activation not in (None, "relu"):
         out["activation"] = activation
@@ -193,6 +202,8 @@ def map_model(mc: Any, found: Findings) -> tuple[dict[str, Any], dict[str, Any]]
         model = _pepnet(mc, f"{p}.pepnet", found)
     elif kind == "rocket_launching":
         model = _rocket_launching(mc, f"{p}.rocket_launching", found)
+    elif kind == "mind":
+        model = _mind(mc, f"{p}.mind", found)
     elif kind in RETRIEVAL:
         model = _dssm(mc, kind, f"{p}.{kind}", found)
     elif kind in MULTI_TASK:
@@ -277,6 +288,92 @@ def _dssm(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
     if m.output_dim < 0:
         found.problem(f"{path}.output_dim", f"output_dim {m.output_dim} must be >= 0")
     out["output_dim"] = max(m.output_dim, 0)
+    if m.temperature <= 0:
+        found.problem(f"{path}.temperature", f"temperature {m.temperature} must be > 0")
+    else:
+        out["temperature"] = m.temperature
+    out["in_batch_negative"] = m.in_batch_negative
+    return out
+
+
+def _mind(mc: Any, path: str, found: Findings) -> dict[str, Any]:
+    """MIND (tzrec/models/mind.py): ``user_tower`` (``input`` → ``group``, ``history_input`` → ``history_group``,
+    ``user_mlp``, ``hist_seq_mlp``, ``capsule_config`` → ``capsule``, ``concat_mlp`` with its ``bias``),
+    ``item_tower`` as DSSM's, ``output_dim``, ``simi_pow``, ``similarity``, ``temperature``,
+    ``in_batch_negative``. TorchEasyRec's user MLP keeps its biases and its history MLP has none whatever ``bias``
+    says (both notes when ``bias`` says otherwise); ``user_seq_combine`` is read by no code (a note). A user or
+    item group with sequence encoders is refused: MIND reads its history as the ``history_input`` group."""
+    m, ut, up = mc.mind, mc.mind.user_tower, f"{path}.user_tower"
+    user: dict[str, Any] = {
+        "group": ut.input,
+        "history_group": ut.history_input,
+        "user_mlp": _mlp(ut.user_mlp, f"{up}.user_mlp", found, bias="read"),
+    }
+    if ut.user_mlp.HasField("bias") and not ut.user_mlp.bias:
+        found.note(
+            f"{up}.user_mlp.bias", "ignored: TorchEasyRec's MIND user MLP keeps its biases, as recpipe's"
+        )
+    if ut.HasField("hist_seq_mlp") and ut.hist_seq_mlp.hidden_units:
+        user["hist_seq_mlp"] = _mlp(ut.hist_seq_mlp, f"{up}.hist_seq_mlp", found, bias="read")
+        if ut.hist_seq_mlp.HasField("bias") and ut.hist_seq_mlp.bias:
+            found.note(
+                f"{up}.hist_seq_mlp.bias",
+                "ignored: TorchEasyRec's MIND history MLP has no biases whatever bias says, as recpipe's",
+            )
+    cc, cp = ut.capsule_config, f"{up}.capsule_config"
+    capsule: dict[str, Any] = {
+        k: getattr(cc, k)
+        for k in (
+            "max_k",
+            "max_seq_len",
+            "high_dim",
+            "num_iters",
+            "routing_logits_scale",
+            "routing_logits_stddev",
+            "squash_pow",
+            "const_caps_num",
+        )
+    }
+    for k in ("max_k", "max_seq_len", "high_dim", "num_iters"):
+        if cc.HasField(k) and getattr(cc, k) < 1:
+            found.problem(f"{cp}.{k}", f"{k} {getattr(cc, k)} must be >= 1")
+    if cc.routing_init_method not in ("normal", "zeros"):
+        found.problem(
+            f"{cp}.routing_init_method",
+            f"routing_init_method {cc.routing_init_method!r} is not normal or zeros",
+        )
+    else:
+        capsule["routing_init"] = cc.routing_init_method
+    user["capsule"] = capsule
+    user["concat_mlp"] = _mlp(ut.concat_mlp, f"{up}.concat_mlp", found, bias="map")
+    if ut.HasField("user_seq_combine"):
+        found.note(f"{up}.user_seq_combine", "ignored: TorchEasyRec's MIND reads no user_seq_combine")
+    it = m.item_tower
+    out: dict[str, Any] = {
+        "type": "mind",
+        "user_tower": user,
+        "item_tower": {"group": it.input, "mlp": _mlp(it.mlp, f"{path}.item_tower.mlp", found)},
+    }
+    for i, g in enumerate(mc.feature_groups):
+        if g.group_name in (ut.input, it.input) and (g.sequence_groups or g.sequence_encoders):
+            found.problem(
+                f"model_config.feature_groups[{i}].sequence_encoders",
+                f"group {g.group_name!r}: recpipe's mind reads its history as the history_input group "
+                f"({ut.history_input!r}), not through sequence encoders of a tower's group",
+            )
+    similarity = m.DESCRIPTOR.fields_by_name["similarity"].enum_type.values_by_number[m.similarity].name
+    if similarity not in _SIMILARITIES:
+        found.problem(
+            f"{path}.similarity",
+            f"similarity {similarity} is not supported; supported: {', '.join(_SIMILARITIES)}",
+        )
+    else:
+        out["similarity"] = _SIMILARITIES[similarity]
+    if m.output_dim < 0:
+        found.problem(f"{path}.output_dim", f"output_dim {m.output_dim} must be >= 0")
+    # TorchEasyRec's loader does not check required fields: an unset output_dim reads 0 (no output Linear).
+    out["output_dim"] = max(m.output_dim, 0)
+    out["simi_pow"] = m.simi_pow
     if m.temperature <= 0:
         found.problem(f"{path}.temperature", f"temperature {m.temperature} must be > 0")
     else:

@@ -49,6 +49,7 @@ def test_registry_is_explicit() -> None:
         "rocket_launching",
         "dssm",
         "dssm_v2",
+        "mind",
     ]
     assert config_class("dlrm") is DlrmConfig and config_class("multi_tower_din") is MultiTowerDinConfig
 
@@ -102,7 +103,7 @@ def test_models_declared_by_entry_points_and_incomplete_declarations(
 ) -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown model type 'half'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm', 'dssm', 'dssm_v2', 'mask_net', 'mmoe', 'multi_tower', "
+        match=r"unknown model type 'half'; known: \['dbmtl', 'dcn_v1', 'dcn_v2', 'deepfm', 'dlrm', 'dssm', 'dssm_v2', 'mask_net', 'mind', 'mmoe', 'multi_tower', "
         r"'multi_tower_din', 'pepnet', 'ple', 'rocket_launching', 'simple_multi_task', 'wide_and_deep', 'wukong', 'xdeepfm'\]",
     ):
         builder("half")

@@ -17,14 +17,14 @@ def _problems(text: str) -> list[tuple[int | None, str, str]]:
 
 def test_an_unsupported_model_is_one_problem():
     """TorchEasyRec's ModelConfig holds one model of its ``model`` oneof (tzrec/protos/model.proto)."""
-    problems = _problems(small_din().replace("multi_tower_din {", "mind {"))
+    problems = _problems(small_din().replace("multi_tower_din {", "dat {"))
     assert problems == [
         (
             40,
-            "model_config.mind",
-            "model 'mind' is not supported; supported: multi_tower_din, multi_tower, dlrm, deepfm, "
+            "model_config.dat",
+            "model 'dat' is not supported; supported: multi_tower_din, multi_tower, dlrm, deepfm, "
             "wide_and_deep, mmoe, dbmtl, ple, dcn_v2, dcn_v1, mask_net, xdeepfm, wukong, pepnet, simple_multi_task, "
-            "rocket_launching, dssm, dssm_v2",
+            "rocket_launching, dssm, dssm_v2, mind",
         )
     ]
 

@@ -31,9 +31,27 @@ def test_descriptors_carry_torcheasyrec_names_numbers_and_labels():
         "rocket_launching",
         "dssm",
         "dssm_v2",
+        "mind",
     ]
-    # model.proto: DSSM dssm = 301; DSSMV2 dssm_v2 = 302; data.proto: NegativeSampler negative_sampler = 101
-    assert [descriptor("ModelConfig").fields_by_name[m].number for m in ("dssm", "dssm_v2")] == [301, 302]
+    # model.proto: DSSM dssm = 301; DSSMV2 dssm_v2 = 302; MIND mind = 305; data.proto: NegativeSampler
+    # negative_sampler = 101
+    assert [descriptor("ModelConfig").fields_by_name[m].number for m in ("dssm", "dssm_v2", "mind")] == [
+        301,
+        302,
+        305,
+    ]
+    # module.proto: B2ICapsule's defaults; MLP bias = 5
+    capsule = descriptor("B2ICapsule").fields_by_name
+    assert [
+        capsule[k].default_value for k in ("max_k", "num_iters", "routing_logits_scale", "squash_pow")
+    ] == [
+        5,
+        3,
+        20.0,
+        1.0,
+    ]
+    assert descriptor("MLP").fields_by_name["bias"].number == 5
+    assert descriptor("MIND").fields_by_name["similarity"].default_value == 0  # COSINE
     assert descriptor("DataConfig").fields_by_name["negative_sampler"].number == 101
     assert descriptor("NegativeSampler").fields_by_name["attr_delimiter"].default_value == ":"
     assert descriptor("SeqEncoderConfig").fields_by_name["pooling_encoder"].number == 3

@@ -99,6 +99,7 @@ class MlpLayer(nn.Module):
         batch_norm (bool): add BatchNorm over all leading dimensions.
         dropout (float): dropout probability.
         device (torch.device | None): parameter device.
+        bias (bool): the Linear has a bias (MIND's concat MLP may go without, as TorchEasyRec's ``bias: false``).
 
     Example::
 
@@ -113,9 +114,10 @@ class MlpLayer(nn.Module):
         batch_norm: bool = False,
         dropout: float = 0.0,
         device: torch.device | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
-        self.linear = nn.Linear(in_features, out_features, device=device)
+        self.linear = nn.Linear(in_features, out_features, bias=bias, device=device)
         self.norm = nn.BatchNorm1d(out_features, device=device) if batch_norm else None
         # In place: its input is always a fresh Linear/BatchNorm output that nothing else reads, and
         # ReLU's backward needs only its output. Saves one (N, out_features) buffer per layer.
@@ -144,6 +146,7 @@ class MLP(nn.Module):
         batch_norm (bool): BatchNorm between each Linear and its activation.
         dropout (float): dropout probability after each activation.
         device (torch.device | None): parameter device (``meta`` allowed).
+        bias (bool): every Linear has a bias.
 
     Example::
 
@@ -159,6 +162,7 @@ class MLP(nn.Module):
         batch_norm: bool = False,
         dropout: float = 0.0,
         device: torch.device | None = None,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if in_features < 1:
@@ -172,7 +176,8 @@ class MLP(nn.Module):
         widths = [in_features, *hidden_units]
         self.in_features = in_features
         self.layers = nn.ModuleList(
-            MlpLayer(a, b, activation, batch_norm, dropout, device=device) for a, b in zip(widths, widths[1:])
+            MlpLayer(a, b, activation, batch_norm, dropout, device=device, bias=bias)
+            for a, b in zip(widths, widths[1:])
         )
 
     @classmethod
