@@ -69,12 +69,18 @@ def test_the_pipeline_trains_gates_exports_registers_and_promotes_two_towers(run
     (version,) = tracking.list_models(runs["uri"], s.model_name)
     assert version["aliases"] == ["challenger", "champion"]
     tags = version["tags"]
-    assert tags["serving_backend"] == "retrieval" and float(tags["recall_at_50"]) == pytest.approx(s.recall[50])
+    assert tags["serving_backend"] == "retrieval" and float(tags["recall_at_50"]) == pytest.approx(
+        s.recall[50]
+    )
     assert tags["backends"] == "faiss_index,item_embeddings,user_tower" and tags["items"] == "400"
     # the export the version names: its three parts, published together
     (export_json,) = Path(s.run_dir, "kfp").glob("*/export/exported/export.json")
     doc = json.loads(export_json.read_text())
-    assert doc["kind"] == "retrieval" and set(doc["backends"]) == {"user_tower", "item_embeddings", "faiss_index"}
+    assert doc["kind"] == "retrieval" and set(doc["backends"]) == {
+        "user_tower",
+        "item_embeddings",
+        "faiss_index",
+    }
 
 
 @pytest.mark.slow
@@ -82,7 +88,9 @@ def test_a_second_run_is_gated_against_the_champion_and_rejected(runs):
     s = runs["second"]
     assert s.status == "FINISHED", s.format()
     assert s.gate_passed is False
-    assert s.champion_source == "v1 re-evaluated on the same eval data and catalogue (its training checkpoint)"
+    assert (
+        s.champion_source == "v1 re-evaluated on the same eval data and catalogue (its training checkpoint)"
+    )
     assert any(r.startswith("FAIL min_recall_at_k: recall@50") for r in s.gate_reasons), s.gate_reasons
     assert s.outcome.startswith("rejected")
     (version,) = tracking.list_models(runs["uri"], s.model_name)  # nothing new registered
