@@ -277,7 +277,7 @@ def _map(msg: Any, found: Findings, name: str | None, dropped: set[str]) -> dict
         ),
         "feature_groups": _groups(msg, found, dropped),
         "model": model,
-        "train": _train(msg.train_config, found),
+        "train": _train(msg.train_config, found, model.get("type") in RETRIEVAL),
     }
     if eval_:
         data["eval"] = eval_
@@ -479,7 +479,7 @@ def _csv(dc: Any, found: Findings) -> dict[str, Any]:
     return out
 
 
-def _train(tc: Any, found: Findings) -> dict[str, Any]:
+def _train(tc: Any, found: Findings, retrieval: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "sparse_optimizer": _optimizer(
             tc.sparse_optimizer, "train_config.sparse_optimizer", _SPARSE_OPT, found
@@ -501,7 +501,7 @@ def _train(tc: Any, found: Findings) -> dict[str, Any]:
                 "train_config.mixed_precision",
                 f"mixed_precision {tc.mixed_precision!r} is not 'BF16' or 'FP16'",
             )
-    _checkpoints(tc, out, found)
+    _checkpoints(tc, out, found, retrieval)
     _step_options(tc, out, found)
     for key, why in (
         ("use_tensorboard", "recpipe logs metrics to metrics.jsonl and MLflow"),
@@ -515,12 +515,29 @@ def _train(tc: Any, found: Findings) -> dict[str, Any]:
     return out
 
 
-def _checkpoints(tc: Any, out: dict[str, Any], found: Findings) -> None:
+def _checkpoints(tc: Any, out: dict[str, Any], found: Findings, retrieval: bool) -> None:
     """TorchEasyRec saves every ``save_checkpoints_epochs`` epochs when it is set, and then ignores
     ``save_checkpoints_steps`` (tzrec/main.py, ``_train_and_evaluate``); it always saves at the end, as
-    recpipe does. recpipe checkpoints by steps, so an epoch interval maps when it means "at the end"."""
+    recpipe does. recpipe checkpoints by steps, so an epoch interval maps when it means "at the end".
+    recpipe's retrieval trainer writes its one checkpoint at the end: the proto's default interval (1000 steps,
+    which every config that leaves it out has) is not applied there, and an interval the config sets is refused."""
     p = "train_config.save_checkpoints_epochs"
-    if tc.save_checkpoints_epochs > 0:
+    steps = "train_config.save_checkpoints_steps"
+    if retrieval and tc.save_checkpoints_epochs == 0:
+        if not tc.HasField("save_checkpoints_steps"):
+            found.note(
+                steps,
+                f"TorchEasyRec's default of a checkpoint every {tc.save_checkpoints_steps} steps is not applied: "
+                "recpipe's retrieval trainer writes one checkpoint, at the end",
+            )
+        elif tc.save_checkpoints_steps > 0:
+            found.problem(
+                steps,
+                f"a checkpoint every {tc.save_checkpoints_steps} steps: recpipe's retrieval trainer writes one "
+                "checkpoint, at the end; remove it",
+            )
+        out["checkpoint_every_steps"] = None
+    elif tc.save_checkpoints_epochs > 0:
         epochs = tc.num_epochs if tc.HasField("num_epochs") else 1
         if tc.save_checkpoints_epochs < epochs:
             found.problem(

@@ -21,6 +21,7 @@ from recpipe.data.synthetic import generate
 from recpipe.eval.retrieval import evaluate_retrieval_from_config
 from recpipe.features.build import build_feature_spec
 from recpipe.train.retrieval import train_retrieval
+from recpipe.train.retrieval_job import check_retrieval_train_config
 from recpipe.tzrec import import_tzrec, import_tzrec_file
 from recpipe.tzrec.problems import TzrecImportError
 
@@ -54,7 +55,23 @@ def test_dssm_imports_with_sampler_pooling_and_recall() -> None:
         "sequence",
         [f"click_50_seq__{n}" for n in ("adgroup_id", "cate_id", "brand")],
     )
-    assert [n.path for n in imported.notes] == ["model_dir"]
+    assert [n.path for n in imported.notes] == ["model_dir", "train_config.save_checkpoints_steps"]
+    # the proto's default interval is not applied to the retrieval trainer, which checkpoints once, at the end
+    assert cfg.train.checkpoint_every_steps is None
+    check_retrieval_train_config(cfg)  # `recpipe train` takes the imported config as it is
+
+
+def test_a_retrieval_models_checkpoint_interval_is_refused_at_its_line() -> None:
+    text = DSSM_CONFIG.read_text()
+    assert "save_checkpoints_steps" not in text
+    explicit = text.replace("train_config {", "train_config {\n    save_checkpoints_steps: 500", 1)
+    assert "train_config.save_checkpoints_steps" in _problems(explicit)
+    assert "retrieval trainer writes one checkpoint, at the end" in _problems(explicit)
+    none = import_tzrec(
+        text.replace("train_config {", "train_config {\n    save_checkpoints_steps: 0", 1), "x"
+    )
+    assert none.config.train.checkpoint_every_steps is None
+    assert "train_config.save_checkpoints_steps" not in [n.path for n in none.notes]
 
 
 def test_dssm_v2_imports_and_notes_force_base_data_group() -> None:
