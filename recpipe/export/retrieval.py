@@ -42,6 +42,7 @@ from recpipe.export.layout import (
     version_folder,
 )
 from recpipe.export.manifest import ArtifactError, ExportError, Manifest, read_manifest, record_files
+from recpipe.features.raw import column_kinds
 from recpipe.features.spec import FeatureSpec
 
 USER_TOWER = "user_tower"
@@ -236,7 +237,10 @@ def export_retrieval(
         "temperature": float(getattr(model, "temperature", 1.0)),
     }
     try:
-        _write_user_tower(staging / USER_TOWER, tower, spec, parity_rows, info)
+        # A request's columns are checked against the user side's: the catalogue's attributes feed the item tower.
+        item_columns = {items.item_id_field, *items.attr_fields}
+        user_columns = [c for c in column_kinds(spec, with_labels=False) if c not in item_columns]
+        _write_user_tower(staging / USER_TOWER, tower, spec, parity_rows, info, user_columns)
         result.user_tower_parity = _check_user_tower(staging / USER_TOWER, spec, parity_rows, users, cfg)
         _write_item_embeddings(staging / ITEM_EMBEDDINGS, embeddings, items, info)
         stored = load_item_embeddings(staging / ITEM_EMBEDDINGS)[0]
@@ -274,7 +278,9 @@ def _seal(folder: Path, backend: str, info: dict, inputs: dict, outputs: dict, e
     ).write(folder)
 
 
-def _write_user_tower(folder: Path, tower: UserTower, spec: FeatureSpec, rows: pa.Table, info: dict) -> None:
+def _write_user_tower(
+    folder: Path, tower: UserTower, spec: FeatureSpec, rows: pa.Table, info: dict, user_columns: list[str]
+) -> None:
     from recpipe.export.aoti import export_full_model, write_aoti
 
     folder.mkdir(parents=True)
@@ -289,7 +295,8 @@ def _write_user_tower(folder: Path, tower: UserTower, spec: FeatureSpec, rows: p
         "lengths": {"dtype": "int32", "shape": [f"{len(tower.keys)}*B"], "layout": "key-major (F, B)"},
     }
     outputs = {"user_embedding": {"dtype": "float32", "shape": ["B", "D"]}}
-    _seal(folder, USER_TOWER, info, inputs, outputs, {"needs_fbgemm": "1", "package": PACKAGE})
+    extra = {"needs_fbgemm": "1", "package": PACKAGE, "user_columns": user_columns}
+    _seal(folder, USER_TOWER, info, inputs, outputs, extra)
 
 
 def load_user_tower(folder: str | Path) -> Any:

@@ -30,6 +30,9 @@ from recpipe.features.fg import FeatureGenerator, FGOutput
 from recpipe.features.raw import to_arrow
 from recpipe.features.spec import FG_JSON, FeatureSpec
 
+# Items per row when a caller names no k (``recpipe predict --k``, the scoring server's ``params.k``).
+DEFAULT_K = 50
+
 
 def is_retrieval_export(folder: str | Path) -> bool:
     """Whether ``folder`` is a retrieval export (its ``export.json`` says ``kind: retrieval``)."""
@@ -37,6 +40,18 @@ def is_retrieval_export(folder: str | Path) -> bool:
 
     pointer = Path(folder) / "export.json"
     return pointer.is_file() and json.loads(pointer.read_text()).get("kind") == "retrieval"
+
+
+def verify_retrieval_export(folder: str | Path) -> None:
+    """Verify every part of a retrieval export (each file's sha256 against its manifest).
+
+    Raises:
+        ArtifactError: not a retrieval export, or a part fails verification (named).
+    """
+    if not is_retrieval_export(folder):
+        raise ArtifactError(f"{folder}: not a retrieval export (no export.json of kind 'retrieval')")
+    for part in (USER_TOWER, ITEM_EMBEDDINGS, INDEX):
+        read_manifest(Path(folder) / part, verify=True)
 
 
 class Retriever:
@@ -58,7 +73,9 @@ class Retriever:
         self._tower = load_user_tower(self.folder / USER_TOWER)
         self.spec = FeatureSpec.load(backend_folder(self.folder / USER_TOWER) / FG_JSON)
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
-        self._inputs = list(self._fg.contract.kinds)
+        # The user side's input columns (an export from before they were recorded: every column of the spec).
+        user_columns = read_manifest(self.folder / USER_TOWER).extra.get("user_columns")
+        self._inputs = list(user_columns) if user_columns else list(self._fg.contract.kinds)
         _, self.item_ids = load_item_embeddings(self.folder / ITEM_EMBEDDINGS)
         manifest = read_manifest(self.folder / INDEX, verify=True)
         ann = manifest.extra.get("ann") or {}

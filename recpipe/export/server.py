@@ -10,6 +10,10 @@ The protocol is MLflow's (``mlflow models serve``), so a client of one is a clie
 - A bad request is HTTP 400 ``{"error_code": "BAD_REQUEST", "message": …}`` naming its row and column (or the
   field of the body that is wrong); a body of another type 415, one over :data:`MAX_BODY_BYTES` 413, a request
   slower than the timeout 504, a failure of the server itself 500 (logged with its traceback).
+- A retrieval export (two towers, :class:`~recpipe.export.retriever.Retriever`): the same bodies hold user rows and
+  ``"params": {"k": K}`` (default 50, at most the catalogue); the answer is one object per row, best item first,
+  ``{"predictions": [{"item_ids": [...], "scores": [...]}, …]}``; a row without any of the user tower's columns,
+  a bad value, an unknown parameter or a ``k`` out of range is a 400.
 - ``GET /ping`` and ``GET /health``: 200 once the model is loaded; ``GET /version``: recpipe's version.
 
 What it leaves out of MLflow's path (``benchmarks/serving_load.py``; benchmarks/RESULTS.md, "recpipe's scoring
@@ -33,15 +37,17 @@ import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
 import pyarrow as pa
 
 from recpipe.data.types import DataError
 from recpipe.export.batching import MicroBatcher
 from recpipe.export.scorer import OUTPUTS, Scorer
 from recpipe.features.raw import records_to_arrow, values_to_arrow
+
+if TYPE_CHECKING:
+    from recpipe.export.retriever import Retriever
 
 log = logging.getLogger("recpipe.serve")
 
@@ -60,6 +66,8 @@ CSV = "text/csv"
 PARQUET = "application/vnd.apache.parquet"
 ROW_FORMATS = ("dataframe_records", "dataframe_split")
 PARAMS = ("output", "context")
+# A retrieval model's (two towers: each user row's top-K items): ``k`` (default recpipe.export.retriever.DEFAULT_K).
+RETRIEVAL_PARAMS = ("k",)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -73,7 +81,7 @@ class RequestError(Exception):
         self.message = message
 
 
-def _bad(message: str) -> RequestError:
+def bad_request(message: str) -> RequestError:
     return RequestError(400, f"bad request: {message}")
 
 
@@ -84,51 +92,68 @@ def parse_json_body(body: bytes) -> tuple[pa.Table, str, str | None]:
         RequestError: not JSON, not an object, not exactly one of :data:`ROW_FORMATS`, a malformed
             ``dataframe_split``, an unknown key or parameter, a parameter of the wrong type.
     """
+    rows, params = read_json_body(body)
+    output, context = _params(params)
+    return rows, output, context
+
+
+def read_json_body(body: bytes) -> tuple[pa.Table, Any]:
+    """A JSON body → its rows as Arrow and its ``params`` as sent (None: none), for the model's kind to read.
+
+    Raises:
+        RequestError: not JSON, not an object, not exactly one of :data:`ROW_FORMATS`, a malformed
+            ``dataframe_split``, an unknown key.
+    """
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
-        raise _bad(f"the body is not JSON ({err})") from None
+        raise bad_request(f"the body is not JSON ({err})") from None
     if not isinstance(doc, dict):
-        raise _bad(
+        raise bad_request(
             f"the body must be a JSON object with one of {list(ROW_FORMATS)}, got {type(doc).__name__}"
         )
     unknown = sorted(set(doc) - {*ROW_FORMATS, "params"})
     if unknown:
-        raise _bad(
+        raise bad_request(
             f"unknown keys {unknown}; the body holds one of {list(ROW_FORMATS)} and optionally 'params'"
         )
     formats = [k for k in ROW_FORMATS if k in doc]
     if len(formats) != 1:
-        raise _bad(f"the body must hold exactly one of {list(ROW_FORMATS)}, got {formats or 'neither'}")
-    output, context = _params(doc.get("params"))
+        raise bad_request(
+            f"the body must hold exactly one of {list(ROW_FORMATS)}, got {formats or 'neither'}"
+        )
     rows = doc[formats[0]]
-    return (records_table(rows) if formats[0] == "dataframe_records" else split_table(rows)), output, context
+    return (records_table(rows) if formats[0] == "dataframe_records" else split_table(rows)), doc.get(
+        "params"
+    )
 
 
 def _params(params: Any) -> tuple[str, str | None]:
     if params is None:
         return "probability", None
     if not isinstance(params, dict):
-        raise _bad(f"'params' must be an object, got {type(params).__name__}")
+        raise bad_request(f"'params' must be an object, got {type(params).__name__}")
     unknown = sorted(set(params) - set(PARAMS))
     if unknown:
-        raise _bad(f"unknown params {unknown}; the model reads {list(PARAMS)}")
+        raise bad_request(f"unknown params {unknown}; the model reads {list(PARAMS)}")
     output = params.get("output") or "probability"
     if output not in OUTPUTS:
-        raise _bad(f"params.output must be one of {list(OUTPUTS)}, got {output!r}")
+        raise bad_request(f"params.output must be one of {list(OUTPUTS)}, got {output!r}")
     context = params.get("context")
     if context is not None and not isinstance(context, str):
-        raise _bad(f"params.context must be a string (a JSON object's text), got {type(context).__name__}")
+        raise bad_request(
+            f"params.context must be a string (a JSON object's text), got {type(context).__name__}"
+        )
     return output, context
 
 
 def records_table(rows: Any) -> pa.Table:
     """``dataframe_records``: a list of row objects."""
     if not isinstance(rows, list):
-        raise _bad(f"dataframe_records must be a list of row objects, got {type(rows).__name__}")
+        raise bad_request(f"dataframe_records must be a list of row objects, got {type(rows).__name__}")
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise _bad(
+            raise bad_request(
                 f"dataframe_records row {i} must be an object (column -> value), got {type(row).__name__}"
             )
     return records_to_arrow(rows)
@@ -137,21 +162,27 @@ def records_table(rows: Any) -> pa.Table:
 def split_table(split: Any) -> pa.Table:
     """``dataframe_split``: ``{"columns": [...], "data": [[...], ...]}`` (an ``index`` is allowed and unused)."""
     if not isinstance(split, dict):
-        raise _bad(f"dataframe_split must be an object with 'columns' and 'data', got {type(split).__name__}")
+        raise bad_request(
+            f"dataframe_split must be an object with 'columns' and 'data', got {type(split).__name__}"
+        )
     unknown = sorted(set(split) - {"columns", "data", "index"})
     if unknown:
-        raise _bad(f"dataframe_split has unknown keys {unknown}; it holds 'columns', 'data' (and 'index')")
+        raise bad_request(
+            f"dataframe_split has unknown keys {unknown}; it holds 'columns', 'data' (and 'index')"
+        )
     columns, data = split.get("columns"), split.get("data")
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-        raise _bad("dataframe_split.columns must be a list of column names")
+        raise bad_request("dataframe_split.columns must be a list of column names")
     if len(set(columns)) != len(columns):
-        raise _bad(f"dataframe_split.columns names a column twice: {columns}")
+        raise bad_request(f"dataframe_split.columns names a column twice: {columns}")
     if not isinstance(data, list):
-        raise _bad("dataframe_split.data must be a list of rows (lists of values)")
+        raise bad_request("dataframe_split.data must be a list of rows (lists of values)")
     for i, row in enumerate(data):
         if not isinstance(row, list) or len(row) != len(columns):
             got = f"{len(row)} values" if isinstance(row, list) else type(row).__name__
-            raise _bad(f"dataframe_split.data row {i} must be a list of {len(columns)} values, got {got}")
+            raise bad_request(
+                f"dataframe_split.data row {i} must be a list of {len(columns)} values, got {got}"
+            )
     return pa.Table.from_arrays(
         [values_to_arrow([row[j] for row in data]) for j in range(len(columns))], names=columns
     )
@@ -170,21 +201,115 @@ def file_table(body: bytes, mime: str) -> pa.Table:
 
         return to_arrow(pd.read_csv(io.BytesIO(body)))
     except (ValueError, OSError, pa.ArrowException) as err:
-        raise _bad(f"the {mime} body cannot be read: {err}") from None
+        raise bad_request(f"the {mime} body cannot be read: {err}") from None
+
+
+class Invoker(Protocol):
+    """What a kind of model does with a request body: :meth:`parse` on the event loop (cheap checks and the body
+    read), :meth:`answer` in a pool thread (FG and the model); each raises :class:`RequestError` for a bad request."""
+
+    def parse(self, body: bytes, mime: str) -> Any: ...
+
+    def answer(self, parsed: Any) -> bytes: ...
+
+
+class RankingInvoker:
+    """Scores a ranking model's rows: concurrent requests without a context share batches
+    (:class:`~recpipe.export.batching.MicroBatcher`); the answer is ``{"predictions": [p, …]}``.
+
+    Args:
+        scorer (Scorer): the verified, loaded export.
+    """
+
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
+        self.batcher = MicroBatcher(scorer)
+
+    def parse(self, body: bytes, mime: str) -> tuple[pa.Table, str, str | None]:
+        if mime == JSON:
+            return parse_json_body(body)
+        return file_table(body, mime), "probability", None
+
+    def answer(self, parsed: tuple[pa.Table, str, str | None]) -> bytes:
+        rows, output, context = parsed
+        try:
+            logits = self.batcher.logits(rows) if context is None else self.scorer.predict_raw(rows, context)
+        except DataError as err:
+            raise bad_request(str(err)) from None
+        scores = self.scorer.to_output(logits, output)
+        if scores.ndim == 1:
+            predictions: Any = scores.tolist()
+        else:  # a multi-task model: one object per row, as MLflow answers a DataFrame
+            names = self.scorer.output_columns(output)
+            predictions = [
+                dict(zip(names, row, strict=True)) for row in scores.reshape(len(scores), -1).tolist()
+            ]
+        return json.dumps({"predictions": predictions}).encode()
+
+
+class RetrievalInvoker:
+    """Answers top-K requests with a loaded :class:`~recpipe.export.retriever.Retriever` (the server's
+    :class:`~recpipe.export.server.Invoker` for two towers).
+
+    Args:
+        retriever (Retriever): the verified, loaded retrieval export.
+    """
+
+    def __init__(self, retriever: Retriever) -> None:
+        from recpipe.export.retriever import DEFAULT_K
+
+        self.retriever = retriever
+        self.default_k = min(DEFAULT_K, retriever.items)
+
+    def parse(self, body: bytes, mime: str) -> tuple[pa.Table, int]:
+        if mime != JSON:
+            return file_table(body, mime), self.default_k
+        rows, params = read_json_body(body)
+        return rows, self._k(params)
+
+    def _k(self, params: Any) -> int:
+        if params is None:
+            return self.default_k
+        if not isinstance(params, dict):
+            raise bad_request(f"'params' must be an object, got {type(params).__name__}")
+        unknown = sorted(set(params) - set(RETRIEVAL_PARAMS))
+        if unknown:
+            raise bad_request(f"unknown params {unknown}; a retrieval model reads {list(RETRIEVAL_PARAMS)}")
+        k = params.get("k", self.default_k)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.retriever.items:
+            raise bad_request(
+                f"params.k must be a whole number in 1..{self.retriever.items} (the catalogue), got {k!r}"
+            )
+        return k
+
+    def answer(self, parsed: tuple[pa.Table, int]) -> bytes:
+        rows, k = parsed
+        try:
+            ids, scores = self.retriever.top_k(rows, k)
+        except DataError as err:
+            raise bad_request(str(err)) from None
+        predictions = [
+            {"item_ids": items, "scores": row}
+            for items, row in zip(ids.to_pylist(), scores.tolist(), strict=True)
+        ]
+        return json.dumps({"predictions": predictions}).encode()
 
 
 class ScoringApp:
-    """The ASGI application over one loaded backend.
+    """The ASGI application over one loaded model.
 
     Args:
-        scorer (Scorer): the verified, loaded export (:func:`~recpipe.export.loaders.load_backend`).
+        model (Scorer | Invoker): a verified, loaded ranking export
+            (:func:`~recpipe.export.loaders.load_backend`), or what answers another kind's requests
+            (:class:`RetrievalInvoker`).
         timeout_s (float): seconds after which a request is answered 504.
         version (str): what ``GET /version`` answers.
     """
 
-    def __init__(self, scorer: Scorer, timeout_s: float = DEFAULT_TIMEOUT_S, version: str = "") -> None:
-        self.scorer = scorer
-        self.batcher = MicroBatcher(scorer)
+    def __init__(
+        self, model: Scorer | Invoker, timeout_s: float = DEFAULT_TIMEOUT_S, version: str = ""
+    ) -> None:
+        self.invoker: Invoker = RankingInvoker(model) if isinstance(model, Scorer) else model
         self.timeout_s = timeout_s
         self.version = version
         self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="recpipe-score")
@@ -229,33 +354,8 @@ class ScoringApp:
         await _answer(send, 200, payload, JSON)
 
     async def _invoke(self, body: bytes, mime: str) -> bytes:
-        if mime == JSON:
-            rows, output, context = parse_json_body(body)
-        else:
-            rows, output, context = file_table(body, mime), "probability", None
-        loop = asyncio.get_running_loop()
-        logits = await loop.run_in_executor(self._pool, self._logits, rows, context)
-        return self._predictions(logits, output)
-
-    def _logits(self, rows: pa.Table, context: str | None) -> np.ndarray:
-        """In a pool thread: concurrent requests without a context share batches."""
-        try:
-            if context is None:
-                return self.batcher.logits(rows)
-            return self.scorer.predict_raw(rows, context)
-        except DataError as err:
-            raise _bad(str(err)) from None
-
-    def _predictions(self, logits: np.ndarray, output: str) -> bytes:
-        scores = self.scorer.to_output(logits, output)
-        if scores.ndim == 1:
-            predictions: Any = scores.tolist()
-        else:  # a multi-task model: one object per row, as MLflow answers a DataFrame
-            names = self.scorer.output_columns(output)
-            predictions = [
-                dict(zip(names, row, strict=True)) for row in scores.reshape(len(scores), -1).tolist()
-            ]
-        return json.dumps({"predictions": predictions}).encode()
+        parsed = self.invoker.parse(body, mime)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.invoker.answer, parsed)
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -322,11 +422,16 @@ def app() -> ScoringApp:
     loaded and verified (every file's sha256) in this process."""
     from recpipe import __version__
     from recpipe.export.loaders import load_backend
+    from recpipe.export.retriever import is_retrieval_export
 
     folder = os.environ.get(ENV_FOLDER)
     if not folder:
         raise RuntimeError(f"${ENV_FOLDER} must name the export folder to serve")
     timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
+    if is_retrieval_export(folder):  # two towers: each user row's top-K items
+        from recpipe.export.retriever import Retriever
+
+        return ScoringApp(RetrievalInvoker(Retriever(folder)), timeout, f"recpipe {__version__}")
     return ScoringApp(load_backend(folder), timeout, f"recpipe {__version__}")
 
 

@@ -19,16 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recpipe.runlog import NULL_LOG, RunLog, failing
-from recpipe.stages.predict import PredictResult, finished
-
-DEFAULT_K = 50
+from recpipe.stages.predict_result import PredictResult, finished
 
 
 def run_retrieval(
     model: str,
     data: str,
     out: str,
-    k: int = DEFAULT_K,
+    k: int,
     keep: list[str] | None = None,
     on_bad_row: Literal["error", "skip"] = "error",
     batch_rows: int = 65_536,

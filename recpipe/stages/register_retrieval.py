@@ -26,15 +26,13 @@ def check_retrieval_export(exported_dir: str | Path) -> tuple[Path, dict[str, An
         ArtifactError: a part fails verification (named).
     """
     from recpipe.export.layout import read_pointer, version_folder
-    from recpipe.export.manifest import read_manifest
-    from recpipe.export.retrieval import INDEX, ITEM_EMBEDDINGS, USER_TOWER
+    from recpipe.export.retriever import verify_retrieval_export
 
     pointer = read_pointer(exported_dir)
     if pointer is None or pointer.get("kind") != "retrieval":
         raise ValueError(f"{exported_dir} is not a retrieval export (its export.json has no kind: retrieval)")
     folder = version_folder(exported_dir, pointer["version"])
-    for part in (USER_TOWER, ITEM_EMBEDDINGS, INDEX):
-        read_manifest(folder / part, verify=True)
+    verify_retrieval_export(folder)  # a version folder describes itself with the same export.json
     return folder, pointer
 
 

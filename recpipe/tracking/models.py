@@ -133,16 +133,21 @@ def verify_model_dir(local: str | Path, model_uri: str, key: bytes | None = None
 def download_served_export(uri: str, model_uri: str, dst: str | Path) -> Path:
     """The export folder a registered version serves (its artifact ``exported_model``), downloaded into
     ``dst`` after :func:`verify_model_dir` of the whole model: what recpipe's own scoring server loads
-    (:mod:`recpipe.export.server`, which verifies every file of the folder against its manifest again).
+    (:mod:`recpipe.export.server`, which verifies every file of the folder against its manifest again). A
+    retrieval version is its export folder itself: every part verified against its manifest.
 
     Raises:
         RegisteredModelError: as :func:`load_pyfunc_model`; or the model has no ``exported_model`` artifact
             (not a model recpipe registered).
     """
+    from recpipe.export.retriever import is_retrieval_export, verify_retrieval_export
     from recpipe.tracking.pyfunc import ARTIFACT
 
     with fluent_uri(uri):
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=str(dst)))
+    if is_retrieval_export(local):  # a retrieval version is its sealed export folder (no pyfunc yet)
+        verify_retrieval_export(local)
+        return local
     verify_model_dir(local, model_uri)
     flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["python_function"]
     entry = (flavor.get("artifacts") or {}).get(ARTIFACT)

@@ -10,44 +10,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
+from retrieval_world import trained_and_exported
 
 from recpipe.cli.main import main
-from recpipe.config import load_config
-from recpipe.data.synthetic import generate
 from recpipe.data.types import DataError
-from recpipe.eval.retrieval import retrieval_metrics
 from recpipe.export.manifest import ArtifactError
 from recpipe.export.retrieval import INDEX, ITEM_EMBEDDINGS, load_item_embeddings
 from recpipe.export.retriever import Retriever
-from recpipe.features.build import build_feature_spec
-from recpipe.stages import export, predict
-from recpipe.train.retrieval_job import train_retrieval_job
-
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dssm_retrieval_small.yaml"
+from recpipe.stages import predict
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("retpred")
-    generate("retrieval", 6000, root / "all", seed=3, users=120, items=180)
-    table = pq.read_table(root / "all" / "part-00000.parquet")
-    for name, part in (("train", table.slice(0, 5000)), ("eval", table.slice(5000))):
-        (root / name).mkdir()
-        pq.write_table(part, root / name / "part-00000.parquet")
-    items = str(root / "all" / "_items.parquet")
-    cfg = load_config(CONFIG, {"data.params.ITEMS": items, "train.max_steps": 80})
-    torch.manual_seed(0)
-    result = train_retrieval_job(
-        cfg, build_feature_spec(cfg), str(root / "train"), str(root / "eval"), root / "ckpt",
-        lambda model, spec, rows, items: retrieval_metrics(model, spec, rows, items, (10, 50)),
-        {"RECPIPE_PARAM_ITEMS": items},
-    )  # fmt: skip
-    with pytest.MonkeyPatch.context() as env:  # the catalogue, as the pipeline's steps read it
-        env.setenv("RECPIPE_PARAM_ITEMS", items)
-        r = export.run(str(root / "ckpt"), None, str(root / "export"), data_uri=str(root / "eval"))
-    assert r.ok
-    return {"root": root, "export": str(root / "export"), "eval": str(root / "eval"), "result": result}
+    return trained_and_exported(tmp_path_factory.mktemp("retpred"))
 
 
 def test_top_k_is_brute_force_over_the_stored_embeddings_and_recall_is_the_trainers(exported, tmp_path):
