@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from recpipe.data.types import DataError
@@ -206,11 +207,14 @@ def file_table(body: bytes, mime: str) -> pa.Table:
 
 class Invoker(Protocol):
     """What a kind of model does with a request body: :meth:`parse` on the event loop (cheap checks and the body
-    read), :meth:`answer` in a pool thread (FG and the model); each raises :class:`RequestError` for a bad request."""
+    read), :meth:`score` in a pool thread (FG and the model), :meth:`encode` of its result on the event loop (the
+    answer's JSON); parse and score raise :class:`RequestError` for a bad request."""
 
     def parse(self, body: bytes, mime: str) -> Any: ...
 
-    def answer(self, parsed: Any) -> bytes: ...
+    def score(self, parsed: Any) -> Any: ...
+
+    def encode(self, scored: Any) -> bytes: ...
 
 
 class RankingInvoker:
@@ -230,12 +234,16 @@ class RankingInvoker:
             return parse_json_body(body)
         return file_table(body, mime), "probability", None
 
-    def answer(self, parsed: tuple[pa.Table, str, str | None]) -> bytes:
+    def score(self, parsed: tuple[pa.Table, str, str | None]) -> tuple[np.ndarray, str]:
         rows, output, context = parsed
         try:
             logits = self.batcher.logits(rows) if context is None else self.scorer.predict_raw(rows, context)
         except DataError as err:
             raise bad_request(str(err)) from None
+        return logits, output
+
+    def encode(self, scored: tuple[np.ndarray, str]) -> bytes:
+        logits, output = scored
         scores = self.scorer.to_output(logits, output)
         if scores.ndim == 1:
             predictions: Any = scores.tolist()
@@ -282,12 +290,15 @@ class RetrievalInvoker:
             )
         return k
 
-    def answer(self, parsed: tuple[pa.Table, int]) -> bytes:
+    def score(self, parsed: tuple[pa.Table, int]) -> tuple[pa.ListArray, np.ndarray]:
         rows, k = parsed
         try:
-            ids, scores = self.retriever.top_k(rows, k)
+            return self.retriever.top_k(rows, k)
         except DataError as err:
             raise bad_request(str(err)) from None
+
+    def encode(self, scored: tuple[pa.ListArray, np.ndarray]) -> bytes:
+        ids, scores = scored
         predictions = [
             {"item_ids": items, "scores": row}
             for items, row in zip(ids.to_pylist(), scores.tolist(), strict=True)
@@ -355,7 +366,8 @@ class ScoringApp:
 
     async def _invoke(self, body: bytes, mime: str) -> bytes:
         parsed = self.invoker.parse(body, mime)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self.invoker.answer, parsed)
+        scored = await asyncio.get_running_loop().run_in_executor(self._pool, self.invoker.score, parsed)
+        return self.invoker.encode(scored)
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
