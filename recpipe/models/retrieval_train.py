@@ -95,4 +95,7 @@ class RetrievalTrainModel(nn.Module):
             neg = model.item_embedding(negatives.dense, negatives.sparse)
             logits = sampled_logits(user, item, neg, model.temperature, log_q, negative_log_q)
             labels = sampled_labels(logits)
-        return softmax_cross_entropy(logits, labels, batch.weights), logits.detach()
+        loss = softmax_cross_entropy(logits, labels, batch.weights)
+        regularization = getattr(model, "regularization", None)  # a variational dropout's penalty
+        term = None if regularization is None else regularization(user.shape[0])
+        return (loss if term is None else loss + term), logits.detach()

@@ -34,7 +34,7 @@ SINGLE_TASK_REFUSED = {
     "softmax_cross_entropy": "two-class softmax cross-entropy",
 }
 VARIATIONAL_DROPOUT = ("multi_tower_din", "multi_tower", "mmoe", "dbmtl", "ple")
-VARIATIONAL_DROPOUT += ("pepnet", "simple_multi_task")
+VARIATIONAL_DROPOUT += ("pepnet", "simple_multi_task", "dssm", "dssm_v2")
 
 
 def _deep_towers(model: Any, path: str, found: Findings) -> list[dict[str, Any]]:

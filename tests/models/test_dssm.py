@@ -64,6 +64,35 @@ def test_towers_shapes_and_similarity(data) -> None:
         RetrievalTrainModel(model)(batch)
 
 
+def test_variational_dropout_drops_each_towers_features_in_training_and_adds_its_penalty(data) -> None:
+    """TorchEasyRec's DSSM with ``variational_dropout``: each tower group of more than one feature gets one (both
+    groups here: user_id + user_segment, item_id + cate_id); training draws a relaxed Bernoulli per row and feature,
+    evaluation scales each feature by its keep probability, and the loss adds ``λ / B · Σ_f (1 - sigmoid(p_f))``."""
+    _, rows, _, items = data
+    cfg = load_config(CONFIG, {"model.variational_dropout": {"regularization_lambda": 0.5}})
+    spec = build_feature_spec(cfg)
+    torch.manual_seed(0)
+    model = build_model(spec, cfg.model)
+    user, item = model.user_tower.dropout, model.item_tower.dropout
+    assert user is not None and item is not None and user.widths == [16, 8] and item.widths == [16, 8]
+    batch = _batch(spec, rows.slice(0, 8))
+    model.eval()  # deterministic: each feature's columns scaled by its keep probability
+    a, b = (model.user_embedding(batch.dense, batch.sparse) for _ in range(2))
+    torch.testing.assert_close(a, b)
+    model.train()
+    assert not torch.equal(model.user_embedding(batch.dense, batch.sparse), a)  # drawn anew in training
+    want = sum(0.5 / 8 * (1 - torch.sigmoid(t.feature_p)).sum() for t in (user, item))
+    torch.testing.assert_close(model.regularization(8), want)
+    negatives = _batch(spec, item_rows(items.attrs.slice(0, 16), rows.schema, ("clk",)))
+    torch.manual_seed(1)
+    loss, logits = RetrievalTrainModel(model)(batch, negatives=negatives)
+    loss.backward()  # the penalty trains the drop logits
+    assert user.feature_p.grad is not None and user.feature_p.grad.abs().sum() > 0
+    # without it: no dropout module, no penalty
+    plain = build_model(spec, load_config(CONFIG).model)
+    assert plain.user_tower.dropout is None and plain.regularization(8) is None
+
+
 def test_inner_product_has_no_norm_and_output_dim_zero_needs_equal_widths() -> None:
     cfg = load_config(CONFIG, {"model.similarity": "inner_product", "model.output_dim": 0})
     model = build_model(build_feature_spec(cfg), cfg.model)

@@ -61,6 +61,24 @@ def test_dssm_imports_with_sampler_pooling_and_recall() -> None:
     check_retrieval_train_config(cfg)  # `recpipe train` takes the imported config as it is
 
 
+def test_dssm_imports_its_variational_dropout() -> None:
+    """tzrec/tests/configs/dssm_variational_dropout_mock.config's construct: ``variational_dropout`` in the DSSM's
+    model_config (each tower group's features dropped in training, its penalty in the loss)."""
+    text = DSSM_CONFIG.read_text()
+    vd = text.replace(
+        "model_config {",
+        "model_config {\n    variational_dropout {\n        regularization_lambda: 0.02\n    }",
+        1,
+    )
+    for config in (
+        vd,
+        dssm_v2_text().replace("model_config {", "model_config {\n    variational_dropout {}", 1),
+    ):
+        cfg = import_tzrec(config, "x.config").config
+        assert cfg.model.variational_dropout is not None
+    assert import_tzrec(vd, "x.config").config.model.variational_dropout.regularization_lambda == 0.02
+
+
 def test_a_retrieval_models_checkpoint_interval_is_refused_at_its_line() -> None:
     text = DSSM_CONFIG.read_text()
     assert "save_checkpoints_steps" not in text

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from recpipe.config.features import FeatureGroupConfig
-from recpipe.config.sections import ConfigSection, ModelSection, check_group_refs
+from recpipe.config.sections import ConfigSection, ModelSection, VariationalDropoutConfig, check_group_refs
 from recpipe.models.multi_tower_din.config import TowerConfig
 
 
@@ -76,6 +76,9 @@ class DssmConfig(ModelSection):
         log_q_correction (bool): subtract each item's log sampling probability from its logit (recpipe's
             addition; TorchEasyRec has none): in batch, its share of the training rows; sampled, its weight's
             share of the item table.
+        variational_dropout (VariationalDropoutConfig | None): drops each tower's features in training with a
+            learnt probability and adds its penalty to the loss (TorchEasyRec's ``MatchModel.init_input``: every
+            tower group of more than one feature; a pooled history counts as one feature).
 
     Example::
 
@@ -104,6 +107,7 @@ class DssmConfig(ModelSection):
     temperature: float = Field(1.0, gt=0)
     in_batch_negative: bool = False
     log_q_correction: bool = False
+    variational_dropout: VariationalDropoutConfig | None = None
 
     def check_groups(self, groups: Sequence[FeatureGroupConfig]) -> None:
         """Both towers' groups must be defined feature groups, and two different ones; pooled histories

@@ -20,6 +20,7 @@ from recpipe.features.spec import FeatureSpec, TableSpec
 from recpipe.models.blocks.dense_embedding import EMBEDDED_SUFFIX
 from recpipe.models.blocks.embedding import EmbeddingGroup, EmbeddingLookup, jagged_pool
 from recpipe.models.blocks.mlp import MLP
+from recpipe.models.blocks.variational_dropout import VariationalDropout
 from recpipe.models.dssm.config import DssmConfig, SequencePoolingConfig
 from recpipe.models.multi_tower_din.dense import DeepTower
 from recpipe.models.multi_tower_din.model import tower_specs
@@ -118,6 +119,7 @@ class DssmTower(nn.Module):
         cosine: bool,
         device: torch.device | None = None,
         histories: tuple[PooledHistory, ...] = (),
+        variational_dropout: float | None = None,
     ) -> None:
         super().__init__()
         if tower.mlp is None:
@@ -125,15 +127,26 @@ class DssmTower(nn.Module):
         self.keys = tuple(tower.sparse_keys)
         self.dense_columns = tuple(tower.dense_columns)
         self.histories = histories
-        history_width = sum(key_dims[k] for h in histories for k in h.keys)
-        in_features = sum(key_dims[k] for k in self.keys) + len(self.dense_columns) + history_width
-        self.mlp = MLP.from_spec(in_features, tower.mlp, device)
+        # each input feature's width, in the order forward concatenates them (a pooled history is one feature)
+        widths = [key_dims[k] for k in self.keys] + [1] * len(self.dense_columns)
+        widths += [sum(key_dims[k] for k in h.keys) for h in histories]
+        # TorchEasyRec drops the features of a group of more than one (MatchModel.init_input)
+        self.dropout = (
+            VariationalDropout(widths, variational_dropout, device)
+            if variational_dropout is not None and len(widths) > 1
+            else None
+        )
+        self.mlp = MLP.from_spec(sum(widths), tower.mlp, device)
         self.output = nn.Linear(self.mlp.out_features, output_dim, device=device) if output_dim > 0 else None
         self.cosine = cosine
 
     @property
     def out_features(self) -> int:
         return self.mlp.out_features if self.output is None else self.output.out_features
+
+    def regularization(self, batch_size: int) -> torch.Tensor | None:
+        """The variational dropout's penalty for ``batch_size`` rows (None without one)."""
+        return None if self.dropout is None else self.dropout.penalty(batch_size)
 
     def forward(self, dense: torch.Tensor, lookup: EmbeddingLookup) -> torch.Tensor:
         """``(B, D)`` from the group's lookup: its pooled keys, dense columns, then each pooled history (the
@@ -142,7 +155,8 @@ class DssmTower(nn.Module):
         if self.dense_columns:
             parts.append(dense[:, list(self.dense_columns)])
         parts += [h(lookup) for h in self.histories]
-        out = self.mlp(torch.cat(parts, dim=1))
+        x = torch.cat(parts, dim=1)
+        out = self.mlp(x if self.dropout is None else self.dropout(x))
         if self.output is not None:
             out = self.output(out)
         return F.normalize(out, p=2.0, dim=1) if self.cosine else out
@@ -174,6 +188,8 @@ class DSSM(nn.Module):
         item_histories (tuple[PooledHistory, ...]): the item tower's.
         shared_tables (bool): one embedding group (``shared_embeddings``) for both towers, else
             ``user_embeddings`` and ``item_embeddings``.
+        variational_dropout (float | None): the regularization lambda of each tower's variational dropout
+            (:class:`~recpipe.models.blocks.variational_dropout.VariationalDropout`); None: none.
 
     Example::
 
@@ -202,6 +218,7 @@ class DSSM(nn.Module):
         user_histories: tuple[PooledHistory, ...] = (),
         item_histories: tuple[PooledHistory, ...] = (),
         shared_tables: bool = False,
+        variational_dropout: float | None = None,
     ) -> None:
         super().__init__()
         check_similarity(similarity, temperature)
@@ -228,7 +245,7 @@ class DSSM(nn.Module):
             groups = (self.user_embeddings, self.item_embeddings)
         cosine = similarity == "cosine"
         self.user_tower, self.item_tower = (
-            DssmTower(tower, _key_dims(g, tower, hs), output_dim, cosine, device, hs)
+            DssmTower(tower, _key_dims(g, tower, hs), output_dim, cosine, device, hs, variational_dropout)
             for g, (tower, hs) in zip(groups, sides, strict=True)
         )
         if self.user_tower.out_features != self.item_tower.out_features:
@@ -270,6 +287,16 @@ class DSSM(nn.Module):
 
     def predict(self, batch: Batch) -> torch.Tensor:
         return self.forward(batch.dense, batch.sparse)
+
+    def regularization(self, batch_size: int) -> torch.Tensor | None:
+        """Both towers' variational dropout penalties for ``batch_size`` rows, summed (None without any): the
+        training loss adds it, as TorchEasyRec's loss collection holds each group's ``feature_p_loss``."""
+        terms = [
+            t
+            for t in (self.user_tower.regularization(batch_size), self.item_tower.regularization(batch_size))
+            if t is not None
+        ]
+        return None if not terms else torch.stack(terms).sum()
 
 
 def _key_dims(
@@ -339,4 +366,7 @@ def build(
         user_histories=user_histories,
         item_histories=item_histories,
         shared_tables=shared_tables,
+        variational_dropout=None
+        if cfg.variational_dropout is None
+        else cfg.variational_dropout.regularization_lambda,
     )
