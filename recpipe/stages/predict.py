@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recpipe.runlog import NULL_LOG, RunLog, failing
-from recpipe.stages.predict_result import PredictResult, finished
+from recpipe.stages.predict_result import PredictResult, check_keep, finished
 
 
 def run(
@@ -104,9 +104,7 @@ def run(
         folder = served_folder(model)
         scorer = load_backend(folder)
         source = open_source(data)
-        missing = [c for c in keep if source.schema().get_field_index(c) < 0]
-        if missing:
-            raise ValueError(f"{data}: no column(s) {missing} to keep; the data has {source.schema().names}")
+        check_keep(source.schema().names, keep, data)
         scorer.check_columns(source.schema().names, where=data)
         fg = FeatureGenerator(scorer.spec, on_bad_row=on_bad_row, with_labels=False)
         groups = None

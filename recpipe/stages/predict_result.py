@@ -61,3 +61,14 @@ def finished(
         }
     )
     return result
+
+
+def check_keep(schema_names: list[str], keep: list[str], data: str) -> None:
+    """The ``keep`` columns must be in the data.
+
+    Raises:
+        ValueError: naming the missing ones and the data's columns.
+    """
+    missing = [c for c in keep if c not in schema_names]
+    if missing:
+        raise ValueError(f"{data}: no column(s) {missing} to keep; the data has {schema_names}")

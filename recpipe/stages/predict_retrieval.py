@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recpipe.runlog import NULL_LOG, RunLog, failing
-from recpipe.stages.predict_result import PredictResult, finished
+from recpipe.stages.predict_result import PredictResult, check_keep, finished
 
 
 def run_retrieval(
@@ -61,9 +61,7 @@ def run_retrieval(
         if not 1 <= k <= retriever.items:
             raise ValueError(f"k must be in 1..{retriever.items} (the catalogue's size), got {k}")
         source = open_source(data)
-        missing = [c for c in keep if source.schema().get_field_index(c) < 0]
-        if missing:
-            raise ValueError(f"{data}: no column(s) {missing} to keep; the data has {source.schema().names}")
+        check_keep(source.schema().names, keep, data)
         retriever.check_columns(source.schema().names, where=data)
         fg = FeatureGenerator(retriever.spec, on_bad_row=on_bad_row, with_labels=False)
         t_loaded = time.perf_counter()

@@ -277,21 +277,7 @@ def _dssm(mc: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
                 f"model_config.feature_groups[{i}].sequence_encoders",
                 f"ignored: {kind}'s towers read groups {sorted(read)}, not {name!r}",
             )
-    similarity = m.DESCRIPTOR.fields_by_name["similarity"].enum_type.values_by_number[m.similarity].name
-    if similarity not in _SIMILARITIES:
-        found.problem(
-            f"{path}.similarity",
-            f"similarity {similarity} is not supported; supported: {', '.join(_SIMILARITIES)}",
-        )
-    else:
-        out["similarity"] = _SIMILARITIES[similarity]
-    if m.output_dim < 0:
-        found.problem(f"{path}.output_dim", f"output_dim {m.output_dim} must be >= 0")
-    out["output_dim"] = max(m.output_dim, 0)
-    if m.temperature <= 0:
-        found.problem(f"{path}.temperature", f"temperature {m.temperature} must be > 0")
-    else:
-        out["temperature"] = m.temperature
+    _match_fields(m, path, found, out)
     out["in_batch_negative"] = m.in_batch_negative
     return out
 
@@ -361,23 +347,8 @@ def _mind(mc: Any, path: str, found: Findings) -> dict[str, Any]:
                 f"group {g.group_name!r}: recpipe's mind reads its history as the history_input group "
                 f"({ut.history_input!r}), not through sequence encoders of a tower's group",
             )
-    similarity = m.DESCRIPTOR.fields_by_name["similarity"].enum_type.values_by_number[m.similarity].name
-    if similarity not in _SIMILARITIES:
-        found.problem(
-            f"{path}.similarity",
-            f"similarity {similarity} is not supported; supported: {', '.join(_SIMILARITIES)}",
-        )
-    else:
-        out["similarity"] = _SIMILARITIES[similarity]
-    if m.output_dim < 0:
-        found.problem(f"{path}.output_dim", f"output_dim {m.output_dim} must be >= 0")
-    # TorchEasyRec's loader does not check required fields: an unset output_dim reads 0 (no output Linear).
-    out["output_dim"] = max(m.output_dim, 0)
+    _match_fields(m, path, found, out)
     out["simi_pow"] = m.simi_pow
-    if m.temperature <= 0:
-        found.problem(f"{path}.temperature", f"temperature {m.temperature} must be > 0")
-    else:
-        out["temperature"] = m.temperature
     out["in_batch_negative"] = m.in_batch_negative
     return out
 
@@ -649,6 +620,27 @@ def _task_tower(t: Any, kind: str, tp: str, found: Findings) -> dict[str, Any]:
         if t.HasField("relation_mlp"):
             tower["relation_mlp"] = _mlp(t.relation_mlp, f"{tp}.relation_mlp", found)
     return tower
+
+
+def _match_fields(m: Any, path: str, found: Findings, out: dict[str, Any]) -> None:
+    """``similarity``, ``output_dim`` and ``temperature``, which every match model of match_model.proto has, into
+    ``out``. TorchEasyRec's loader does not check required fields: an unset ``output_dim`` reads 0 (no output
+    Linear), as here."""
+    similarity = m.DESCRIPTOR.fields_by_name["similarity"].enum_type.values_by_number[m.similarity].name
+    if similarity not in _SIMILARITIES:
+        found.problem(
+            f"{path}.similarity",
+            f"similarity {similarity} is not supported; supported: {', '.join(_SIMILARITIES)}",
+        )
+    else:
+        out["similarity"] = _SIMILARITIES[similarity]
+    if m.output_dim < 0:
+        found.problem(f"{path}.output_dim", f"output_dim {m.output_dim} must be >= 0")
+    out["output_dim"] = max(m.output_dim, 0)
+    if m.temperature <= 0:
+        found.problem(f"{path}.temperature", f"temperature {m.temperature} must be > 0")
+    else:
+        out["temperature"] = m.temperature
 
 
 def _variational_dropout(vd: Any, kind: str, path: str, found: Findings) -> dict[str, Any]:
