@@ -111,3 +111,10 @@ def publish(root: str | Path, staging: Path, version: str, result: dict[str, Any
     write_json_atomic(root / POINTER, pointer)  # the one pointer: from here on the new export is visible
     clean_stale(root)
     return target
+
+
+def is_retrieval_export(folder: str | Path) -> bool:
+    """Whether ``folder`` is a retrieval export or one of its versions (its ``export.json`` says ``kind:
+    retrieval``). Reads the pointer only: a server decides what to load without importing retrieval code."""
+    pointer = read_pointer(folder)
+    return pointer is not None and pointer.get("kind") == "retrieval"

@@ -23,6 +23,7 @@ import pyarrow as pa
 import torch
 
 from recpipe.export import faiss_index
+from recpipe.export.layout import is_retrieval_export
 from recpipe.export.manifest import ArtifactError, read_manifest
 from recpipe.export.retrieval import INDEX, ITEM_EMBEDDINGS, USER_TOWER, load_item_embeddings, load_user_tower
 from recpipe.export.scorer import check_known_columns
@@ -32,14 +33,6 @@ from recpipe.features.spec import FG_JSON, FeatureSpec
 
 # Items per row when a caller names no k (``recpipe predict --k``, the scoring server's ``params.k``).
 DEFAULT_K = 50
-
-
-def is_retrieval_export(folder: str | Path) -> bool:
-    """Whether ``folder`` is a retrieval export (its ``export.json`` says ``kind: retrieval``)."""
-    import json
-
-    pointer = Path(folder) / "export.json"
-    return pointer.is_file() and json.loads(pointer.read_text()).get("kind") == "retrieval"
 
 
 def verify_retrieval_export(folder: str | Path) -> None:

@@ -58,6 +58,8 @@ MAX_BODY_BYTES = 64 << 20
 DEFAULT_TIMEOUT_S = 60.0
 # Threads that wait on the batcher: each request in flight holds one while its batch is scored.
 POOL_THREADS = 64
+# Seconds a server worker has to answer the supervisor's ping before it is replaced (see run()).
+WORKER_HEALTHCHECK_S = 30
 # The environment that hands the export folder and the timeout to each server worker process.
 ENV_FOLDER = "RECPIPE_SERVE_FOLDER"
 ENV_TIMEOUT = "RECPIPE_SERVE_TIMEOUT"
@@ -433,8 +435,8 @@ def app() -> ScoringApp:
     """The application of a server worker process: the export folder named by ``$RECPIPE_SERVE_FOLDER``,
     loaded and verified (every file's sha256) in this process."""
     from recpipe import __version__
+    from recpipe.export.layout import is_retrieval_export
     from recpipe.export.loaders import load_backend
-    from recpipe.export.retriever import is_retrieval_export
 
     folder = os.environ.get(ENV_FOLDER)
     if not folder:
@@ -472,6 +474,10 @@ def run(
         # 2 threads, interleaved; benchmarks/RESULTS.md).
         loop="uvloop",
         http="httptools",
+        # The supervisor replaces a worker that does not answer its ping in this many seconds. uvicorn's 5 s
+        # killed workers still loading torch and the model on a busy 2-core machine (the restarted worker of
+        # tests/tracking/test_scoring_server.py was not up within 120 s at load 3-5): starting is not hung.
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
     )
 
 

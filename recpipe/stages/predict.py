@@ -76,8 +76,8 @@ def run(
 
     from recpipe.data.sharding import Shard
     from recpipe.data.sources import open_source
+    from recpipe.export.layout import is_retrieval_export
     from recpipe.export.loaders import load_backend, served_folder
-    from recpipe.export.retriever import is_retrieval_export
     from recpipe.features.fg import FeatureGenerator
     from recpipe.features.request_groups import Grouped, RequestGroups
 

@@ -140,7 +140,8 @@ def download_served_export(uri: str, model_uri: str, dst: str | Path) -> Path:
         RegisteredModelError: as :func:`load_pyfunc_model`; or the model has no ``exported_model`` artifact
             (not a model recpipe registered).
     """
-    from recpipe.export.retriever import is_retrieval_export, verify_retrieval_export
+    from recpipe.export.layout import is_retrieval_export
+    from recpipe.export.retriever import verify_retrieval_export
     from recpipe.tracking.pyfunc import ARTIFACT
 
     with fluent_uri(uri):
