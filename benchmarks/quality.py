@@ -99,7 +99,8 @@ CRITEO_MODELS: dict[str, tuple[Path, str, int | None]] = {
     # The explicit-cross models (issue 29) on the pair-effect rows, as DLRM: DCNv2's and DCNv1's cross layers,
     # xDeepFM's CIN and MaskNet's multiplicative masks can express the products of two columns' vectors.
     # DCNv2 reads every column (DeepFM's FM term only the four that interact) and learns the pairs more slowly:
-    # 0.0138 from the oracle at 12M rows, 0.0109 at 16M, 0.0105 at 20M (RESULTS.md): measured on 20M rows.
+    # 0.0138 from the oracle at 12M rows, 0.0109 at 16M, 0.0105 at 20M with dense Adam 0.003; 0.0088 at 20M with
+    # 0.001, its config's rate since 2026-12-04 (RESULTS.md): measured on 20M rows.
     "dcn_v2": (ROOT / "configs" / "dcn_v2_criteo_quality.yaml", "", 20_000_000),
     "dcn_v1": (ROOT / "configs" / "dcn_v1_criteo_quality.yaml", "", None),
     "mask_net": (ROOT / "configs" / "mask_net_criteo_quality.yaml", "", None),
