@@ -35,14 +35,18 @@ from recpipe.features.spec import FG_JSON, FeatureSpec
 DEFAULT_K = 50
 
 
+def _require_retrieval_export(folder: str | Path) -> None:
+    if not is_retrieval_export(folder):
+        raise ArtifactError(f"{folder}: not a retrieval export (no export.json of kind 'retrieval')")
+
+
 def verify_retrieval_export(folder: str | Path) -> None:
     """Verify every part of a retrieval export (each file's sha256 against its manifest).
 
     Raises:
         ArtifactError: not a retrieval export, or a part fails verification (named).
     """
-    if not is_retrieval_export(folder):
-        raise ArtifactError(f"{folder}: not a retrieval export (no export.json of kind 'retrieval')")
+    _require_retrieval_export(folder)
     for part in (USER_TOWER, ITEM_EMBEDDINGS, INDEX):
         read_manifest(Path(folder) / part, verify=True)
 
@@ -61,8 +65,7 @@ class Retriever:
         from recpipe.export.layout import backend_folder
 
         self.folder = Path(folder)
-        if not is_retrieval_export(self.folder):
-            raise ArtifactError(f"{self.folder}: not a retrieval export (no export.json of kind 'retrieval')")
+        _require_retrieval_export(self.folder)  # each part is verified by its loader below
         self._tower = load_user_tower(self.folder / USER_TOWER)
         self.spec = FeatureSpec.load(backend_folder(self.folder / USER_TOWER) / FG_JSON)
         self._fg = FeatureGenerator(self.spec, on_bad_row="error", with_labels=False)
@@ -93,6 +96,15 @@ class Retriever:
         """
         check_known_columns(self.spec, columns, where, self._inputs)
 
+    def check_k(self, k: int) -> None:
+        """Refuse ``k`` outside ``1..items``.
+
+        Raises:
+            ValueError: naming the catalogue's size.
+        """
+        if not 1 <= k <= self.items:
+            raise ValueError(f"k must be in 1..{self.items} (the catalogue's size), got {k}")
+
     def embed(self, out: FGOutput) -> np.ndarray:
         """``(B, D)`` float32 user embeddings of FG output (of :attr:`spec`)."""
         from recpipe.export.tables import fg_to_kjt_arrays
@@ -110,14 +122,12 @@ class Retriever:
         Raises:
             ValueError: ``k`` not in ``1..items``.
         """
-        if not 1 <= k <= self.items:
-            raise ValueError(f"k must be in 1..{self.items} (the catalogue's size), got {k}")
+        self.check_k(k)
         if users.shape[0] == 0:
             return pa.array([], pa.list_(self.item_ids.type)), np.zeros((0, k), np.float32)
         scores, found = faiss_index.search(self._index, users, k)
-        if (
-            found < 0
-        ).any():  # an approximate index that reached fewer than k items: never a silent short list
+        # an approximate index that reached fewer than k items: never a silent short list
+        if (found < 0).any():
             raise RuntimeError(f"{self.folder}: the {self.index_kind} index returned fewer than {k} items")
         ids = self.item_ids.take(pa.array(found.reshape(-1)))
         offsets = pa.array(np.arange(0, found.size + 1, k, dtype=np.int32))

@@ -58,8 +58,7 @@ def run_retrieval(
     with failing(log, "predict"):
         t0 = time.perf_counter()
         retriever = Retriever(model)
-        if not 1 <= k <= retriever.items:
-            raise ValueError(f"k must be in 1..{retriever.items} (the catalogue's size), got {k}")
+        retriever.check_k(k)  # before any row is read
         source = open_source(data)
         check_keep(source.schema().names, keep, data)
         retriever.check_columns(source.schema().names, where=data)
