@@ -35,7 +35,7 @@ SYNTHETIC_OPTIONS = {
     "taobao": ("users", "ads", "days", "start"),
     "criteo": ("max_vocab", "hashed", "pairs", "days", "start"),
     "config": ("path", "nulls", "vocab", "lists"),
-    "retrieval": ("users", "items", "dim"),
+    "retrieval": ("users", "items", "dim", "ranking"),
 }
 # Options that are not integers: synthetic:config's config path (generate's ``config``) and null share.
 _TEXT_OPTIONS = {"path": "config"}
@@ -72,8 +72,8 @@ def parse_synthetic(uri: str) -> SyntheticSource:
     (its first day, ``YYYYMMDD``, default 20260101); ``synthetic:config?path=<config.yaml>`` (rows for every input
     column of that config, :mod:`recpipe.data.synthetic.config`) takes ``nulls`` (share of nulls, default
     0.01), ``vocab`` (values per id space) and ``lists`` (1: list columns for multi-value ids); anything
-    else is an error naming the allowed keys; ``synthetic:retrieval`` takes ``users``, ``items`` and ``dim``
-    (:mod:`recpipe.data.synthetic.retrieval`; its item table is ``<folder>/_items.parquet``).
+    else is an error naming the allowed keys; ``synthetic:retrieval`` takes ``users``, ``items``, ``dim`` and ``ranking`` (1: the same world's impressions
+    for a ranker; :mod:`recpipe.data.synthetic.retrieval`; its item table is ``<folder>/_items.parquet``).
 
     Example::
 

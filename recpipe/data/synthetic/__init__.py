@@ -42,6 +42,7 @@ def generate(
     start: int | str | None = None,
     items: int | None = None,
     dim: int | None = None,
+    ranking: int | bool = False,
 ) -> GenerateReport:
     """Generate ``rows`` synthetic rows of ``kind`` into the folder ``out``, one Parquet file per chunk.
 
@@ -77,6 +78,8 @@ def generate(
         items (int | None): retrieval only: the catalogue's size (default one per 50 rows); ``users`` is its
             number of users (default one per 20 rows).
         dim (int | None): retrieval only: the latent vectors' width (default 8).
+        ranking (int | bool): retrieval only: 1 writes the same world's impressions for a ranker (0/1 clicks,
+            ``brand_id``, an oracle AUC) instead of the retriever's positives.
 
     Returns:
         GenerateReport: rows, files, positive rate, oracle AUC (of every label: ``tasks``), seconds.
@@ -90,8 +93,10 @@ def generate(
     """
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
-    if kind != "retrieval" and (items is not None or dim is not None):
-        raise ValueError(f"items and dim are options of synthetic retrieval data, not of {kind!r}")
+    if kind != "retrieval" and (items is not None or dim is not None or ranking):
+        raise ValueError(f"items, dim and ranking are options of synthetic retrieval data, not of {kind!r}")
+    if ranking not in (0, 1):
+        raise ValueError(f"ranking must be 0 or 1, got {ranking!r}")
     if kind == "retrieval":
         if ads is not None or days is not None or start is not None:
             raise ValueError("synthetic retrieval data takes users, items and dim (no ads, days or start)")
@@ -103,7 +108,9 @@ def generate(
             raise ValueError(
                 "max_vocab, hashed and pairs are options of synthetic criteo data, not of 'retrieval'"
             )
-        return retrieval.generate_retrieval(rows, out, seed, chunk_rows, users=users, items=items, dim=dim)
+        return retrieval.generate_retrieval(
+            rows, out, seed, chunk_rows, users=users, items=items, dim=dim, ranking=bool(ranking)
+        )
     if kind != "taobao" and (users is not None or ads is not None):
         raise ValueError(f"users and ads are options of synthetic taobao data, not of {kind!r}")
     if kind != "config" and (config is not None or nulls is not None or vocab is not None or lists):
