@@ -93,6 +93,7 @@ def train(
     out_dir: Path,
     resume: bool = True,
     evaluate: Evaluate | None = None,
+    final_checkpoint: bool = True,
 ) -> TrainResult:
     """Train ``cfg.model`` on ``train_uri`` in this process's group (world size 1 when run alone).
 
@@ -109,6 +110,10 @@ def train(
         resume (bool): continue from ``out_dir``'s latest checkpoint when there is one.
         evaluate (Evaluate | None): scores the model on ``eval_uri`` every ``train.eval_every_steps`` and at
             the end; None: no evaluation (:func:`recpipe.launch.worker.train` passes evaluation's).
+        final_checkpoint (bool): False: no checkpoint at the end (the config's mid-run cadence still writes
+            its own), for a caller that reads only the result's metrics (a benchmark's many short runs: a
+            full-size model's checkpoint is ~400 MB); the result's ``checkpoint`` is then the last mid-run one
+            or None.
 
     Example::
 
@@ -118,7 +123,9 @@ def train(
     """
     env = init_distributed()
     try:
-        return _Trainer(cfg, spec, env, Path(out_dir), evaluate).run(train_uri, eval_uri, resume)
+        return _Trainer(cfg, spec, env, Path(out_dir), evaluate).run(
+            train_uri, eval_uri, resume, final_checkpoint
+        )
     finally:
         shutdown(env)
 
@@ -316,7 +323,9 @@ class _Trainer:
         return ckpt, meta
 
     # --------------------------------------------------------------------------------------- run
-    def run(self, train_uri: str, eval_uri: str | None, resume: bool) -> TrainResult:
+    def run(
+        self, train_uri: str, eval_uri: str | None, resume: bool, final_checkpoint: bool = True
+    ) -> TrainResult:
         env, tc = self.env, self.cfg.train
         resumed_from, meta = self._resume(resume)
         step, epoch, position, rows_trained = (
@@ -403,7 +412,7 @@ class _Trainer:
                 eval_metrics = self._evaluate(evaluate, eval_uri, step)
         before_final = meter.clock.wall["checkpoint"]
         with meter.clock.apart("checkpoint"):
-            if step != last_ckpt_step:
+            if final_checkpoint and step != last_ckpt_step:
                 last_ckpt = self._save(writer, self._meta(step, epoch, position, epoch_rows, rows_trained))
             writer.close()  # the end of training waits for the last write; a failed one fails the run
         seconds = train_seconds + meter.clock.total

@@ -238,3 +238,21 @@ def test_resume_refuses_a_checkpoint_of_another_feature_spec(taobao, tmp_path):
     other = dataclasses.replace(spec, group_column=None)
     with pytest.raises(ValueError, match="another FeatureSpec"):
         train(_cfg(taobao["config"], **{"train.max_steps": 6}), other, taobao["train"], None, tmp_path)
+
+
+def test_no_final_checkpoint_when_the_caller_reads_only_metrics(taobao, tmp_path):
+    """final_checkpoint=False (a benchmark's many short runs): the mid-run cadence still writes, the end does not."""
+    cfg = _cfg(taobao["config"], **{"train.max_steps": 45})
+    result = train(
+        cfg, build_feature_spec(cfg), taobao["train"], taobao["eval"], tmp_path, final_checkpoint=False
+    )
+    assert result.steps == 45 and result.eval is not None and result.eval["rows"] == 1001
+    assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["ckpt-40"]
+    assert (
+        result.checkpoint == str(tmp_path / "checkpoints" / "ckpt-40") and result.final_checkpoint_seconds < 1
+    )
+    none = _cfg(taobao["config"], **{"train.max_steps": 5, "train.checkpoint_every_steps": None})
+    result = train(
+        none, build_feature_spec(none), taobao["train"], None, tmp_path / "b", final_checkpoint=False
+    )
+    assert result.checkpoint is None and latest_checkpoint(tmp_path / "b") is None
