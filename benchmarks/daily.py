@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import environment, parse_args, quick_out
+from _common import cap_tables, environment, parse_args, quick_out
 from quality import DIN_CONFIG
 
 from recpipe.config import load_config
@@ -54,6 +54,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "daily.json"
 AUC_GOAL = 0.002
 TIME_GOAL = 0.2
 STRATEGIES = ("frozen", "retrain", "incremental")
+# --table-cap (quick runs): every table's rows capped; set once in main() before any training.
+TABLE_CAP: int | None = None
 
 
 def split(raw: Path, dates: list[str], first: int, last: int, out: Path, label: str) -> ingest.IngestResult:
@@ -76,7 +78,7 @@ def fit_day(
         "train.eval_every_steps": None,
         "train.init_from": str(init_from) if init_from is not None else None,
     }
-    cfg = load_config(DIN_CONFIG, overrides)
+    cfg = cap_tables(load_config(DIN_CONFIG, overrides), TABLE_CAP)
     spec = build_feature_spec(cfg)  # ids by modulo/hash, explicit boundaries: nothing to fit
     t0 = time.perf_counter()
     result = train(cfg, spec, data.train_dir, data.eval_dir, out, resume=False)
@@ -94,7 +96,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parse_args(parser, {"days": 3, "rows_per_day": 4_000, "window": 2, "out": quick_out(RESULTS.name)})
+    parser.add_argument("--table-cap", type=int, default=None, help="cap every table (default: the config's)")
+    quick = {
+        "days": 3,
+        "rows_per_day": 4_000,
+        "window": 2,
+        "table_cap": 20_000,
+        "out": quick_out(RESULTS.name),
+    }
+    args = parse_args(parser, quick)
+    global TABLE_CAP
+    TABLE_CAP = args.table_cap
     if args.days < 3 or not 1 <= args.window < args.days:
         raise SystemExit("daily: need --days >= 3 and 1 <= --window < --days")
     torch.set_num_threads(args.threads)

@@ -22,7 +22,8 @@ onnx_dense_vs_eager_dense_b512=… padded_vs_jagged_dense_b512=…``; JSON in be
 
 Run: ``.venv/bin/python benchmarks/export_latency.py`` (about 3 minutes on 2 cores, most of it the AOTI compile).
 ``--quick``: 512 generated rows (batch 512 is the headline) and 5 timed calls per variant; every backend
-is still exported, parity-checked and compiled (the AOTI compile is most of its time).
+is still exported, parity-checked and compiled (the AOTI compile is most of its time), every table capped at
+20,000 rows (``--table-cap``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
-from _common import parse_args, quick_out  # noqa: E402
+from _common import cap_tables, parse_args, quick_out  # noqa: E402
 
 from recpipe.config import load_config  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
@@ -121,14 +122,17 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=200, help="timed calls per variant and batch size")
     ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON results file")
-    args = parse_args(ap, {"rows": max(BATCHES), "repeats": 5, "out": quick_out(RESULTS.name)})
+    ap.add_argument("--table-cap", type=int, default=None, help="cap every table (default: the config's)")
+    args = parse_args(
+        ap, {"rows": max(BATCHES), "repeats": 5, "table_cap": 20_000, "out": quick_out(RESULTS.name)}
+    )
     if args.rows < max(BATCHES):
         ap.error(f"--rows must be at least the largest batch, {max(BATCHES)}")
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
 
-    cfg = load_config(args.config)
+    cfg = cap_tables(load_config(args.config), args.table_cap)
     spec = build_feature_spec(cfg)
     keys = spec.sparse_keys()
     torch.manual_seed(0)

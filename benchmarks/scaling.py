@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import parse_args, quick_out
+from _common import capped_config, parse_args, quick_out
 
 from recpipe.data.synthetic import generate
 from recpipe.launch.local import launch_local
@@ -42,7 +42,7 @@ CONFIG = "configs/din_taobao_small.yaml"
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling.json"
 
 
-def run_once(data: Path, out: Path, nproc: int, batch: int, epochs: int) -> dict:
+def run_once(data: Path, out: Path, nproc: int, batch: int, epochs: int, config: Path | str = CONFIG) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     overrides = {
         "data.batch_size": batch,
@@ -55,7 +55,15 @@ def run_once(data: Path, out: Path, nproc: int, batch: int, epochs: int) -> dict
     load = os.getloadavg()[0]  # before the run: the other work on the machine (and the previous run's tail)
     t0 = time.perf_counter()
     code = launch_local(
-        CONFIG, str(data), None, out, nproc, overrides, resume=False, threads_per_rank=1, echo=lines.append
+        str(config),
+        str(data),
+        None,
+        out,
+        nproc,
+        overrides,
+        resume=False,
+        threads_per_rank=1,
+        echo=lines.append,
     )
     wall = time.perf_counter() - t0
     if code != 0:
@@ -80,7 +88,15 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parse_args(parser, {"rows": 2048, "batch_size": 256, "repeats": 1, "out": quick_out(RESULTS.name)})
+    parser.add_argument("--table-cap", type=int, default=None, help="cap every table (default: the config's)")
+    quick = {
+        "rows": 2048,
+        "batch_size": 256,
+        "repeats": 1,
+        "table_cap": 20_000,
+        "out": quick_out(RESULTS.name),
+    }
+    args = parse_args(parser, quick)
 
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
@@ -88,6 +104,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="recpipe-scaling-") as tmp:
         data = Path(tmp) / "data"
         generate("taobao", args.rows, data, seed=0)
+        config = capped_config(CONFIG, args.table_cap, Path(tmp))
         # name: (ranks, global batch)
         setups = {
             "1_rank": (1, args.batch_size),
@@ -97,7 +114,7 @@ def main() -> None:
         runs: list[dict] = []
         for _ in range(args.repeats):
             for name, (nproc, batch) in setups.items():
-                r = {"setup": name, **run_once(data, Path(tmp) / name, nproc, batch, args.epochs)}
+                r = {"setup": name, **run_once(data, Path(tmp) / name, nproc, batch, args.epochs, config)}
                 runs.append(r)
                 print(
                     f"{name:26s} batch {batch:6d}: {r['rows_per_s']:9,.0f} rows/s  (loop {r['train_s']:.1f}s, "

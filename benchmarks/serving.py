@@ -47,11 +47,14 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import parse_args, quick_out
+from _common import capped_config, parse_args, quick_out
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "serving.json"
 CONFIG = ROOT / "configs" / "din_taobao_small.yaml"
+# Quick runs cap the served model's tables (3.14M rows, ~400 MB, in full): training, exporting and loading them
+# took most of a quick run's time (tests/benchmarks/test_benchmarks_quick.py's served model too).
+QUICK_TABLE_CAP = 20_000
 
 
 def _free_port() -> int:
@@ -170,12 +173,14 @@ class Trained(NamedTuple):
     checkpoint: Path
 
 
-def train_and_register(work: Path, rows: int, min_auc: float) -> Trained:
+def train_and_register(work: Path, rows: int, min_auc: float, table_cap: int | None = None) -> Trained:
     """``recpipe run`` of :data:`CONFIG` on ``rows`` generated rows (rtp export, gate floor ``min_auc``) into
-    ``work/runs``: trained, exported, registered and promoted to champion."""
+    ``work/runs``: trained, exported, registered and promoted to champion (every table capped at ``table_cap``
+    rows when given: quick runs)."""
     runs = work / "runs"
+    config = capped_config(CONFIG, table_cap, work)
     subprocess.run(
-        [str(Path(sys.executable).with_name("recpipe")), "run", "--runs", str(runs), "--config", str(CONFIG),
+        [str(Path(sys.executable).with_name("recpipe")), "run", "--runs", str(runs), "--config", str(config),
          "--rows", str(rows), "--backends", "rtp", "--min-auc", str(min_auc)],
         check=True, cwd=ROOT,
     )  # fmt: skip
@@ -238,8 +243,12 @@ def main() -> None:
         "--runs", type=Path, help="serve what `recpipe run` of the config left here (no training)"
     )
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--table-cap", type=int, default=None, help="cap the trained model's tables (default: the config's)"
+    )
     quick = {
         "rows": 20_000,
+        "table_cap": QUICK_TABLE_CAP,
         "one_row_requests": 20,
         "batch_requests": 5,
         "batch_rows": 1024,
@@ -252,7 +261,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="recpipe-serving-") as tmp:
         work = Path(tmp)
-        trained = registered(a.runs) if a.runs else train_and_register(work, a.rows, a.min_auc)
+        trained = registered(a.runs) if a.runs else train_and_register(work, a.rows, a.min_auc, a.table_cap)
         uri, model, eval_dir, export_dir, checkpoint = trained
         rows = pq.read_table(eval_dir)
         features = feature_rows(eval_dir)

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 from _common import environment, parse_args, quick_out, warn_if_loaded
-from serving import feature_rows, registered, serve, train_and_register
+from serving import QUICK_TABLE_CAP, feature_rows, registered, serve, train_and_register
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "serving_load.json"
@@ -235,7 +235,11 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="recpipe-serving-load-") as tmp:
         work = Path(tmp)
-        trained = registered(a.runs) if a.runs else train_and_register(work, a.rows, a.min_auc)
+        trained = (
+            registered(a.runs)
+            if a.runs
+            else train_and_register(work, a.rows, a.min_auc, QUICK_TABLE_CAP if a.quick else None)
+        )
         records = json.loads(json.dumps(feature_rows(trained.eval_dir).slice(0, 2000).to_pylist()))
         good, bad = build_requests(records)
         for kind, workers, threads in a.servers:

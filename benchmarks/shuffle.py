@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import quality
 import torch
 from _common import environment, parse_args, quick_out
 from quality import DIN_CONFIG, prepare, train_and_evaluate
@@ -65,7 +66,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parse_args(parser, {"rows": 6_000, "out": quick_out(RESULTS.name)})
+    parser.add_argument("--table-cap", type=int, default=None, help="cap every table (default: the config's)")
+    args = parse_args(parser, {"rows": 6_000, "table_cap": 20_000, "out": quick_out(RESULTS.name)})
+    quality.TABLE_CAP = args.table_cap  # its train_and_evaluate trains every run here
     torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), os.getloadavg()
     runs: dict[str, dict[str, Any]] = {}

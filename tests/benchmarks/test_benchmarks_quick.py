@@ -10,7 +10,7 @@ Those whose quick run takes more than about 10 s on 2 cores are marked slow (CI 
 A quick run uses one thread, so the selected scripts run two at a time (the machine's cores), the longest
 first, when the module's first test asks for their results: about half the wall time of one after another.
 ``serving`` and ``serving_load`` both serve the model of one pipeline run: the fixture makes it once with
-their own :func:`serving.train_and_register` (the quick rows and gate) and passes it as ``--runs``."""
+their own :func:`serving.train_and_register` (the quick rows, gate and table cap) and passes it as ``--runs``."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ def _train_served(work: Path) -> Path:
     """One pipeline run for the SERVED scripts, by their own ``serving.train_and_register``."""
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, 'benchmarks'); "
-        f"from serving import train_and_register; train_and_register(Path(sys.argv[1]), {SERVED_ROWS}, "
-        f"{SERVED_MIN_AUC})"
+        "from serving import QUICK_TABLE_CAP, train_and_register; "
+        f"train_and_register(Path(sys.argv[1]), {SERVED_ROWS}, {SERVED_MIN_AUC}, QUICK_TABLE_CAP)"
     )
     subprocess.run([sys.executable, "-c", code, str(work)], cwd=ROOT, env=_env(), check=True, timeout=600)
     return work / "runs"
