@@ -162,7 +162,7 @@ def decide(
             reject(log, me.gate_reasons)
     failed = [m for m in (retriever, ranker) if not m.gate_passed]
     if failed:
-        why = "; ".join(f"the {m.role}'s gate failed ({_first_failure(m.gate_reasons)})" for m in failed)
+        why = "; ".join(f"the {m.role}'s gate failed ({_failures(m.gate_reasons)})" for m in failed)
         return PairDecision(False, f"{OUTCOME_REJECTED}: {OUTCOME_NOT_PROMOTED}: {why}")
     if not auto_promote:
         return PairDecision(
@@ -171,7 +171,7 @@ def decide(
     return PairDecision(True, "")
 
 
-def _first_failure(reasons: list[str]) -> str:
+def _failures(reasons: list[str]) -> str:
     failed = [r for r in reasons if r.startswith("FAIL")] or reasons or ["no reason recorded"]
     return "; ".join(r.split(" (champion ")[0] for r in failed)
 
@@ -181,8 +181,9 @@ def _both(retriever: PairMember, ranker: PairMember) -> str:
 
 
 def promote(tracking_uri: str, retriever: PairMember, ranker: PairMember) -> str:
-    """Make both versions ``champion``; if the second promotion fails, the first is rolled back, so the two
-    champions stay a pair. Returns the outcome both runs record."""
+    """Make both versions ``champion``; if the second promotion fails, the first is undone (rolled back, or its
+    alias removed when it was the first champion), so the two champions stay a pair. Returns the outcome both
+    runs record."""
     from recpipe import tracking
 
     first = tracking.promote(tracking_uri, retriever.model, retriever.version, reason="pair promotion")
@@ -193,6 +194,10 @@ def promote(tracking_uri: str, retriever: PairMember, ranker: PairMember) -> str
             tracking.rollback(
                 tracking_uri, retriever.model, reason=f"the partner {ranker.ref} was not promoted"
             )
+        elif first.action == "promote":  # the first champion: no previous one to roll back to
+            from recpipe.tracking.registry import delete_alias
+
+            delete_alias(tracking_uri, retriever.model, tracking.ALIAS_CHAMPION)
         raise
     was = ", ".join(
         f"{r.model} {'first champion' if r.previous is None else f'was v{r.previous}'}"
