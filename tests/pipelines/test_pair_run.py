@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RETRIEVER = ROOT / "configs" / "dssm_retrieval_small.yaml"
 RANKER = ROOT / "configs" / "deepfm_retrieval_ranker_small.yaml"
 ROWS = 20_000  # each dataset's; the world: 1,000 users, 400 items
-RANKER_BACKENDS = "jit"  # one backend keeps the ranker's export short (the pyfunc serves jit as well as rtp)
 
 
 # ------------------------------------------------------------------------------------ the compiled pipeline
@@ -142,8 +141,7 @@ def pair_run(tmp_path_factory) -> dict:
     from pipelines.pair_run import run_pair_local
 
     runs = tmp_path_factory.mktemp("pair-run") / "runs"
-    common = {"runs_dir": runs, "config": str(RETRIEVER), "ranker_config": str(RANKER), "rows": ROWS,
-              "backends": RANKER_BACKENDS}  # fmt: skip
+    common = {"runs_dir": runs, "config": str(RETRIEVER), "ranker_config": str(RANKER), "rows": ROWS}
     uri = f"sqlite:///{runs / 'mlflow.db'}"
     names = {"retriever": "retrieval-dssm-small", "ranker": "retrieval-ranker-deepfm-small"}
     first = run_pair_local(**common)
