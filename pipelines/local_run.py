@@ -198,7 +198,9 @@ def run_local(
     return summary
 
 
-def _generate_retrieval(cfg: RecpipeConfig, rows: int, out: Path) -> tuple[str, str | None, dict[int, float]]:
+def _generate_retrieval(
+    cfg: RecpipeConfig, rows: int, out: Path, users: int | None = None, items: int | None = None
+) -> tuple[str, str | None, dict[int, float]]:
     """``synthetic:retrieval`` rows and their catalogue (``out/_items.parquet``) generated into ``out`` before the
     pipeline starts: the catalogue is not a split that ingest passes on, so the steps read it from there.
 
@@ -206,11 +208,12 @@ def _generate_retrieval(cfg: RecpipeConfig, rows: int, out: Path) -> tuple[str, 
         ``(the rows' folder as the data source, the placeholder of the negative sampler's ``input_path`` that
         names the catalogue, or None, the oracle's recall@K over the rows)``: a config whose ``input_path`` is
         exactly one unset placeholder (``"{ITEMS}"``, as ``configs/dssm_retrieval_small.yaml``) gets it pointed
-        at the generated catalogue; a config that names its own item table keeps it.
+        at the generated catalogue; a config that names its own item table keeps it. ``users`` and ``items``
+        fix the world's size (default: by ``rows``), so that a ranker's impressions can share it.
     """
     from recpipe.data.synthetic import generate
 
-    oracle = generate("retrieval", rows, out).oracle_recall or {}
+    oracle = generate("retrieval", rows, out, users=users, items=items).oracle_recall or {}
     sampler = cfg.data.negative_sampler
     placeholder = re.fullmatch(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", sampler.input_path) if sampler else None
     if placeholder is None or (cfg.data.params or {}).get(placeholder.group(1)):

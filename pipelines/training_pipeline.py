@@ -11,6 +11,7 @@ environment there (``ODPS_*``, ``AWS_*``, ``MLFLOW_TRACKING_TOKEN``).
 """
 
 from pathlib import Path
+from typing import Any
 
 from kfp import compiler, dsl, kubernetes
 from kfp.dsl import PipelineTask
@@ -50,6 +51,48 @@ def _settings(task: PipelineTask, image: str = IMAGE, odps: bool = False) -> Pip
     task.set_env_variable("RECPIPE_IMAGE", image)
     task.set_caching_options(False)
     return task
+
+
+def train_step(
+    run: PipelineTask,
+    data: PipelineTask,
+    spec: PipelineTask,
+    workers: Any,
+    gpus_per_worker: Any,
+    accelerator_type: Any,
+    node_selector: Any,
+    tolerations: Any,
+    workspace_pvc: Any,
+    launcher: Any,
+) -> PipelineTask:
+    """The train task of the model whose ``start``, ``ingest`` and ``fit`` tasks are given, with its pod's GPUs,
+    placement and workspace (the pipeline's parameters or constants)."""
+    trained = _settings(
+        train(
+            config=run.outputs["config"],
+            train_data=data.outputs["train_data"],
+            eval_data=data.outputs["eval_data"],
+            feature_spec=spec.outputs["feature_spec"],
+            run_id=run.outputs["run_id"],
+            tracking_uri=run.outputs["tracking_uri"],
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            accelerator_type=accelerator_type,
+            node_selector=node_selector,
+            tolerations=tolerations,
+            image=CUDA_IMAGE,
+            workspace_pvc=workspace_pvc,
+            launcher=launcher,
+        ),
+        image=CUDA_IMAGE,
+    )
+    # The train pod's own GPUs and placement come from start: the parameters' values for single-pod
+    # training, none when workers > 1 (the PyTorchJob's pods get them; this pod only launches and waits).
+    trained.set_accelerator_type(accelerator_type).set_accelerator_limit(run.outputs["pod_gpus"])
+    kubernetes.add_node_selector_json(trained, run.outputs["pod_node_selector"])
+    kubernetes.add_toleration_json(trained, run.outputs["pod_tolerations"])
+    kubernetes.mount_pvc(trained, pvc_name=workspace_pvc, mount_path=WORKSPACE_MOUNT)
+    return trained
 
 
 def _build(schedule_time: str) -> GraphComponent:
@@ -139,31 +182,10 @@ def _build(schedule_time: str) -> GraphComponent:
             fit(config=cfg, train_data=data.outputs["train_data"], run_id=run_id, tracking_uri=uri)
         )
 
-        trained = _settings(
-            train(
-                config=cfg,
-                train_data=data.outputs["train_data"],
-                eval_data=data.outputs["eval_data"],
-                feature_spec=spec.outputs["feature_spec"],
-                run_id=run_id,
-                tracking_uri=uri,
-                workers=workers,
-                gpus_per_worker=gpus_per_worker,
-                accelerator_type=accelerator_type,
-                node_selector=node_selector,
-                tolerations=tolerations,
-                image=CUDA_IMAGE,
-                workspace_pvc=workspace_pvc,
-                launcher=launcher,
-            ),
-            image=CUDA_IMAGE,
-        )
-        # The train pod's own GPUs and placement come from start: the parameters' values for single-pod
-        # training, none when workers > 1 (the PyTorchJob's pods get them; this pod only launches and waits).
-        trained.set_accelerator_type(accelerator_type).set_accelerator_limit(run.outputs["pod_gpus"])
-        kubernetes.add_node_selector_json(trained, run.outputs["pod_node_selector"])
-        kubernetes.add_toleration_json(trained, run.outputs["pod_tolerations"])
-        kubernetes.mount_pvc(trained, pvc_name=workspace_pvc, mount_path=WORKSPACE_MOUNT)
+        trained = train_step(
+            run, data, spec, workers, gpus_per_worker, accelerator_type, node_selector, tolerations,
+            workspace_pvc, launcher,
+        )  # fmt: skip
         checkpoint = trained.outputs["checkpoint"]
 
         gate = _settings(

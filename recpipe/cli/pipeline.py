@@ -8,6 +8,7 @@ from typing import Any
 
 from recpipe.cli.console import EXIT_ERROR, EXIT_GATE, EXIT_OK
 from recpipe.cli.partitions import partitions_arg
+from recpipe.config import ParameterError
 from recpipe.config.catalogue import LOCAL_RUN_BACKENDS
 
 
@@ -30,6 +31,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         "tracking_uri": a.tracking_uri,
         "runner": a.runner,
     }
+    if a.ranker_config:
+        return _run_pair(a)
+    if a.ranker_data or a.ranker_set:
+        raise ParameterError("ranker_data", "--ranker-data and --ranker-set need --ranker-config")
     if a.days is not None:
         return _replay(a, common)
     overrides = partition_overrides(a)
@@ -40,6 +45,38 @@ def cmd_run(a: argparse.Namespace) -> int:
     if summary.status != "FINISHED":
         return EXIT_ERROR
     # A rejected model is a normal end of the pipeline, but a script must tell it from a new version.
+    return EXIT_GATE if (summary.outcome or "").startswith(OUTCOME_REJECTED) else EXIT_OK
+
+
+def _run_pair(a: argparse.Namespace) -> int:
+    """``recpipe run --config RETRIEVER --ranker-config RANKER``: the pair pipeline (pipelines/pair_run.py)."""
+    from pipelines.pair_run import run_pair_local
+    from recpipe.config import parse_overrides
+    from recpipe.pipeline.lifecycle import OUTCOME_REJECTED
+
+    given = {
+        "--days": a.days,
+        "--partitions": a.partitions,
+        "--init-from": a.init_from,
+        "--min-auc": a.min_auc,
+    }
+    unsupported = [flag for flag, value in given.items() if value is not None]
+    if a.runner != "subprocess" or a.workers != 1:
+        unsupported += ["--runner"] * (a.runner != "subprocess") + ["--workers"] * (a.workers != 1)
+    if unsupported:
+        raise ParameterError(
+            "ranker_config",
+            f"a pair run does not take {', '.join(unsupported)} yet (--set / --ranker-set do)",
+        )
+    summary = run_pair_local(
+        runs_dir=a.runs, config=a.config, ranker_config=a.ranker_config, data_source=a.data,
+        ranker_data_source=a.ranker_data, rows=a.rows, gpus_per_worker=a.gpus_per_worker, backends=a.backends,
+        auto_promote=not a.no_promote, overrides=parse_overrides(a.set),
+        ranker_overrides=parse_overrides(a.ranker_set), verbose=a.verbose, tracking_uri=a.tracking_uri,
+    )  # fmt: skip
+    print(summary.format())
+    if summary.status != "FINISHED":
+        return EXIT_ERROR
     return EXIT_GATE if (summary.outcome or "").startswith(OUTCOME_REJECTED) else EXIT_OK
 
 
@@ -120,6 +157,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="data source, checked against the config's columns (default: the config's data.train, else "
         "generated data of the config's kind, synthetic:taobao or synthetic:criteo, else synthetic:config for "
         "the config's own columns); a data.eval in the config is kept as the eval split",
+    )
+    r.add_argument(
+        "--ranker-config",
+        default=None,
+        help="a ranking config to run as the pair of --config's retrieval model: both trained, gated, exported "
+        "and registered in one pipeline run, promoted together only if both gates pass (docs/retrieval.md)",
+    )
+    r.add_argument(
+        "--ranker-data",
+        default=None,
+        help="with --ranker-config: the ranker's data (give --data too; default: both generated from one world)",
+    )
+    r.add_argument(
+        "--ranker-set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --ranker-config: the ranker's overrides",
     )
     r.add_argument(
         "--rows",

@@ -130,8 +130,11 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def find_run(tracking_uri: str, since: float, experiment: str | None = None) -> str | None:
-    """The newest MLflow run started at or after ``since`` (seconds since the epoch)."""
+def find_run(
+    tracking_uri: str, since: float, experiment: str | None = None, model: str | None = None
+) -> str | None:
+    """The newest MLflow run started at or after ``since`` (seconds since the epoch); with ``model``, the newest
+    whose ``registered_model`` tag is ``model`` (a pair run has one run per model)."""
     from recpipe.tracking.uri import client
 
     c = client(tracking_uri)
@@ -141,7 +144,8 @@ def find_run(tracking_uri: str, since: float, experiment: str | None = None) -> 
         return None
     runs = c.search_runs(
         ids,
-        filter_string=f"attributes.start_time >= {int(since * 1000)}",
+        filter_string=f"attributes.start_time >= {int(since * 1000)}"
+        + (f" and tags.registered_model = '{model}'" if model else ""),
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
@@ -156,12 +160,14 @@ def summarize(
     run_dir: str | Path | None = None,
     seconds: float = 0.0,
     error: str | None = None,
+    model: str | None = None,
 ) -> RunSummary:
-    """Read a pipeline run back from MLflow (``run_id``, or the newest started after ``since``)."""
+    """Read a pipeline run back from MLflow (``run_id``, or the newest started after ``since``, of ``model``
+    if given)."""
     from recpipe import tracking
 
     if run_id is None and since is not None:
-        run_id = find_run(tracking_uri, since)
+        run_id = find_run(tracking_uri, since, model=model)
     s = RunSummary(run_id, "FAILED" if error else "UNKNOWN", tracking_uri, seconds=seconds, data_source=data_source,
                    run_dir=None if run_dir is None else str(run_dir))  # fmt: skip
     if run_id is None:
@@ -204,6 +210,48 @@ def summarize(
     if s.model_name:
         s.versions = tracking.list_models(tracking_uri, s.model_name)
     return s
+
+
+# A model's summary lines that a pair run shows once (the outcome: the pair's; the folder and the store: shared).
+_PAIR_LINES = ("  outcome ", "  run folder ", "  MLflow UI ")
+
+
+@dataclass
+class PairSummary:
+    """What a pair run did: each model's run (:class:`RunSummary`) and the pair's outcome."""
+
+    retriever: RunSummary
+    ranker: RunSummary
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        both = {self.retriever.status, self.ranker.status}
+        return "FINISHED" if both == {"FINISHED"} else "FAILED"
+
+    @property
+    def outcome(self) -> str | None:
+        """The pair's outcome (both runs record the same)."""
+        return self.retriever.outcome or self.ranker.outcome
+
+    def format(self) -> str:
+        """The summary ``recpipe run --ranker-config`` prints: each model's, then the pair's outcome."""
+        mins, secs = divmod(int(round(self.seconds)), 60)
+        lines = [f"recpipe run (retriever + ranker): {self.status} in {mins}m{secs:02d}s"]
+        for role, s in (("retriever", self.retriever), ("ranker", self.ranker)):
+            lines.append(f"  {role:<13} {s.model_name or '?'}  ({s.status}, MLflow run {s.run_id})")
+            # Each model's own lines; the outcome, run folder and UI are the pair's, shown once below.
+            lines += ["  " + line for line in s.format().splitlines()[1:] if not line.startswith(_PAIR_LINES)]
+        versions = [
+            f"{s.model_name} v{s.registered_version}"
+            for s in (self.retriever, self.ranker)
+            if s.registered_version
+        ]
+        if versions:
+            lines.append(f"  pair          {' + '.join(versions)}")
+        lines.append(f"  outcome       {self.outcome or 'none (the run failed)'}")
+        lines += [line for line in self.retriever.format().splitlines() if line.startswith(_PAIR_LINES[1:])]
+        return "\n".join(lines)
 
 
 def _headline(version: dict[str, Any]) -> str:
