@@ -196,6 +196,9 @@ def test_a_failed_gate_promotes_neither_and_the_previous_pair_stays_champion(pai
     s = pair_run["second"]
     assert s.status == "FINISHED", s.format()
     assert s.retriever.gate_passed is False
+    assert s.retriever.champion_source == (
+        "v1 re-evaluated on the same eval data and catalogue (its training checkpoint)"
+    )
     assert s.outcome.startswith(
         "rejected: not promoted: the retriever's gate failed (FAIL min_recall_at_k: recall@50 "
     ), s.outcome
