@@ -79,35 +79,66 @@ def serve_environment(
 
 
 def recpipe_server_command(
-    folder: Path, host: str, port: int, workers: int, timeout_s: float, remove_after: Path
+    folder: Path,
+    host: str,
+    port: int,
+    workers: int,
+    timeout_s: float,
+    remove_after: Path,
+    ranker: Path | None = None,
 ) -> list[str]:
-    """recpipe's own scoring server (:mod:`recpipe.export.server`) for a downloaded, verified export folder,
-    in a fresh interpreter (this environment's ``OMP_NUM_THREADS`` and malloc settings hold from its start)."""
+    """recpipe's own scoring server (:mod:`recpipe.export.server`) for a downloaded, verified export folder (and
+    the ranking one behind a retrieval one), in a fresh interpreter (this environment's ``OMP_NUM_THREADS`` and
+    malloc settings hold from its start)."""
     return [sys.executable, "-m", "recpipe.export.server", str(folder), "--host", host, "--port", str(port),
-            "--workers", str(workers), "--timeout", str(timeout_s), "--remove-after", str(remove_after)]  # fmt: skip
+            "--workers", str(workers), "--timeout", str(timeout_s), "--remove-after", str(remove_after),
+            *(["--ranker", str(ranker)] if ranker is not None else [])]  # fmt: skip
+
+
+def _download_served(uri: str, model: str, ranker: str | None, work: Path) -> tuple[Path, Path | None]:
+    """The served export folder(s) downloaded verified into ``work``; a ranker only with the retriever it was
+    promoted with (:func:`~recpipe.tracking.check_served_pair`)."""
+    from recpipe.export.layout import is_retrieval_export
+    from recpipe.tracking import check_served_pair, download_served_export
+
+    if ranker is None:
+        return download_served_export(uri, model, work), None
+    check_served_pair(uri, model, ranker)
+    (work / "retriever").mkdir()
+    (work / "ranker").mkdir()
+    folder = download_served_export(uri, model, work / "retriever")
+    if not is_retrieval_export(folder):
+        raise SystemExit(f"recpipe serve: --ranker ranks a retrieval model's candidates; {model} is not one")
+    ranking = download_served_export(uri, ranker, work / "ranker")
+    if is_retrieval_export(ranking):
+        raise SystemExit(f"recpipe serve: --ranker {ranker} is a retrieval model, not a ranking one")
+    return folder, ranking
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
     uri = _tracking_uri(a, must_exist=True)
     env = serve_environment(uri, a.workers, a.threads, os.environ)
+    if a.ranker is not None and a.server == "mlflow":
+        raise SystemExit(
+            "recpipe serve: --ranker (retrieve then rank) is served by recpipe's server, not mlflow's"
+        )
     if a.server == "mlflow":
         cmd = serve_command(a.model, a.host, a.port, a.workers)
     else:
         import tempfile
 
-        from recpipe.tracking import download_served_export
-
         work = Path(tempfile.mkdtemp(prefix="recpipe-serve-"))
         try:
-            folder = download_served_export(uri, a.model, work)
+            folder, ranker = _download_served(uri, a.model, a.ranker, work)
         except BaseException:
             import shutil
 
             shutil.rmtree(work, ignore_errors=True)
             raise
-        cmd = recpipe_server_command(folder, a.host, a.port, a.workers, a.timeout, work)
+        cmd = recpipe_server_command(folder, a.host, a.port, a.workers, a.timeout, work, ranker)
+    what = a.model if a.ranker is None else f"{a.model} ranked by {a.ranker}"
     print(
-        f"serving {a.model} from {uri} on http://{a.host}:{a.port}/invocations ({a.server}'s server, "
+        f"serving {what} from {uri} on http://{a.host}:{a.port}/invocations ({a.server}'s server, "
         f"{a.workers} workers, OMP_NUM_THREADS={env['OMP_NUM_THREADS']} each)",
         file=sys.stderr,
         flush=True,
@@ -175,6 +206,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="example: recpipe serve --model models:/taobao-multi_tower_din-small@champion --runs runs --port 5001",
     )
     v.add_argument("--model", required=True, help="models:/NAME@alias or models:/NAME/VERSION")
+    v.add_argument(
+        "--ranker",
+        metavar="MODEL",
+        help="retrieve then rank: MODEL (models:/NAME@alias) is a ranking version promoted as a pair with the "
+        "retrieval --model; a request's user rows get the ranker's best params.n of the retriever's params.k "
+        "candidates (default 50 of 500)",
+    )
     v.add_argument(
         "--server",
         choices=["recpipe", "mlflow"],

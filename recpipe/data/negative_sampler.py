@@ -91,6 +91,7 @@ class ItemTable:
         self.ids = ids
         self.weights = weights
         self.attrs = table.select(attr_fields)
+        self.table = table  # every column of the catalogue (a retrieval export keeps them for a ranker)
         self.item_id_field = item_id_field
         self.attr_fields = list(attr_fields)
         self.where = where

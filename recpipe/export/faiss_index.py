@@ -71,8 +71,16 @@ def flat_index(items: np.ndarray) -> Any:
 
 
 def search(index: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(scores, rows)`` ``(Q, k)`` of ``index``'s top ``k`` for each query, best first."""
-    return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+    """``(scores, rows)`` ``(Q, k)`` of ``index``'s top ``k`` for each query, best first. An HNSW index searches
+    at least ``k`` deep (its recorded ``ef_search`` was tuned for the recall metric's K; a server asking for 500
+    candidates must not get them from a 64-deep search), through per-call parameters: the index is not changed."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    hnsw = getattr(index, "hnsw", None)
+    if hnsw is not None and hnsw.efSearch < k:
+        params = _faiss().SearchParametersHNSW()
+        params.efSearch = k
+        return index.search(queries, k, params=params)
+    return index.search(queries, k)
 
 
 def recall_vs_exact(exact_rows: np.ndarray, ann_rows: np.ndarray) -> float:

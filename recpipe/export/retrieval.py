@@ -6,7 +6,8 @@ export is.
 ::
 
     out/versions/<v>/user_tower/        model.pt2 (user tower: (dense, values, lengths) → (B, D)), fg.json
-    out/versions/<v>/item_embeddings/   item_embeddings.safetensors ("embeddings" (N, D) float32), item_ids.parquet
+    out/versions/<v>/item_embeddings/   item_embeddings.safetensors ("embeddings" (N, D) float32), item_ids.parquet,
+                                        item_attributes.parquet (the catalogue's columns, for a ranker)
     out/versions/<v>/faiss_index/       flat.faiss (exact), hnsw.faiss (a catalogue of ANN_MIN_ITEMS or more)
 
 Every folder is read back verified (sha256, signature) before it is checked: the user tower's embeddings against
@@ -51,6 +52,9 @@ INDEX = "faiss_index"
 PACKAGE = "model.pt2"
 EMBEDDINGS_FILE = "item_embeddings.safetensors"
 IDS_FILE = "item_ids.parquet"
+# Every column of the catalogue, row j the item of item_ids row j: what a ranker reads of each retrieved item at
+# serving (recpipe.export.pair), its id included.
+ATTRIBUTES_FILE = "item_attributes.parquet"
 PARITY_BATCHES = (1, 7, 512)  # a lone request, an odd size, a large batch: none specialised away
 CATALOGUE_CHUNK = 8192
 
@@ -357,13 +361,16 @@ def _write_item_embeddings(folder: Path, embeddings: np.ndarray, items: ItemTabl
     save_file({"embeddings": np.ascontiguousarray(embeddings)}, str(folder / EMBEDDINGS_FILE))
     ids = items.attrs.column(items.item_id_field).combine_chunks()
     pq.write_table(pa.table({items.item_id_field: ids}), folder / IDS_FILE)
+    pq.write_table(items.table.combine_chunks(), folder / ATTRIBUTES_FILE)
     outputs = {
         "embeddings": {"dtype": "float32", "shape": [int(embeddings.shape[0]), int(embeddings.shape[1])]}
     }
     extra = {
         "item_id_field": items.item_id_field,
         "ids_file": IDS_FILE,
-        "rows": "row j is the item of item_ids row j",
+        "attributes_file": ATTRIBUTES_FILE,
+        "attribute_columns": list(items.table.column_names),
+        "rows": "row j is the item of item_ids row j (and of item_attributes row j)",
     }
     _seal(folder, ITEM_EMBEDDINGS, info, {}, outputs, extra)
 
@@ -381,6 +388,33 @@ def load_item_embeddings(folder: str | Path) -> tuple[np.ndarray, pa.Array]:
     if len(ids) != emb.shape[0]:
         raise ArtifactError(f"{real}: {emb.shape[0]} embeddings but {len(ids)} item ids")
     return emb, ids
+
+
+def load_item_attributes(folder: str | Path) -> pa.Table:
+    """The catalogue's columns (row ``j``: the item of embedding row ``j``) of a verified export folder.
+
+    Raises:
+        ArtifactError: the folder fails verification, it predates the attributes (re-export it), or their ids
+            are not the embeddings' item ids row by row.
+    """
+    from recpipe.export.layout import backend_folder
+
+    manifest = read_manifest(folder, verify=True)
+    name = manifest.extra.get("attributes_file")
+    real = backend_folder(folder)
+    if not name:
+        raise ArtifactError(
+            f"{real}: the export has no item attributes (exported before they were kept); re-export the "
+            "retrieval version to rank its candidates"
+        )
+    table = pq.read_table(real / name)
+    id_field = manifest.extra["item_id_field"]
+    ids = pq.read_table(real / IDS_FILE).column(id_field).combine_chunks()
+    if id_field not in table.column_names or not table.column(id_field).combine_chunks().equals(ids):
+        raise ArtifactError(
+            f"{real}: {name}'s {id_field!r} column is not the item ids of {IDS_FILE} row by row"
+        )
+    return table
 
 
 def _write_index(

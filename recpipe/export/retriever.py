@@ -25,7 +25,14 @@ import torch
 from recpipe.export import faiss_index
 from recpipe.export.layout import is_retrieval_export
 from recpipe.export.manifest import ArtifactError, read_manifest
-from recpipe.export.retrieval import INDEX, ITEM_EMBEDDINGS, USER_TOWER, load_item_embeddings, load_user_tower
+from recpipe.export.retrieval import (
+    INDEX,
+    ITEM_EMBEDDINGS,
+    USER_TOWER,
+    load_item_attributes,
+    load_item_embeddings,
+    load_user_tower,
+)
 from recpipe.export.scorer import check_known_columns
 from recpipe.features.fg import FeatureGenerator, FGOutput
 from recpipe.features.raw import to_arrow
@@ -73,6 +80,7 @@ class Retriever:
         user_columns = read_manifest(self.folder / USER_TOWER).extra.get("user_columns")
         self._inputs = list(user_columns) if user_columns else list(self._fg.contract.kinds)
         _, self.item_ids = load_item_embeddings(self.folder / ITEM_EMBEDDINGS)
+        self._attributes: pa.Table | None = None
         manifest = read_manifest(self.folder / INDEX, verify=True)
         ann = manifest.extra.get("ann") or {}
         index_folder = backend_folder(self.folder / INDEX)
@@ -116,22 +124,42 @@ class Retriever:
             )
         return users.detach().to("cpu", torch.float32).numpy()
 
+    def search_rows(self, users: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each user embedding's ``k`` best catalogue rows, best first: ``(B, k)`` int64 rows (of :attr:`item_ids`
+        and :meth:`attributes`) and ``(B, k)`` float32 scores.
+
+        Raises:
+            ValueError: ``k`` not in ``1..items``.
+            RuntimeError: the approximate index reached fewer than ``k`` items (never a silent short list).
+        """
+        self.check_k(k)
+        if users.shape[0] == 0:
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+        scores, found = faiss_index.search(self._index, users, k)
+        if (found < 0).any():
+            raise RuntimeError(f"{self.folder}: the {self.index_kind} index returned fewer than {k} items")
+        return found.astype(np.int64, copy=False), scores.astype(np.float32, copy=False)
+
     def search(self, users: np.ndarray, k: int) -> tuple[pa.ListArray, np.ndarray]:
         """Each user embedding's ``k`` best items, best first: their ids (a list column) and scores ``(B, k)``.
 
         Raises:
             ValueError: ``k`` not in ``1..items``.
         """
-        self.check_k(k)
-        if users.shape[0] == 0:
-            return pa.array([], pa.list_(self.item_ids.type)), np.zeros((0, k), np.float32)
-        scores, found = faiss_index.search(self._index, users, k)
-        # an approximate index that reached fewer than k items: never a silent short list
-        if (found < 0).any():
-            raise RuntimeError(f"{self.folder}: the {self.index_kind} index returned fewer than {k} items")
+        found, scores = self.search_rows(users, k)
         ids = self.item_ids.take(pa.array(found.reshape(-1)))
         offsets = pa.array(np.arange(0, found.size + 1, k, dtype=np.int32))
-        return pa.ListArray.from_arrays(offsets, ids), scores.astype(np.float32, copy=False)
+        return pa.ListArray.from_arrays(offsets, ids), scores
+
+    def attributes(self) -> pa.Table:
+        """The catalogue's columns, row ``j`` the item of :attr:`item_ids` row ``j`` (read verified once).
+
+        Raises:
+            ArtifactError: an export from before the attributes were kept, or one that fails verification.
+        """
+        if self._attributes is None:
+            self._attributes = load_item_attributes(self.folder / ITEM_EMBEDDINGS)
+        return self._attributes
 
     def top_k(self, rows: Any, k: int) -> tuple[pa.ListArray, np.ndarray]:
         """Each raw user row's ``k`` best items (a DataFrame, an Arrow table or JSON records), as :meth:`search`.
@@ -143,4 +171,12 @@ class Retriever:
         table = to_arrow(rows)
         if table.num_rows:
             self.check_columns(table.column_names)
-        return self.search(self.embed(self._fg(table)) if table.num_rows else np.zeros((0, 0), np.float32), k)
+        return self.search(self.embed_rows(table) if table.num_rows else np.zeros((0, 0), np.float32), k)
+
+    def embed_rows(self, table: pa.Table) -> np.ndarray:
+        """``(B, D)`` float32 user embeddings of raw user rows (FG with the tower's ``fg.json``, then the tower).
+
+        Raises:
+            DataError: a bad value, naming its row and column.
+        """
+        return self.embed(self._fg(table))

@@ -83,6 +83,11 @@ class Scorer:
         self._tiled = TiledFG(self._fg)
         self._inputs = list(self._fg.contract.kinds)
 
+    @property
+    def input_columns(self) -> list[str]:
+        """The model's input columns (its raw-value contract's), in ``fg.json`` order."""
+        return list(self._inputs)
+
     def check_columns(self, columns: list[str], where: str = "request") -> None:
         """:func:`check_known_columns` against the model's input columns, read from the spec once (a serving
         call checks every request).

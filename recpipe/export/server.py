@@ -14,6 +14,10 @@ The protocol is MLflow's (``mlflow models serve``), so a client of one is a clie
   ``"params": {"k": K}`` (default 50, at most the catalogue); the answer is one object per row, best item first,
   ``{"predictions": [{"item_ids": [...], "scores": [...]}, …]}``; a row without any of the user tower's columns,
   a bad value, an unknown parameter or a ``k`` out of range is a 400.
+- A retrieval export served with a ranking one (``--ranker``; :class:`~recpipe.export.pair.PairInvoker`): the same
+  user rows, ``"params": {"k": K, "n": N}`` (K candidates retrieved, default 500; N answered, default 50); each
+  row's answer is the N of highest ranker probability, ``{"item_ids": [...], "scores": [...],
+  "retrieval_scores": [...]}``.
 - ``GET /ping`` and ``GET /health``: 200 once the model is loaded; ``GET /version``: recpipe's version.
 
 What it leaves out of MLflow's path (``benchmarks/serving_load.py``; benchmarks/RESULTS.md, "recpipe's scoring
@@ -63,6 +67,9 @@ WORKER_HEALTHCHECK_S = 30
 # The environment that hands the export folder and the timeout to each server worker process.
 ENV_FOLDER = "RECPIPE_SERVE_FOLDER"
 ENV_TIMEOUT = "RECPIPE_SERVE_TIMEOUT"
+ENV_RANKER = (
+    "RECPIPE_SERVE_RANKER"  # a ranking export folder served behind a retrieval one (retrieve then rank)
+)
 
 JSON = "application/json"
 CSV = "text/csv"
@@ -442,24 +449,42 @@ def app() -> ScoringApp:
     if not folder:
         raise RuntimeError(f"${ENV_FOLDER} must name the export folder to serve")
     timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
+    ranker = os.environ.get(ENV_RANKER)
+    version = f"recpipe {__version__}"
     if is_retrieval_export(folder):  # two towers: each user row's top-K items
         from recpipe.export.retriever import Retriever
 
-        return ScoringApp(RetrievalInvoker(Retriever(folder)), timeout, f"recpipe {__version__}")
-    return ScoringApp(load_backend(folder), timeout, f"recpipe {__version__}")
+        if ranker:  # retrieve then rank
+            from recpipe.export.pair import PairInvoker
+
+            return ScoringApp(PairInvoker(Retriever(folder), load_backend(ranker)), timeout, version)
+        return ScoringApp(RetrievalInvoker(Retriever(folder)), timeout, version)
+    if ranker:
+        raise RuntimeError(f"{folder}: a ranker is served behind a retrieval export, and this is not one")
+    return ScoringApp(load_backend(folder), timeout, version)
 
 
 def run(
-    folder: str | Path, host: str, port: int, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S
+    folder: str | Path,
+    host: str,
+    port: int,
+    workers: int = 1,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    ranker: str | Path | None = None,
 ) -> None:
     """Serve ``folder`` on ``host:port`` with uvicorn: ``workers`` processes sharing the socket, each with its
-    own copy of the model; a worker that dies is started again (uvicorn's supervisor)."""
+    own copy of the model; a worker that dies is started again (uvicorn's supervisor). ``ranker``: a ranking
+    export folder that ranks a retrieval ``folder``'s candidates (:class:`~recpipe.export.pair.PairInvoker`)."""
     import uvicorn
 
     if workers < 1:
         raise ValueError(f"workers must be positive, got {workers}")
     os.environ[ENV_FOLDER] = str(Path(folder).resolve())
     os.environ[ENV_TIMEOUT] = str(timeout_s)
+    if ranker is not None:
+        os.environ[ENV_RANKER] = str(Path(ranker).resolve())
+    else:
+        os.environ.pop(ENV_RANKER, None)
     uvicorn.run(
         "recpipe.export.server:app",
         factory=True,
@@ -495,11 +520,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds before a 504")
     p.add_argument(
+        "--ranker", metavar="FOLDER", help="a ranking export folder ranking the retrieval FOLDER's candidates"
+    )
+    p.add_argument(
         "--remove-after", metavar="DIR", help="a folder (the download) deleted when the server stops"
     )
     a = p.parse_args(argv)
     try:
-        run(a.folder, a.host, a.port, a.workers, a.timeout)
+        run(a.folder, a.host, a.port, a.workers, a.timeout, a.ranker)
     finally:
         if a.remove_after:
             shutil.rmtree(a.remove_after, ignore_errors=True)

@@ -7,7 +7,13 @@ Runs (one per pipeline run, resumed by id), lineage, the model registry with the
 from recpipe.tracking.lineage import head_commit, lineage_tags, log_dataset_input
 from recpipe.tracking.lineage_chain import chain_tags, lineage
 from recpipe.tracking.lock import LockTimeout, promotion_lock
-from recpipe.tracking.models import download_served_export, load_pyfunc_model, log_pyfunc_model
+from recpipe.tracking.models import (
+    check_served_pair,
+    download_served_export,
+    load_pyfunc_model,
+    log_pyfunc_model,
+    resolve_model_uri,
+)
 from recpipe.tracking.promotion import PromotionRefused, PromotionResult, promote, promotion_history, rollback
 from recpipe.tracking.registry import (
     ALIAS_CHALLENGER,
@@ -43,7 +49,9 @@ __all__ = [
     "PromotionResult",
     "artifact_root",
     "chain_tags",
+    "check_served_pair",
     "download_served_export",
+    "resolve_model_uri",
     "end_run",
     "eval_version_tags",
     "get_version",

@@ -177,3 +177,51 @@ def load_pyfunc_model(uri: str, model_uri: str) -> Any:
         raise
     weakref.finalize(model, shutil.rmtree, tmp, True)
     return model
+
+
+def resolve_model_uri(uri: str, model_uri: str) -> dict[str, Any]:
+    """The registered version ``models:/NAME@alias`` or ``models:/NAME/VERSION`` names (as
+    :func:`~recpipe.tracking.registry.get_version`).
+
+    Raises:
+        RegisteredModelError: not a ``models:/`` URI of either form, or no such version or alias.
+    """
+    from recpipe.tracking.registry import get_version, get_version_by_alias
+
+    rest = model_uri.removeprefix("models:/")
+    name, at, alias = rest.partition("@")
+    if not at:
+        name, slash, version = rest.rpartition("/")
+    if rest == model_uri or not name or (not at and not (slash and version.isdigit())) or (at and not alias):
+        raise RegisteredModelError(f"{model_uri!r}: expected models:/NAME@alias or models:/NAME/VERSION")
+    try:
+        found = get_version_by_alias(uri, name, alias) if at else get_version(uri, name, version)
+    except mlflow.exceptions.MlflowException as err:
+        raise RegisteredModelError(f"{model_uri}: {err.message}") from None
+    if found is None:
+        raise RegisteredModelError(f"{model_uri}: no registered model {name!r} with alias {alias!r}")
+    return found
+
+
+def check_served_pair(uri: str, retriever_uri: str, ranker_uri: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Refuse to serve a retriever and a ranker that were not promoted as a pair: each version's partner tag
+    (``pair_ranker`` on the retrieval version, ``pair_retriever`` on the ranking one, ``"NAME/VERSION"``, written
+    by the pair pipeline) must name the other. Returns both versions.
+
+    Raises:
+        RegisteredModelError: a URI names no version, or the tags do not make the two a pair (naming them).
+    """
+    from recpipe.pipeline.pair import TAG_PAIR_RANKER, TAG_PAIR_RETRIEVER
+
+    retriever, ranker = resolve_model_uri(uri, retriever_uri), resolve_model_uri(uri, ranker_uri)
+    want_ranker = f"{ranker['name']}/{ranker['version']}"
+    want_retriever = f"{retriever['name']}/{retriever['version']}"
+    got_ranker = retriever["tags"].get(TAG_PAIR_RANKER)
+    got_retriever = ranker["tags"].get(TAG_PAIR_RETRIEVER)
+    if got_ranker != want_ranker or got_retriever != want_retriever:
+        raise RegisteredModelError(
+            f"refusing to serve {want_retriever} ({retriever_uri}) with {want_ranker} ({ranker_uri}): they were "
+            f"not promoted as a pair ({want_retriever} names ranker {got_ranker or 'none'}, {want_ranker} names "
+            f"retriever {got_retriever or 'none'}); serve the versions one pair run registered"
+        )
+    return retriever, ranker

@@ -29,6 +29,7 @@ SCRIPTS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "_co
 # Quick runs another test file makes and checks with the same last-line check, and why there.
 ELSEWHERE = {
     "gpu_check": "tests/benchmarks/test_gpu_check.py: its dry run is the quick run, under torch alone",
+    "retrieval": "tests/pipelines/test_pair_run.py: its quick run serves that module's pair run (--runs)",
 }
 BENCHMARKS = [p for p in SCRIPTS if p.stem not in ELSEWHERE]
 RESULTS = ROOT / "benchmarks" / "results"

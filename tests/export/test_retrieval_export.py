@@ -17,7 +17,14 @@ from recpipe.data.synthetic import generate
 from recpipe.eval.retrieval import retrieval_metrics
 from recpipe.export import faiss_index
 from recpipe.export.manifest import ArtifactError, read_manifest
-from recpipe.export.retrieval import INDEX, ITEM_EMBEDDINGS, USER_TOWER, load_item_embeddings, load_user_tower
+from recpipe.export.retrieval import (
+    INDEX,
+    ITEM_EMBEDDINGS,
+    USER_TOWER,
+    load_item_attributes,
+    load_item_embeddings,
+    load_user_tower,
+)
 from recpipe.features.build import build_feature_spec
 from recpipe.stages import export
 from recpipe.train.retrieval_job import train_retrieval_job
@@ -70,7 +77,7 @@ def test_export_stage_seals_tower_embeddings_and_index_and_serves_evaluations_re
     assert r.index["flat"]["max_abs_score_diff"] < 1e-4 and r.index["flat"]["k"] == 50
     pointer = json.loads((out / "export.json").read_text())
     assert pointer["kind"] == "retrieval" and set(pointer["backends"]) == {USER_TOWER, ITEM_EMBEDDINGS, INDEX}
-    for name, files in ((USER_TOWER, {"model.pt2", "fg.json"}), (ITEM_EMBEDDINGS, {"item_embeddings.safetensors", "item_ids.parquet"}), (INDEX, {"flat.faiss"})):  # fmt: skip
+    for name, files in ((USER_TOWER, {"model.pt2", "fg.json"}), (ITEM_EMBEDDINGS, {"item_embeddings.safetensors", "item_ids.parquet", "item_attributes.parquet"}), (INDEX, {"flat.faiss"})):  # fmt: skip
         m = read_manifest(out / name, verify=True)  # every file listed with its sha256
         assert m.backend == name and set(m.files) == files
     assert read_manifest(out / USER_TOWER).parity["max_abs_diff"] == p["max_abs_diff"]
@@ -88,6 +95,16 @@ def test_export_stage_seals_tower_embeddings_and_index_and_serves_evaluations_re
     want = rows.column("item_id").to_numpy()
     found = np.mean([w in set(ids.take(t).to_numpy()) for w, t in zip(want, top)])
     assert found == pytest.approx(trained["result"].eval["recall_at_50"], abs=1.5e-3)  # ties at the 50th item
+
+    # The catalogue's every column is kept, row by row the embeddings' items (what a ranker reads at serving).
+    attributes = load_item_attributes(out / ITEM_EMBEDDINGS)
+    assert attributes.equals(pq.read_table(trained["items"]))
+    assert attributes.column("item_id").combine_chunks().equals(ids)
+    kept = Path(r.folders[ITEM_EMBEDDINGS]) / "item_attributes.parquet"
+    kept.chmod(0o644)
+    pq.write_table(attributes.slice(1), kept)  # an item dropped: refused before it is read
+    with pytest.raises(ArtifactError, match="item_attributes.parquet"):
+        load_item_attributes(out / ITEM_EMBEDDINGS)
 
     # A tampered index is refused before it is read.
     flat = Path(r.folders[INDEX]) / faiss_index.FLAT_FILE

@@ -219,3 +219,194 @@ def test_a_failed_gate_promotes_neither_and_the_previous_pair_stays_champion(pai
     text = s.format()
     assert "gate          FAILED (champion: v1 re-evaluated" in text
     assert f"  outcome       {s.outcome}\n" in text
+
+
+# ------------------------------------------------------------------------------- serving the promoted pair
+@pytest.fixture(scope="module")
+def served_pair(pair_run, tmp_path_factory) -> dict:
+    """The champions as ``recpipe serve`` loads them (downloaded verified), a user row of the generated world."""
+    import pyarrow.parquet as pq
+
+    from recpipe.export.loaders import load_backend
+    from recpipe.export.retriever import Retriever
+
+    uri, work = pair_run["tracking_uri"], tmp_path_factory.mktemp("served")
+    retriever = Retriever(
+        tracking.download_served_export(uri, f"models:/{pair_run['retriever']}@champion", work / "r")
+    )
+    ranker = load_backend(
+        tracking.download_served_export(uri, f"models:/{pair_run['ranker']}@champion", work / "k")
+    )
+    rows = next(
+        p for p in sorted(pair_run["runs"].rglob("*.parquet")) if "user_segment" in pq.read_schema(p).names
+    )
+    user = pq.read_table(rows).select(["user_id", "user_segment"]).slice(0, 1).to_pylist()[0]
+    return {"retriever": retriever, "ranker": ranker, "user": user}
+
+
+def _expected(served: dict, k: int, n: int) -> tuple[list, list]:
+    """Retrieve then rank by hand: the retriever's top ``k``, each candidate a FULL row (the user's columns
+    repeated, no context form) scored by the ranker, the ``n`` most probable."""
+    import numpy as np
+    import pyarrow as pa
+
+    retriever, ranker = served["retriever"], served["ranker"]
+    ids, _ = retriever.top_k([served["user"]], k)
+    catalogue = retriever.attributes()
+    rows = catalogue.take(pa.compute.index_in(ids.flatten(), value_set=catalogue.column("item_id"))).select(
+        ["item_id", "cate_id", "brand_id"]
+    )
+    for column, value in served["user"].items():
+        rows = rows.append_column(column, pa.array([value] * k))
+    probs = ranker.predict(rows)
+    best = np.argsort(-probs, kind="stable")[:n]
+    return [ids.flatten()[int(i)].as_py() for i in best], probs[best].tolist()
+
+
+@pytest.mark.slow
+def test_recpipe_serve_answers_one_request_through_both_champions(pair_run, served_pair):
+    """``recpipe serve --model RETRIEVER@champion --ranker RANKER@champion``: a real server process; one user's
+    request is retrieved (K candidates from the catalogue) and ranked (the ranker's probabilities) as by hand."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    recpipe = Path(sys.executable).with_name("recpipe")
+    server = subprocess.Popen(
+        [str(recpipe), "serve", "--model", f"models:/{pair_run['retriever']}@champion",
+         "--ranker", f"models:/{pair_run['ranker']}@champion", "--tracking-uri", pair_run["tracking_uri"],
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/ping", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode()[-3000:]
+                assert time.time() < deadline, "the server did not start"
+                time.sleep(0.5)
+        body = {"dataframe_records": [served_pair["user"]], "params": {"k": 100, "n": 10}}
+        req = urllib.request.Request(
+            f"{url}/invocations", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            (answer,) = json.loads(r.read())["predictions"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    ids, probs = _expected(served_pair, 100, 10)
+    assert answer["item_ids"] == ids
+    assert answer["scores"] == pytest.approx(probs, abs=1e-5)
+    assert answer["scores"] == sorted(answer["scores"], reverse=True)
+    # each answered item's retrieval score is the index's for that user and item
+    top, scores = served_pair["retriever"].top_k([served_pair["user"]], 100)
+    by_item = dict(zip(top.flatten().to_pylist(), scores[0].tolist(), strict=True))
+    assert answer["retrieval_scores"] == pytest.approx([by_item[i] for i in ids], abs=1e-6)
+
+
+def _post(app, doc: dict) -> tuple[int, dict]:
+    """One JSON request through the ASGI application, as an ASGI server hands it over."""
+    import asyncio
+    import json
+
+    scope = {"type": "http", "method": "POST", "path": "/invocations",
+             "headers": [(b"content-type", b"application/json")]}  # fmt: skip
+    messages = [{"type": "http.request", "body": json.dumps(doc).encode(), "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"k": 0}, "params.k (candidates retrieved) must be a whole number in 1..400 (the catalogue), got 0"),
+        ({"k": 20, "n": 21}, "params.n (items answered) must be a whole number in 1..20 (params.k), got 21"),
+        ({"top": 5}, "unknown params ['top']; retrieve-then-rank reads ['k', 'n']"),
+    ],
+)
+def test_pair_requests_that_are_probably_mistakes_are_refused(served_pair, params, message):
+    from recpipe.export.pair import PairInvoker
+    from recpipe.export.server import ScoringApp
+
+    app = ScoringApp(PairInvoker(served_pair["retriever"], served_pair["ranker"]))
+    status, answer = _post(app, {"dataframe_records": [served_pair["user"]], "params": params})
+    assert (status, answer["message"]) == (400, f"bad request: {message}")
+    # a client that renamed its columns: none is the user tower's
+    status, answer = _post(app, {"dataframe_records": [{"uid": 1, "segment": 2}]})
+    assert status == 400 and "none of its columns is an input column of the model" in answer["message"]
+    # the defaults: 50 of 400 (a catalogue smaller than 500 is retrieved whole)
+    status, answer = _post(app, {"dataframe_records": [served_pair["user"]] * 2})
+    assert status == 200 and [len(p["item_ids"]) for p in answer["predictions"]] == [50, 50]
+
+
+@pytest.mark.slow
+def test_versions_not_promoted_together_are_not_served_together(pair_run):
+    from recpipe.tracking.models import RegisteredModelError
+
+    uri, r, k = pair_run["tracking_uri"], pair_run["retriever"], pair_run["ranker"]
+    retriever, ranker = tracking.check_served_pair(uri, f"models:/{r}@champion", f"models:/{k}@champion")
+    assert (retriever["version"], ranker["version"]) == (1, 1)
+    assert tracking.check_served_pair(uri, f"models:/{r}/2", f"models:/{k}@challenger")[1]["version"] == 2
+    with pytest.raises(RegisteredModelError) as err:
+        tracking.check_served_pair(uri, f"models:/{r}@champion", f"models:/{k}/2")
+    assert str(err.value) == (
+        f"refusing to serve {r}/1 (models:/{r}@champion) with {k}/2 (models:/{k}/2): they were not promoted "
+        f"as a pair ({r}/1 names ranker {k}/1, {k}/2 names retriever {r}/2); serve the versions one pair run "
+        "registered"
+    )
+    with pytest.raises(RegisteredModelError, match="no registered model .* with alias 'gold'"):
+        tracking.check_served_pair(uri, f"models:/{r}@gold", f"models:/{k}@champion")
+
+
+@pytest.mark.slow
+def test_the_retrieval_benchmark_quick_run_serves_the_pair_runs_champions(pair_run, tmp_path):
+    """``benchmarks/retrieval.py --quick --runs``: its measurements on this module's pair run (no training of its
+    own); its results file goes where it is told, never benchmarks/results/."""
+    import json
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    from quick_line import assert_last_line
+
+    out = tmp_path / "retrieval.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/retrieval.py", "--quick", "--runs", str(pair_run["runs"]), "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_last_line("retrieval", proc.stdout)
+    stats = json.loads(out.read_text())
+    # the first pair's retriever, measured through its export: the trainer's recall@50 within ties
+    assert stats["recall_at_50"] == pytest.approx(pair_run["first"].retriever.recall[50], abs=5e-3)
+    assert stats["oracle_recall_at_50"] == pytest.approx(
+        pair_run["first"].retriever.oracle_recall[50], abs=1e-4
+    )
+    assert (stats["index"], stats["items"], stats["ann_recall_vs_exact"], stats["k"]) == (
+        "flat",
+        400,
+        1.0,
+        100,
+    )
+    assert 0 < stats["p50_ms_retrieve_rank"] <= stats["p99_ms_retrieve_rank"]
