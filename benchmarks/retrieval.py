@@ -32,17 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 from _common import environment, parse_args, quick_out, warn_if_loaded
+from serving import _invoke, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 RETRIEVER = ROOT / "configs" / "dssm_retrieval_small.yaml"
@@ -99,48 +96,6 @@ def eval_rows(runs: Path, columns: list[str]) -> tuple[object, np.ndarray]:
         if set(columns) <= set(table.column_names) and "brand_id" not in table.column_names:
             return table.select(columns), table.column("item_id").to_numpy()
     raise SystemExit(f"{runs}: no retriever eval split found")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _post(url: str, body: bytes) -> tuple[float, dict]:
-    req = urllib.request.Request(f"{url}/invocations", body, {"Content-Type": "application/json"})
-    t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=60) as r:
-        answer = r.read()
-    return time.perf_counter() - t0, json.loads(answer)
-
-
-def serve(uri: str, retriever: str, ranker: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    if env.get("PYTHONPATH"):  # absolute: the server must serve this checkout
-        env["PYTHONPATH"] = os.pathsep.join(
-            str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep)
-        )
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("recpipe")), "serve", "--model", f"models:/{retriever}@champion",
-         "--ranker", f"models:/{ranker}@champion", "--tracking-uri", uri, "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/ping", timeout=2)
-            return server, url
-        except OSError:
-            if server.poll() is not None or time.time() > deadline:
-                server.kill()
-                raise SystemExit(
-                    f"the server did not start: {server.stderr.read().decode()[-3000:]}"
-                ) from None
-            time.sleep(0.5)
 
 
 def by_hand(retriever: object, ranker: object, user: dict, k: int, n: int) -> list:
@@ -216,20 +171,26 @@ def main() -> None:
             )
 
         records = json.loads(json.dumps(users.slice(0, 1000).to_pylist()))
-        server, url = serve(uri, retriever_name, ranker_name)
+        # recpipe's server, one worker at one torch thread (log: work/server.log)
+        ranker_option = ["--ranker", f"models:/{ranker_name}@champion", "--threads", "1"]
+        server, url = serve(uri, retriever_name, work, extra=ranker_option)
         try:
-            body = lambda i: json.dumps(  # noqa: E731
-                {"dataframe_records": [records[i % len(records)]], "params": {"k": k, "n": min(a.n, k)}}
-            ).encode()
-            _, first = _post(url, body(0))
+
+            def request(i: int) -> dict:
+                return {
+                    "dataframe_records": [records[i % len(records)]],
+                    "params": {"k": k, "n": min(a.n, k)},
+                }
+
+            _, first = _invoke(url, request(0))
             want = by_hand(retriever, ranker, records[0], k, min(a.n, k))
-            if first["predictions"][0]["item_ids"] != want:
+            if first[0]["item_ids"] != want:
                 raise AssertionError("the server's retrieve-then-rank answer differs from the one by hand")
             for i in range(1, 11):  # warm-up
-                _post(url, body(i))
-            times = [_post(url, body(i))[0] for i in range(a.requests)]
+                _invoke(url, request(i))
+            times = [_invoke(url, request(i))[0] for i in range(a.requests)]
         finally:
-            server.send_signal(signal.SIGTERM)
+            server.terminate()
             server.wait(timeout=30)
 
     ms = np.asarray(times) * 1e3

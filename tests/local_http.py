@@ -3,6 +3,7 @@ the scoring server itself."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -14,7 +15,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -93,3 +94,25 @@ def predictions(body: dict) -> np.ndarray:
     """The scores of a scoring-server answer (a list of numbers, or of one-entry records)."""
     preds = body["predictions"]
     return np.asarray([p if isinstance(p, float | int) else next(iter(p.values())) for p in preds], float)
+
+
+def asgi_call(app: Any, method: str, path: str, body: bytes = b"", headers=()) -> tuple[int, bytes]:
+    """One request through an ASGI application (recpipe's ``ScoringApp``), as an ASGI server hands it over:
+    ``(HTTP status, body)``."""
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "headers": [(k.encode(), v.encode()) for k, v in headers],
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])

@@ -34,9 +34,9 @@ import pyarrow as pa
 
 from recpipe.data.types import DataError
 from recpipe.export.manifest import ArtifactError
+from recpipe.export.requests import JSON, bad_request, file_table, read_json_body, read_params, whole_param
 from recpipe.export.retriever import Retriever
 from recpipe.export.scorer import Scorer
-from recpipe.export.server import JSON, bad_request, file_table, read_json_body
 
 DEFAULT_K = 500  # candidates retrieved per user
 DEFAULT_N = 50  # items answered per user
@@ -93,24 +93,11 @@ class PairInvoker:
         return (rows, *self._k_n(params))
 
     def _k_n(self, params: Any) -> tuple[int, int]:
-        if params is None:
-            return self.default_k, self.default_n
-        if not isinstance(params, dict):
-            raise bad_request(f"'params' must be an object, got {type(params).__name__}")
-        unknown = sorted(set(params) - set(PAIR_PARAMS))
-        if unknown:
-            raise bad_request(f"unknown params {unknown}; retrieve-then-rank reads {list(PAIR_PARAMS)}")
-        k = params.get("k", self.default_k)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.retriever.items:
-            raise bad_request(
-                f"params.k (candidates retrieved) must be a whole number in 1..{self.retriever.items} (the "
-                f"catalogue), got {k!r}"
-            )
-        n = params.get("n", min(self.default_n, k))
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= k:
-            raise bad_request(
-                f"params.n (items answered) must be a whole number in 1..{k} (params.k), got {n!r}"
-            )
+        params = read_params(params, PAIR_PARAMS, "retrieve-then-rank")
+        k = whole_param(
+            params, "k", self.default_k, self.retriever.items, "the catalogue", "candidates retrieved"
+        )
+        n = whole_param(params, "n", min(self.default_n, k), k, "params.k", "items answered")
         return k, n
 
     def score(self, parsed: tuple[pa.Table, int, int]) -> list[dict[str, list]]:

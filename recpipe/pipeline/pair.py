@@ -18,11 +18,11 @@ from recpipe.config import ParameterError, RecpipeConfig
 from recpipe.config.catalogue import RETRIEVAL_MODELS
 from recpipe.pipeline.lifecycle import OUTCOME_PROMOTED, OUTCOME_REJECTED, reject
 
+# Version tags naming the partner as "<name>/<version>" (a server refuses a pair the tags do not make).
+from recpipe.tracking.registry import TAG_PAIR_RANKER, TAG_PAIR_RETRIEVER
+
 ROLE_RETRIEVER = "retriever"
 ROLE_RANKER = "ranker"
-# Version tags naming the partner as "<name>/<version>" (a server refuses a pair the tags do not make).
-TAG_PAIR_RANKER = "pair_ranker"  # on the retrieval version
-TAG_PAIR_RETRIEVER = "pair_retriever"  # on the ranking version
 # Run tags: the pair's lineage in each model's MLflow run.
 RUN_TAG_ROLE = "pair.role"
 RUN_TAG_PARTNER = "pair.partner"

@@ -211,7 +211,7 @@ def check_served_pair(uri: str, retriever_uri: str, ranker_uri: str) -> tuple[di
     Raises:
         RegisteredModelError: a URI names no version, or the tags do not make the two a pair (naming them).
     """
-    from recpipe.pipeline.pair import TAG_PAIR_RANKER, TAG_PAIR_RETRIEVER
+    from recpipe.tracking.registry import TAG_PAIR_RANKER, TAG_PAIR_RETRIEVER
 
     retriever, ranker = resolve_model_uri(uri, retriever_uri), resolve_model_uri(uri, ranker_uri)
     want_ranker = f"{ranker['name']}/{ranker['version']}"

@@ -28,6 +28,10 @@ TAG_LOGLOSS = "logloss"
 TAG_GATE_PASSED = "gate_passed"
 TAG_GATE_REASONS = "gate_reasons"
 TAG_DATA_DIGEST = "data_digest"
+# A retrieve-then-rank pair's partner as "<name>/<version>" (recpipe.pipeline.pair writes them; a server refuses
+# a pair the tags do not make)
+TAG_PAIR_RANKER = "pair_ranker"  # on the retrieval version
+TAG_PAIR_RETRIEVER = "pair_retriever"  # on the ranking version
 METRIC_TAGS = (TAG_AUC, TAG_GAUC, TAG_LOGLOSS)
 
 # Registered-model tags hold at most 5000 characters on Postgres/MySQL; version tags more.

@@ -6,17 +6,11 @@ server process, answering what the registered export retrieves."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from local_http import invoke, scoring_server
 from retrieval_world import trained_and_exported
 from test_server import _call
 
@@ -102,32 +96,10 @@ def test_recpipe_serve_serves_a_registered_retrieval_version(world, tmp_path):
     )
     tracking.set_alias(uri, "ret-served", tracking.ALIAS_CHAMPION, version)
 
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    recpipe = Path(sys.executable).with_name("recpipe")
-    server = subprocess.Popen(
-        [str(recpipe), "serve", "--model", "models:/ret-served@champion", "--tracking-uri", uri, "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/ping", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.time() < deadline, "the server did not start"
-                time.sleep(0.5)
-        body = json.dumps({"dataframe_records": world["users"].to_pylist(), "params": {"k": 5}}).encode()
-        req = urllib.request.Request(f"{url}/invocations", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            answer = json.loads(r.read())
-        ids, _ = world["retriever"].top_k(world["users"], 5)
-        assert [p["item_ids"] for p in answer["predictions"]] == ids.to_pylist()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+    with scoring_server("models:/ret-served@champion", uri, tmp_path, extra=["--threads", "1"]) as server:
+        status, answer = invoke(
+            server.url, {"dataframe_records": world["users"].to_pylist(), "params": {"k": 5}}
+        )
+        assert status == 200, answer
+    ids, _ = world["retriever"].top_k(world["users"], 5)
+    assert [p["item_ids"] for p in answer["predictions"]] == ids.to_pylist()

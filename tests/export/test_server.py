@@ -5,7 +5,6 @@ process, through HTTP and against MLflow's own: tests/tracking/test_scoring_serv
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from local_http import asgi_call
 
 from recpipe.export.loaders import load_backend
 from recpipe.export.server import (
@@ -119,25 +119,7 @@ def test_content_types_as_mlflow_reads_them():
         assert err.value.status == 415 and expected in err.value.message
 
 
-def _call(app: ScoringApp, method: str, path: str, body: bytes = b"", headers=()) -> tuple[int, bytes]:
-    """One request through the ASGI application, as an ASGI server hands it over."""
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "headers": [(k.encode(), v.encode()) for k, v in headers],
-    }
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict] = []
-
-    async def receive():
-        return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+_call = asgi_call  # also imported by test_retrieval_server
 
 
 @pytest.fixture(scope="module")

@@ -264,48 +264,19 @@ def _expected(served: dict, k: int, n: int) -> tuple[list, list]:
 
 
 @pytest.mark.slow
-def test_recpipe_serve_answers_one_request_through_both_champions(pair_run, served_pair):
+def test_recpipe_serve_answers_one_request_through_both_champions(pair_run, served_pair, tmp_path):
     """``recpipe serve --model RETRIEVER@champion --ranker RANKER@champion``: a real server process; one user's
     request is retrieved (K candidates from the catalogue) and ranked (the ranker's probabilities) as by hand."""
-    import json
-    import os
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
+    from local_http import invoke, scoring_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    recpipe = Path(sys.executable).with_name("recpipe")
-    server = subprocess.Popen(
-        [str(recpipe), "serve", "--model", f"models:/{pair_run['retriever']}@champion",
-         "--ranker", f"models:/{pair_run['ranker']}@champion", "--tracking-uri", pair_run["tracking_uri"],
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/ping", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read().decode()[-3000:]
-                assert time.time() < deadline, "the server did not start"
-                time.sleep(0.5)
+    ranker = ["--ranker", f"models:/{pair_run['ranker']}@champion", "--threads", "1"]
+    with scoring_server(
+        f"models:/{pair_run['retriever']}@champion", pair_run["tracking_uri"], tmp_path, extra=ranker
+    ) as server:
         body = {"dataframe_records": [served_pair["user"]], "params": {"k": 100, "n": 10}}
-        req = urllib.request.Request(
-            f"{url}/invocations", json.dumps(body).encode(), {"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=30) as r:
-            (answer,) = json.loads(r.read())["predictions"]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        status, doc = invoke(server.url, body)
+    assert status == 200, doc
+    (answer,) = doc["predictions"]
     ids, probs = _expected(served_pair, 100, 10)
     assert answer["item_ids"] == ids
     assert answer["scores"] == pytest.approx(probs, abs=1e-5)
@@ -317,23 +288,14 @@ def test_recpipe_serve_answers_one_request_through_both_champions(pair_run, serv
 
 
 def _post(app, doc: dict) -> tuple[int, dict]:
-    """One JSON request through the ASGI application, as an ASGI server hands it over."""
-    import asyncio
     import json
 
-    scope = {"type": "http", "method": "POST", "path": "/invocations",
-             "headers": [(b"content-type", b"application/json")]}  # fmt: skip
-    messages = [{"type": "http.request", "body": json.dumps(doc).encode(), "more_body": False}]
-    sent: list[dict] = []
+    from local_http import asgi_call
 
-    async def receive():
-        return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    status, body = asgi_call(
+        app, "POST", "/invocations", json.dumps(doc).encode(), [("content-type", "application/json")]
+    )
+    return status, json.loads(body)
 
 
 @pytest.mark.slow
