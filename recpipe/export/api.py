@@ -253,4 +253,9 @@ def _export_one(
                 f"parity against the tiled program on {shared['users']} users x {shared['candidates']} candidates: "
                 f"max |Δlogit| = {shared['max_abs_logit_diff']:.3g} (allowed {tolerance:g}); nothing was exported"
             )
+        # Its bf16 form, when written: recorded, not a failure (the scorer takes it only where this passed).
+        bf16 = shared_history_parity(scorer, ctx.parity, tolerance, precision="bfloat16")
+        if bf16 is not None:
+            manifest.extra["shared_history_bf16_parity"] = bf16
+            manifest.write(folder)
     return BackendOutcome(name, "ok", parity=report, seconds=round(time.perf_counter() - t0, 2))
