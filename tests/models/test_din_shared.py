@@ -118,8 +118,9 @@ def test_bf16_gemms_need_a_plain_relu_mlp() -> None:
 def test_relu_low_is_relu_of_bf16() -> None:
     x = torch.tensor([-3.5, -0.0, 0.0, 1e-30, -1e-30, 2.0, float("inf"), float("-inf")]).to(torch.bfloat16)
     x = torch.cat([x, torch.randn(1000).to(torch.bfloat16)])
-    got = relu_low(x.clone())
-    assert got.dtype == torch.bfloat16
+    h = x.clone()
+    got = relu_low(h)
+    assert got.dtype == torch.bfloat16 and got.data_ptr() == h.data_ptr()  # in place
     assert torch.equal(got, torch.relu(x))
     assert not torch.signbit(got).any()  # -0.0 and the negatives become +0.0
 

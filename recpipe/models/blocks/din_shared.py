@@ -84,10 +84,12 @@ def low_precision_ok(attn_mlp: MLP) -> bool:
 
 
 def relu_low(h: torch.Tensor) -> torch.Tensor:
-    """ReLU of a bfloat16 / float16 tensor through its bits as int16: a negative number (sign bit set) is a
-    negative int16, clamped to 0, the bits of +0.0. The same values as ``torch.relu`` (but a NaN with the sign bit
-    set gives 0), ~4x faster on CPU, whose bf16 ``relu`` converts each element to float32 and back."""
-    return h.view(torch.int16).clamp_min(0).view(h.dtype)
+    """ReLU of a bfloat16 / float16 tensor in place (returned), through its bits as int16: a negative number (sign
+    bit set) is a negative int16, clamped to 0, the bits of +0.0. The same values as ``torch.relu`` (but a NaN with
+    the sign bit set gives 0), ~4x faster on CPU, whose bf16 ``relu`` converts each element to float32 and back;
+    in place, as ``torch.export`` keeps it, so no second ``(B·T, H)`` buffer is allocated and written."""
+    h.view(torch.int16).clamp_min_(0)
+    return h
 
 
 def shared_history_attention(
