@@ -242,3 +242,35 @@ def test_the_scorer_takes_the_bf16_program_only_where_it_passed_on_bf16_hardware
     monkeypatch.setattr(shared_module, "bf16_hardware", lambda: False)
     shared = load_backend(folder).shared_history
     assert shared.precision == "float32" and shared.program is shared.programs["float32"]
+
+
+def test_the_bf16_check_takes_its_own_tolerance(din_export):
+    """``export.shared_history_bf16_max_abs_logit_diff`` (None: ``max_abs_logit_diff``) is what the bf16 program's
+    parity is held to: at a tolerance below its rounding it fails, and the scorer keeps float32."""
+    from recpipe.config.root import ExportConfig
+    from recpipe.export.api import read_rows
+    from recpipe.export.parity import build_parity_set
+    from recpipe.export.shared import shared_history_parity
+
+    trained, result = din_export
+    assert trained.cfg.export.shared_history_bf16_max_abs_logit_diff is None
+    assert (
+        ExportConfig(shared_history_bf16_max_abs_logit_diff=1e-3).shared_history_bf16_max_abs_logit_diff
+        == 1e-3
+    )
+    with pytest.raises(ValueError):
+        ExportConfig(shared_history_bf16_max_abs_logit_diff=0.0)
+    scorer = load_backend(Path(result.out_dir) / "rtp")
+    parity = build_parity_set(
+        read_rows(trained.held_out, trained.spec, csv=trained.cfg.csv_options()), trained.spec
+    )
+    recorded = read_manifest(Path(result.backends["rtp"].folder)).extra["shared_history_bf16_parity"]
+    tight = recorded["max_abs_logit_diff"] / 2
+    check = shared_history_parity(scorer, parity, tight, precision="bfloat16")
+    assert check["precision"] == "bfloat16" and check["tolerance"] == tight and not check["passed"]
+    assert check["max_abs_logit_diff"] == recorded["max_abs_logit_diff"]  # the same rows, the same program
+    shared = scorer.shared_history
+    assert shared.program is shared.programs[shared.precision]  # using() restored the scorer's own
+    manifest = read_manifest(Path(result.backends["rtp"].folder))
+    manifest.extra["shared_history_bf16_parity"] = check
+    assert not bf16_usable(manifest)
