@@ -530,6 +530,10 @@ class ExportConfig(Strict):
     # Names of recpipe.config.catalogue.EXPORT_BACKENDS, the one list of backends.
     backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
     max_abs_logit_diff: float = Field(1e-4, gt=0.0)
+    # The RTP export's bf16 shared-history program (dense_shared_bf16.pt2) is served where it scores within this of
+    # the tiled program; None: max_abs_logit_diff. bf16 rounds a trained DIN's logits by ~1e-4 to 1e-3, so a
+    # looser value (e.g. 1e-3) opts into its speed where the default would keep the float32 program.
+    shared_history_bf16_max_abs_logit_diff: float | None = Field(None, gt=0.0)
 
     @field_validator("backends")
     @classmethod

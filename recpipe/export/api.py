@@ -133,6 +133,7 @@ def export(
     model = model.eval()
     check_spec(model, spec)
     tolerance = cfg.export.max_abs_logit_diff
+    bf16_tolerance = cfg.export.shared_history_bf16_max_abs_logit_diff  # None: tolerance
     parity = build_parity_set(read_rows(parity_data, spec, csv=cfg.csv_options()), spec)
     keys = spec.sparse_keys()
 
@@ -168,7 +169,14 @@ def export(
     try:
         for name in names:
             result.backends[name] = _export_one(
-                ctx, name, staging / name, model_info, eager_logits, tolerance, skipped.get(name)
+                ctx,
+                name,
+                staging / name,
+                model_info,
+                eager_logits,
+                tolerance,
+                skipped.get(name),
+                bf16_tolerance,
             )
         version = new_version()
         for name in names:
@@ -197,6 +205,7 @@ def _export_one(
     eager_logits: np.ndarray,
     tolerance: float,
     skipped: BackendOutcome | None,
+    bf16_tolerance: float | None = None,
 ) -> BackendOutcome:
     t0 = time.perf_counter()
     folder.mkdir(parents=True)
@@ -253,4 +262,9 @@ def _export_one(
                 f"parity against the tiled program on {shared['users']} users x {shared['candidates']} candidates: "
                 f"max |Δlogit| = {shared['max_abs_logit_diff']:.3g} (allowed {tolerance:g}); nothing was exported"
             )
+        # Its bf16 form, when written: recorded, not a failure (the scorer takes it only where this passed).
+        bf16 = shared_history_parity(scorer, ctx.parity, bf16_tolerance or tolerance, precision="bfloat16")
+        if bf16 is not None:
+            manifest.extra["shared_history_bf16_parity"] = bf16
+            manifest.write(folder)
     return BackendOutcome(name, "ok", parity=report, seconds=round(time.perf_counter() - t0, 2))

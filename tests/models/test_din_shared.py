@@ -1,7 +1,8 @@
 """The shared-history DIN attention (one user × B candidates): ``forward_shared(query, history)`` equals the jagged
 attention over the history tiled B times, for every attention kind, weighting and activation, an empty and a
-one-item history; MultiTowerDIN's dense arch likewise (``forward_shared``). Its export is tested with the RTP
-backend's (tests/export/test_shared_history.py)."""
+one-item history; MultiTowerDIN's dense arch likewise (``forward_shared``); its bf16 GEMMs (``gemm_dtype``) close
+to float32, for a plain ReLU MLP only. Its export is tested with the RTP backend's
+(tests/export/test_shared_history.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,25 @@ import torch
 from model_batches import din_batch
 
 from recpipe.models.blocks.din import DinAttention, MeanPoolSequence, PaddedDinAttention
-from recpipe.models.blocks.din_shared import shared_first_layer
+from recpipe.models.blocks.din_shared import (
+    low_precision_ok,
+    relu_low,
+    shared_first_layer,
+    shared_history_attention,
+)
 from recpipe.models.multi_tower_din.dense import PadQuery
 from recpipe.models.registry import build_model
 
 DIM = 12
 
 
-def _randomize(module: torch.nn.Module, seed: int = 1) -> None:
+def _randomize(module: torch.nn.Module, seed: int = 1, scale: float = 0.5) -> None:
     # Weights large enough that the items' scores differ visibly (else every weight is ~1/T and a wrong
     # pairing of candidate and item could pass).
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
 
 
 def _tiled(module: torch.nn.Module, query: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
@@ -72,6 +78,53 @@ def test_the_first_layer_is_the_linear_over_every_pair() -> None:
     want = torch.nn.functional.linear(torch.cat([q, s, q - s, q * s], dim=2), weight, bias)  # (B, T, H)
     got = shared_first_layer(weight, bias, query, history)
     torch.testing.assert_close(got.view(5, 4, 8), want, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("weighting", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("items", [0, 1, 68])
+def test_bf16_gemms_stay_close_to_float32(weighting: str, items: int) -> None:
+    attn = DinAttention(DIM, [32, 16], weighting=weighting).eval()
+    # Scores of a few units (at _randomize's default, tens: bf16's relative 2^-9 is then a visible absolute error
+    # in the softmax's exponent)
+    _randomize(attn, scale=0.2)
+    query, history = _inputs(50, items)
+    with torch.no_grad():
+        want = attn.forward_shared(query, history)
+        attn.shared_gemm_dtype = torch.bfloat16
+        got = attn.forward_shared(query, history)
+        # the class default (float32) is back once the attribute goes: export.shared.gemm_dtype's restore
+        del attn.shared_gemm_dtype
+        assert torch.equal(attn.forward_shared(query, history), want)
+    assert got.dtype == torch.float32 and got.shape == (50, DIM)
+    if items == 0:
+        assert torch.equal(got, torch.zeros(50, DIM))
+        return
+    # bf16 keeps 8 bits of mantissa: ~0.3% of the pooled scale here, bounded at 1%
+    scale = want.abs().max()
+    assert (got - want).abs().max() <= 0.01 * scale
+    if items > 1:
+        assert not torch.equal(got, want)  # the GEMMs did run in bf16
+
+
+def test_bf16_gemms_need_a_plain_relu_mlp() -> None:
+    for activation in ("dice", "sigmoid", "gelu"):
+        attn = DinAttention(DIM, [16], activation=activation)
+        assert not low_precision_ok(attn.attn_mlp)
+        with pytest.raises(ValueError, match="plain ReLU"):
+            shared_history_attention(
+                attn.attn_mlp, attn.attn_out, "softmax", *_inputs(3, 4), gemm_dtype=torch.bfloat16
+            )
+    assert low_precision_ok(DinAttention(DIM, [16, 8]).attn_mlp)
+
+
+def test_relu_low_is_relu_of_bf16() -> None:
+    x = torch.tensor([-3.5, -0.0, 0.0, 1e-30, -1e-30, 2.0, float("inf"), float("-inf")]).to(torch.bfloat16)
+    x = torch.cat([x, torch.randn(1000).to(torch.bfloat16)])
+    h = x.clone()
+    got = relu_low(h)
+    assert got.dtype == torch.bfloat16 and got.data_ptr() == h.data_ptr()  # in place
+    assert torch.equal(got, torch.relu(x))
+    assert not torch.signbit(got).any()  # -0.0 and the negatives become +0.0
 
 
 def test_padded_mean_pool_and_padded_query_share_the_history_too() -> None:

@@ -334,10 +334,16 @@ class DinAttention(nn.Module):
         denom = torch.where(denom > 0, denom, torch.ones_like(denom))
         return weighted / denom.unsqueeze(1)
 
+    # The dtype of forward_shared's GEMMs (None: the inputs'); the RTP export sets it while it traces its bf16
+    # shared-history program (recpipe.export.shared.gemm_dtype). Not a parameter or buffer: no state_dict entry.
+    shared_gemm_dtype: torch.dtype | None = None
+
     def forward_shared(self, query: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """``(B, D)``: every query against ONE history ``values (T, D)``, as :meth:`forward` over that history
         tiled B times (:mod:`~recpipe.models.blocks.din_shared`: one user × B candidates, for inference)."""
-        return shared_history_attention(self.attn_mlp, self.attn_out, self.weighting, query, values)
+        return shared_history_attention(
+            self.attn_mlp, self.attn_out, self.weighting, query, values, self.shared_gemm_dtype
+        )
 
 
 class PaddedDinAttention(nn.Module):
@@ -379,6 +385,8 @@ class PaddedDinAttention(nn.Module):
         self.max_length = max_length
         _init_attention(self, dim, attn_hidden_units, activation, weighting, device)
 
+    shared_gemm_dtype: torch.dtype | None = None  # as DinAttention's
+
     @property
     def out_features(self) -> int:
         return self.dim
@@ -403,7 +411,9 @@ class PaddedDinAttention(nn.Module):
         """As :meth:`DinAttention.forward_shared`, the history truncated to ``max_length`` items as here (a padded
         position's masked score weighs exactly 0, so the real items' attention is the same function)."""
         values = values[: self.max_length]
-        return shared_history_attention(self.attn_mlp, self.attn_out, self.weighting, query, values)
+        return shared_history_attention(
+            self.attn_mlp, self.attn_out, self.weighting, query, values, self.shared_gemm_dtype
+        )
 
 
 def _folded_first(weight: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
