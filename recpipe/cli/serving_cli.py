@@ -103,13 +103,16 @@ def _download_served(uri: str, model: str, ranker: str | None, work: Path) -> tu
 
     if ranker is None:
         return download_served_export(uri, model, work), None
-    check_served_pair(uri, model, ranker)
+    # the versions checked are the versions downloaded: an alias moved in between cannot split the pair
+    retriever_version, ranker_version = check_served_pair(uri, model, ranker)
     (work / "retriever").mkdir()
     (work / "ranker").mkdir()
-    folder = download_served_export(uri, model, work / "retriever")
+    retriever_uri = f"models:/{retriever_version['name']}/{retriever_version['version']}"
+    folder = download_served_export(uri, retriever_uri, work / "retriever")
     if not is_retrieval_export(folder):
         raise SystemExit(f"recpipe serve: --ranker ranks a retrieval model's candidates; {model} is not one")
-    ranking = download_served_export(uri, ranker, work / "ranker")
+    ranker_uri = f"models:/{ranker_version['name']}/{ranker_version['version']}"
+    ranking = download_served_export(uri, ranker_uri, work / "ranker")
     if is_retrieval_export(ranking):
         raise SystemExit(f"recpipe serve: --ranker {ranker} is a retrieval model, not a ranking one")
     return folder, ranking

@@ -281,11 +281,10 @@ def resolve_init_from(value: str | None, tracking_uri: str, model_name: str) -> 
         return None if champion is None else f"models:/{model_name}/{champion['version']}"
     if not value.startswith("models:/"):
         return value
-    name, at, ref = value.removeprefix("models:/").partition("@")  # ref: the alias, or the version below
-    if not at:
-        name, _, ref = name.rpartition("/")
-    if not name or not ref:
+    parts = tracking.split_model_uri(value)  # ref: the alias, or the version
+    if parts is None:
         raise ParameterError("init_from", f"{value!r} is neither models:/NAME@ALIAS nor models:/NAME/VERSION")
+    name, at, ref = parts
     found = (
         tracking.get_version_by_alias(tracking_uri, name, ref) is not None
         if at

@@ -13,6 +13,7 @@ from recpipe.tracking.models import (
     load_pyfunc_model,
     log_pyfunc_model,
     resolve_model_uri,
+    split_model_uri,
 )
 from recpipe.tracking.promotion import PromotionRefused, PromotionResult, promote, promotion_history, rollback
 from recpipe.tracking.registry import (
@@ -52,6 +53,7 @@ __all__ = [
     "check_served_pair",
     "download_served_export",
     "resolve_model_uri",
+    "split_model_uri",
     "end_run",
     "eval_version_tags",
     "get_version",

@@ -179,6 +179,17 @@ def load_pyfunc_model(uri: str, model_uri: str) -> Any:
     return model
 
 
+def split_model_uri(model_uri: str) -> tuple[str, str, str] | None:
+    """``models:/NAME@ALIAS`` → ``(NAME, "@", ALIAS)``, ``models:/NAME/VERSION`` → ``(NAME, "", VERSION)``; None
+    for a URI of neither form (the version is not checked to be a number here)."""
+    if not model_uri.startswith("models:/"):
+        return None
+    name, at, ref = model_uri.removeprefix("models:/").partition("@")
+    if not at:
+        name, _, ref = name.rpartition("/")
+    return (name, at, ref) if name and ref else None
+
+
 def resolve_model_uri(uri: str, model_uri: str) -> dict[str, Any]:
     """The registered version ``models:/NAME@alias`` or ``models:/NAME/VERSION`` names (as
     :func:`~recpipe.tracking.registry.get_version`).
@@ -188,18 +199,16 @@ def resolve_model_uri(uri: str, model_uri: str) -> dict[str, Any]:
     """
     from recpipe.tracking.registry import get_version, get_version_by_alias
 
-    rest = model_uri.removeprefix("models:/")
-    name, at, alias = rest.partition("@")
-    if not at:
-        name, slash, version = rest.rpartition("/")
-    if rest == model_uri or not name or (not at and not (slash and version.isdigit())) or (at and not alias):
+    parts = split_model_uri(model_uri)
+    if parts is None or (not parts[1] and not parts[2].isdigit()):
         raise RegisteredModelError(f"{model_uri!r}: expected models:/NAME@alias or models:/NAME/VERSION")
+    name, at, ref = parts
     try:
-        found = get_version_by_alias(uri, name, alias) if at else get_version(uri, name, version)
+        found = get_version_by_alias(uri, name, ref) if at else get_version(uri, name, ref)
     except mlflow.exceptions.MlflowException as err:
         raise RegisteredModelError(f"{model_uri}: {err.message}") from None
     if found is None:
-        raise RegisteredModelError(f"{model_uri}: no registered model {name!r} with alias {alias!r}")
+        raise RegisteredModelError(f"{model_uri}: no registered model {name!r} with alias {ref!r}")
     return found
 
 
