@@ -31,7 +31,7 @@ from recpipe.export.remap import ZchRemap
 from recpipe.export.scorer import Scorer
 from recpipe.export.shared import SharedHistory
 from recpipe.export.tables import DEFAULT_MAX_SHARD_BYTES, PlanEntry, SparseLookup, TableMeta, write_tables
-from recpipe.features.fg import FGOutput
+from recpipe.features.tile import ContextFG
 
 DENSE_PROGRAM = "dense.pt2"
 
@@ -89,28 +89,26 @@ class RtpModel(Scorer):
         """
         if not self._shares(context, rows):
             return None
-        return self._shared_logits(self._tiled(context, rows))
+        return self._shared_logits(self._tiled.split(context, rows))
 
     def _shares(self, context: pa.Table, rows: pa.Table) -> bool:
         shared = self.shared_history
         return shared is not None and rows.num_rows > 0 and shared.covers(context.column_names)
 
-    def _shared_logits(self, out: FGOutput) -> np.ndarray | None:
+    def _shared_logits(self, split: ContextFG) -> np.ndarray | None:
         assert self.shared_history is not None
         with torch.inference_mode():
-            logits = self.shared_history.logits(self.lookup, out)
+            logits = self.shared_history.logits(self.lookup, split)
         if logits is None:
             return None
-        return (
-            logits.detach().to("cpu", torch.float32).numpy().reshape(self._output_shape(out.dense.shape[0]))
-        )
+        return logits.detach().to("cpu", torch.float32).numpy().reshape(self._output_shape(split.num_rows))
 
     def _score_context(self, context: pa.Table, rows: pa.Table) -> np.ndarray:
         if not self._shares(context, rows):
             return super()._score_context(context, rows)
-        out = self._tiled(context, rows)
-        logits = self._shared_logits(out)
-        return self._score(out) if logits is None else logits
+        split = self._tiled.split(context, rows)
+        logits = self._shared_logits(split)
+        return self._score(split.tiled()) if logits is None else logits
 
     def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         inputs = self.lookup(values, lengths, dense.shape[0])

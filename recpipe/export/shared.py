@@ -48,9 +48,8 @@ from torch.export import ExportedProgram
 from recpipe.export.dense import dense_dynamic_shapes, export_program
 from recpipe.export.manifest import ArtifactError, ExportError, Manifest
 from recpipe.export.parity import ParitySet
-from recpipe.features.fg import FGOutput
 from recpipe.features.spec import FeatureSpec
-from recpipe.features.tile import context_table
+from recpipe.features.tile import ContextFG, context_table
 from recpipe.models.blocks.din import DinAttention, PaddedDinAttention
 from recpipe.models.blocks.din_shared import low_precision_ok
 from recpipe.models.protocol import SharedHistoryArchModule
@@ -267,35 +266,43 @@ class SharedHistory:
         """Whether a context of these columns holds every history: then every candidate has the same one."""
         return set(self.columns) <= set(context_columns)
 
-    def per_key(self, out: FGOutput) -> dict[str, tuple[torch.Tensor, torch.Tensor]] | None:
-        """:meth:`~recpipe.export.tables.SparseLookup.split` of FG output whose histories are the first row's only,
-        or None when some row's history differs from the first's (then only the tiled program is right)."""
-        batch = out.dense.shape[0]
+    def per_key(self, split: ContextFG) -> dict[str, tuple[torch.Tensor, torch.Tensor]] | None:
+        """:meth:`~recpipe.export.tables.SparseLookup.split` of one context × B candidates' FG output with each
+        history once (the context row's ids), or None when some history key also reads a candidate column (then
+        the rows' histories may differ and only the tiled program is right)."""
+        one, rows, batch = split.one, split.rows, split.num_rows
+        if one is None or not all(split.once_sparse[k] for k in self._history):
+            return None
         per_key: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        for k, (key, ids, lengths) in enumerate(zip(self.keys, out.values, out.lengths)):
-            ids = ids.astype(np.int64, copy=False)
+        for k, key in enumerate(self.keys):
             if k in self._history:
-                n = int(lengths[0])
-                # TiledFG tiles a context's history, so this holds whenever covers() did; checked anyway (one
-                # comparison per tiled id) so a history that some candidate column changes cannot be shared.
-                if (lengths != n).any() or not (ids.reshape(batch, n) == ids[:n]).all():
-                    return None
-                per_key[key] = (torch.from_numpy(ids[:n]), torch.tensor([0, n], dtype=torch.int64))
+                n = int(one.lengths[k][0])
+                ids = one.values[k].astype(np.int64, copy=False)
+                per_key[key] = (torch.from_numpy(ids), torch.tensor([0, n], dtype=torch.int64))
+                continue
+            if split.once_sparse[k]:  # a context key of each candidate: the context row's ids, repeated
+                ids = np.tile(one.values[k].astype(np.int64, copy=False), batch)
+                lengths = np.full(batch, one.lengths[k][0], np.int64)
             else:
-                offsets = torch.zeros(batch + 1, dtype=torch.int64)
-                torch.cumsum(torch.from_numpy(lengths.astype(np.int64, copy=False)), 0, out=offsets[1:])
-                per_key[key] = (torch.from_numpy(ids), offsets)
+                ids, lengths = rows.values[k].astype(np.int64, copy=False), rows.lengths[k]
+            offsets = torch.zeros(batch + 1, dtype=torch.int64)
+            torch.cumsum(torch.from_numpy(lengths.astype(np.int64, copy=False)), 0, out=offsets[1:])
+            per_key[key] = (torch.from_numpy(ids), offsets)
         return per_key
 
-    def logits(self, lookup: SparseLookup, out: FGOutput) -> torch.Tensor | None:
-        """The shared program's logits of FG output of one context × B candidates (B ≥ 1), or None when the rows'
-        histories are not one history (:meth:`per_key`)."""
-        per_key = self.per_key(out)
+    def logits(self, lookup: SparseLookup, split: ContextFG) -> torch.Tensor | None:
+        """The shared program's logits of one context × B candidates (B ≥ 1; :meth:`TiledFG.split
+        <recpipe.features.tile.TiledFG.split>`'s output), or None when the rows' histories are not one history
+        (:meth:`per_key`)."""
+        per_key = self.per_key(split)
         if per_key is None:
             return None
         inputs = lookup.assemble(per_key, with_offsets=False)
-        dense = torch.from_numpy(np.ascontiguousarray(out.dense, dtype=np.float32))
-        return self.program(dense, *(inputs[p.name] for p in shared_plan(self.plan)))
+        dense = split.tiled_dense()
+        return self.program(
+            torch.from_numpy(np.ascontiguousarray(dense, dtype=np.float32)),
+            *(inputs[p.name] for p in shared_plan(self.plan)),
+        )
 
 
 def _load_program(folder: Path, manifest: Manifest, name: str) -> torch.nn.Module:

@@ -188,10 +188,14 @@ class FeatureGenerator:
         file: str = "<memory>",
         first_row: int = 0,
         normalized: bool = False,
+        skip: frozenset[str] = frozenset(),
     ) -> FGOutput:
         """FG of ``batch`` (rows ``first_row`` … of ``file``, for error messages); ``normalized``: its columns are
         already read by the raw-value contract (:func:`~recpipe.features.raw.normalize`, as a scorer's prepared
-        rows are), so they are not read again."""
+        rows are), so they are not read again. ``skip``: sparse keys and dense names not computed, for a caller
+        that fills them itself (:class:`~recpipe.features.tile.TiledFG`'s context keys): their ids empty, their
+        lengths and dense columns zeros. A history is skipped with all its sub-feature keys, a weighted id with
+        its weights key."""
         if isinstance(batch, pa.Table):
             batch = (
                 batch.combine_chunks().to_batches()[0]
@@ -202,7 +206,7 @@ class FeatureGenerator:
             batch = normalize(batch, self.spec, self.with_labels, self.contract)
         self._check_columns(batch, file)
         try:
-            out, bads, truncated = self._compute(batch)
+            out, bads, truncated = self._compute(batch, skip)
         except (
             DataError
         ) as err:  # a column FG cannot read at all (its type): named with its file, as every FG error
@@ -221,7 +225,7 @@ class FeatureGenerator:
                 )
                 drop[b.rows] = True
             batch = batch.filter(pa.array(~drop))
-            out, bads, truncated = self._compute(batch)
+            out, bads, truncated = self._compute(batch, skip)
             assert not bads, "rows left after skipping must be clean"
             stats.rows_skipped = int(drop.sum())
             self.last_kept = ~drop
@@ -247,15 +251,24 @@ class FeatureGenerator:
             got = best.arr[pos].as_py()
         return BadRowError(file, first_row + row, best.column, best.expected, got)
 
-    def _compute(self, batch: pa.RecordBatch) -> tuple[FGOutput, list[BadRows], int]:
+    def _compute(
+        self, batch: pa.RecordBatch, skip: frozenset[str] = frozenset()
+    ) -> tuple[FGOutput, list[BadRows], int]:
         n = batch.num_rows
         batch = with_feature_outputs(batch, self._outputs)
         bads: list[BadRows] = []
         values: dict[str, np.ndarray] = {}
         lengths: dict[str, np.ndarray] = {}
         truncated = 0
+        if skip:
+            for key in skip:
+                values[key], lengths[key] = np.zeros(0, np.int64), np.zeros(n, np.int32)
         for f in self.spec.sparse:
             if f.sequence is not None or f.name in self._repeats or f.weights_of is not None:
+                continue
+            if f.name in skip:
+                if f.weights_key is not None:
+                    values[f.weights_key], lengths[f.weights_key] = values[f.name], lengths[f.name]
                 continue
             out = self._kind[f.name].sparse(f, batch)
             values[f.name], lengths[f.name], bad = out[:3]
@@ -264,9 +277,12 @@ class FeatureGenerator:
             if bad is not None:
                 bads.append(bad)
         for key, same in self._repeats.items():
-            values[key], lengths[key] = values[same], lengths[same]
+            if key not in values:
+                values[key], lengths[key] = values[same], lengths[same]
         histories = HistoryOut(values, lengths, bads)
         for s in self.spec.sequences:
+            if skip and all(k in values for k in s.sub_features):
+                continue
             feats = [self.spec.feature(k) for k in s.sub_features]
             truncated += self._kind[s.name].sequence(s, feats, batch, histories)
         for group, first, other in self._aligned:
@@ -277,6 +293,9 @@ class FeatureGenerator:
                 bads.append(BadRows(np.flatnonzero(differ), col, expected, batch.column(col)))
         dense = np.empty((n, len(self.spec.dense)), np.float32)
         for j, d in enumerate(self.spec.dense):
+            if d.name in skip:
+                dense[:, j] = 0.0
+                continue
             dense[:, j], found = self._kind[d.name].dense(d, batch)
             bads.extend(found)
         labels = np.zeros(n if not self.spec.extra_labels else (n, len(self.spec.labels)), np.float32)

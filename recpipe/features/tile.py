@@ -5,21 +5,27 @@ The FG output equals that of the N full rows (the context's columns repeated in 
 key whose input columns are all the context's is the same in every row; it is computed on the one context row
 and tiled. A key that also reads a candidate column (a cross of user and item, a lookup of the item in a user's
 map) is computed on the candidates with the context columns it reads repeated (``pa.Table.take`` of the parsed
-context row: no text parsed again). The context is refused, naming why, when it is probably a mistake: not a
-JSON object, a column that is no input column of the model, a column also in the rows, more than one value for
-a column (a list, or the same key twice).
+context row: no text parsed again). Neither side computes what the other gives: the context row only the keys
+reading a context column, the candidates every key but the context-only ones. :meth:`TiledFG.split` keeps the two
+apart (:class:`ContextFG`), for a reader that takes the context's keys once (the shared-history program,
+:mod:`recpipe.export.shared`, reads the history from the context row, never tiled).
+
+The context is refused, naming why, when it is probably a mistake: not a JSON object, a column that is no input
+column of the model, a column also in the rows, more than one value for a column (a list, or the same key twice).
 
 Example::
 
     tiled = TiledFG(FeatureGenerator(spec, with_labels=False))
     context = context_table('{"user_id": 7, "click_50_seq": "3\\x1d9"}', spec, ["adgroup_id", "price"])
     tiled(context, candidates)   # FGOutput of len(candidates) rows, == FG of the full rows
+    tiled.split(context, candidates).one   # the context row's keys, once
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -132,9 +138,16 @@ class TiledFG:
         # Histories a sequence group reads item by item are checked against each other: FG them together.
         keys = spec.sparse_keys()
         self._together = [(keys.index(a), keys.index(b)) for _, a, b in fg._aligned]
+        self._keys = keys
+        self._dense_names = spec.dense_names()
 
     def __call__(self, context: pa.Table, rows: pa.Table) -> FGOutput:
         """FG output of ``rows`` each with the one-row ``context``'s columns (no column in both)."""
+        return self.split(context, rows).tiled()
+
+    def split(self, context: pa.Table, rows: pa.Table) -> ContextFG:
+        """FG of ``rows`` each with the one-row ``context``'s columns, kept apart: the context-only keys FG'd on
+        the context row alone (not computed on the rows), the others on the rows (no column in both)."""
         shared = set(context.column_names)
         n = rows.num_rows
         once_sparse = [bool(r) and r <= shared for r in self._sparse_reads]
@@ -152,19 +165,62 @@ class TiledFG:
             if c in needed:
                 full = full.append_column(c, context.column(c).take(idx))
         if not (any(once_sparse) or any(once_dense)):
-            return self.fg(full)
-        one = self.fg(context, file=WHERE)  # first: a bad context value is named as the context's
-        per_row = self.fg(full)
-        if n == 0:
+            return ContextFG(None, self.fg(full), once_sparse, once_dense)
+        # The context row: every key reading a context column (first, so a bad context value is named as the
+        # context's), not the candidates' own keys (their columns are absent there: all missing).
+        own = frozenset(
+            [k for k, r in zip(self._keys, self._sparse_reads) if not r & shared]
+            + [d for d, r in zip(self._dense_names, self._dense_reads) if not r & shared]
+        )
+        one = self.fg(context, file=WHERE, skip=own)
+        # The rows: every key but the context-only ones (their columns are absent there too).
+        once = frozenset(
+            [k for k, o in zip(self._keys, once_sparse) if o]
+            + [d for d, o in zip(self._dense_names, once_dense) if o]
+        )
+        return ContextFG(one, self.fg(full, skip=once), once_sparse, once_dense)
+
+
+@dataclass
+class ContextFG:
+    """FG of one context × N candidate rows before the context's keys are broadcast (:meth:`TiledFG.split`).
+
+    Args:
+        one (FGOutput | None): the context row's FG of the keys reading a context column (the candidates' own
+            keys not computed: empty), or None when no key reads only context columns.
+        rows (FGOutput): the candidates' FG, each key marked ``once`` left empty (ids) / zero (dense).
+        once_sparse (list[bool]): per sparse key (``spec.sparse_keys()`` order), whether it reads only context
+            columns: the same for every row, ``one``'s.
+        once_dense (list[bool]): the same per dense column.
+    """
+
+    one: FGOutput | None
+    rows: FGOutput
+    once_sparse: list[bool]
+    once_dense: list[bool]
+
+    @property
+    def num_rows(self) -> int:
+        return self.rows.num_rows
+
+    def tiled_dense(self) -> np.ndarray:
+        """``(N, dense)``: the rows' dense columns with the context's where it has them."""
+        dense = self.rows.dense
+        if self.one is None or not any(self.once_dense) or not len(dense):
+            return dense
+        dense = dense.copy()
+        cols = np.flatnonzero(self.once_dense)
+        dense[:, cols] = self.one.dense[0, cols]
+        return dense
+
+    def tiled(self) -> FGOutput:
+        """The FG output of the full rows: every context key's output repeated for each candidate."""
+        one, per_row, n = self.one, self.rows, self.rows.num_rows
+        if one is None or n == 0:
             return per_row
         values, lengths = list(per_row.values), list(per_row.lengths)
-        for k, once in enumerate(once_sparse):
+        for k, once in enumerate(self.once_sparse):
             if once:
                 values[k] = np.tile(one.values[k], n)
                 lengths[k] = np.full(n, one.lengths[k][0], one.lengths[k].dtype)
-        dense = per_row.dense
-        if any(once_dense):
-            dense = dense.copy()
-            cols = np.flatnonzero(once_dense)
-            dense[:, cols] = one.dense[0, cols]
-        return FGOutput(dense, values, lengths, per_row.labels, per_row.weights, per_row.groups)
+        return FGOutput(self.tiled_dense(), values, lengths, per_row.labels, per_row.weights, per_row.groups)

@@ -96,3 +96,69 @@ def test_a_probably_mistaken_context_is_refused(context: str, message: str) -> N
     spec = spec_of(FEATURES)
     with pytest.raises(DataError, match=message):
         context_table(context, spec, ["item_id", "price"])
+
+
+# A user's weighted tags and click history (a sequence of two sub-features) beside the candidate's item.
+SPLIT_FEATURES = [
+    *FEATURES,
+    {"kind": "id", "name": "wtags", "num_buckets": 100, "weighted": True},
+    {"kind": "sequence", "name": "clicks", "sub_features": [
+        {"name": "item_id", "num_buckets": 1000}, {"name": "cate", "num_buckets": 50}]},
+]  # fmt: skip
+SPLIT_USER = {**USER, "wtags": "3:0.5\x1d9:2.0", "clicks": "5\x031|8\x032|13\x031"}
+
+
+def test_split_fgs_the_context_keys_on_the_context_row_only() -> None:
+    """``TiledFG.split``: the keys reading only context columns are FG'd on the one context row and not on the
+    candidates (their ids empty, lengths and dense columns zeros there); the rest on the candidates; broadcast
+    (``tiled()``) they are the full rows' FG output."""
+    spec = spec_of(SPLIT_FEATURES)
+    fg = FeatureGenerator(spec, with_labels=False)
+    rows = _candidates(30)
+    split = TiledFG(fg).split(context_table(SPLIT_USER, spec, rows.column_names), rows)
+    want = fg(_full(SPLIT_USER, rows))
+    _same(split.tiled(), want)
+    keys = spec.sparse_keys()
+    context_keys = {
+        "user_id",
+        "tags",
+        "wtags",
+        "wtags__weights",
+        *[k for k in keys if k.startswith("clicks__")],
+    }
+    assert {k for k, once in zip(keys, split.once_sparse) if once} == context_keys
+    assert split.one is not None and split.one.num_rows == 1 and split.num_rows == 30
+    # The context row: only the keys reading a context column (the candidate's item id is not computed there).
+    assert split.one.values[keys.index("item_id")].size == 0
+    assert split.one.values[keys.index("user_id")].tolist() == [7]
+    for k, key in enumerate(keys):
+        if key in context_keys:  # not computed on the candidates
+            assert split.rows.values[k].size == 0 and not split.rows.lengths[k].any(), key
+        else:  # the candidate's own and the cross (tags x item): computed on the candidates, as in the full rows
+            np.testing.assert_array_equal(split.rows.values[k], want.values[k])
+    age = spec.dense_names().index("age")
+    assert split.once_dense[age] and not split.rows.dense[:, age].any()
+    np.testing.assert_array_equal(split.tiled_dense(), want.dense)
+
+
+def test_fg_skip_leaves_the_other_keys_as_they_are() -> None:
+    """``FeatureGenerator(..., skip=...)``: a skipped history skips all its sub-features, a skipped weighted id its
+    weights key; every key not skipped is what FG computes without ``skip``."""
+    spec = spec_of(SPLIT_FEATURES)
+    fg = FeatureGenerator(spec, with_labels=False)
+    table = _full(SPLIT_USER, _candidates(12))
+    want = fg(table)
+    keys = spec.sparse_keys()
+    skipped = {"wtags", *[k for k in keys if k.startswith("clicks__")]}
+    weights = [f.name for f in spec.sparse if f.weights_of == "wtags"]
+    assert weights == ["wtags__weights"]
+    got = fg(table, skip=frozenset(skipped | {"age"}))
+    for k, key in enumerate(keys):
+        if key in skipped or key in weights:
+            assert got.values[k].size == 0 and got.lengths[k].tolist() == [0] * 12, key
+        else:
+            np.testing.assert_array_equal(got.values[k], want.values[k])
+            np.testing.assert_array_equal(got.lengths[k], want.lengths[k])
+    age = spec.dense_names().index("age")
+    assert not got.dense[:, age].any()
+    np.testing.assert_array_equal(np.delete(got.dense, age, 1), np.delete(want.dense, age, 1))
