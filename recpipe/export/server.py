@@ -304,7 +304,18 @@ async def _answer(send: Send, status: int, body: bytes, mime: str) -> None:
 
 def app() -> ScoringApp:
     """The application of a server worker process: the export folder named by ``$RECPIPE_SERVE_FOLDER``,
-    loaded and verified (every file's sha256) in this process."""
+    loaded and verified (every file's sha256) in this process. What is loaded is then kept out of the cyclic
+    garbage collector's scans (:func:`gc.freeze`): a full collection walked the ~380,000 objects of a loaded
+    DIN export in 166 ms (2026-12-05, 2 cores), a stall of every request in flight whenever one ran."""
+    import gc
+
+    served = _load()
+    gc.collect()
+    gc.freeze()
+    return served
+
+
+def _load() -> ScoringApp:
     from recpipe import __version__
     from recpipe.export.layout import is_retrieval_export
     from recpipe.export.loaders import load_backend

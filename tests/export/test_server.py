@@ -221,3 +221,21 @@ def test_the_application_scores_the_context_form_with_the_shared_history_program
     )
     assert status == 200 and calls == [40]  # rows without a context: the tiled program
     np.testing.assert_allclose(json.loads(answer)["predictions"], want, rtol=0, atol=1e-6)
+
+
+def test_a_server_worker_keeps_the_loaded_model_out_of_the_garbage_collectors_scans(din_export, monkeypatch):
+    """``app()`` (what each uvicorn worker builds) freezes what it loaded (``gc.freeze``): a full collection no
+    longer walks the model's objects while requests are in flight."""
+    import gc
+
+    from recpipe.export import server
+
+    _, result = din_export
+    monkeypatch.setenv(server.ENV_FOLDER, str(Path(result.out_dir) / "rtp"))
+    gc.unfreeze()
+    try:
+        application = server.app()
+        assert isinstance(application, ScoringApp)
+        assert gc.get_freeze_count() > 10_000  # the loaded export's objects, among everything alive
+    finally:
+        gc.unfreeze()
