@@ -54,7 +54,8 @@ def serve_environment(
 ) -> dict[str, str]:
     """The environment ``mlflow models serve`` runs in: recpipe's store, this environment's scripts first on
     ``PATH`` (MLflow starts uvicorn by name), each worker's torch threads (``OMP_NUM_THREADS``) and glibc's
-    malloc keeping freed buffers (:data:`SERVER_MALLOC`, unless exported).
+    malloc keeping freed buffers (:data:`SERVER_MALLOC`, unless exported) and uvicorn's worker health-check
+    timeout (:data:`~recpipe.export.server.WORKER_HEALTHCHECK_S`, unless exported).
 
     Args:
         uri (str): the tracking URI.
@@ -67,8 +68,14 @@ def serve_environment(
 
     if workers < 1 or (threads is not None and threads < 1):
         raise ValueError(f"--workers and --threads must be positive, got {workers} and {threads}")
+    from recpipe.export.server import WORKER_HEALTHCHECK_S
+
     return {
         **SERVER_MALLOC,
+        # MLflow runs uvicorn's command line, which reads its options from UVICORN_* variables: the same
+        # health-check patience as recpipe's server (uvicorn's 5 s kills a worker still importing torch on a
+        # busy machine, and the one started in its place the same way).
+        "UVICORN_TIMEOUT_WORKER_HEALTHCHECK": str(WORKER_HEALTHCHECK_S),
         **environ,
         "MLFLOW_TRACKING_URI": uri,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}",

@@ -32,6 +32,27 @@ def test_malloc_keeps_freed_buffers_unless_exported():
     assert mine["MALLOC_TRIM_THRESHOLD_"] == "1048576" and mine["MALLOC_MMAP_THRESHOLD_"] == str(1 << 30)
 
 
+def test_mlflows_uvicorn_waits_as_long_as_recpipes_for_a_starting_worker(monkeypatch):
+    """``mlflow models serve`` runs uvicorn's command line: the variable must be one its options read (a
+    misspelt one would be ignored and uvicorn's 5 s would kill workers still importing torch)."""
+    from uvicorn.main import main as uvicorn_main
+
+    from recpipe.export.server import WORKER_HEALTHCHECK_S
+
+    env = serve_environment(URI, 2, 1, {})
+    for name, value in env.items():
+        if name.startswith("UVICORN_"):
+            monkeypatch.setenv(name, value)
+    params = uvicorn_main.make_context("uvicorn", ["mlflow.pyfunc.scoring_server.app:app"]).params
+    assert params["timeout_worker_healthcheck"] == WORKER_HEALTHCHECK_S > 5
+    assert (
+        serve_environment(URI, 2, 1, {"UVICORN_TIMEOUT_WORKER_HEALTHCHECK": "9"})[
+            "UVICORN_TIMEOUT_WORKER_HEALTHCHECK"
+        ]
+        == "9"
+    )
+
+
 def test_the_cluster_deployment_sets_the_same_malloc_settings():
     text = (Path(__file__).resolve().parents[2] / "manifests/base/serving/scoring.yaml").read_text()
     for name, value in SERVER_MALLOC.items():
