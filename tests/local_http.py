@@ -45,9 +45,10 @@ class ScoringServer(NamedTuple):
 def scoring_server(
     model_uri: str, tracking_uri: str, workdir: Path, timeout: float = 180, extra: Sequence[str] = ()
 ) -> Iterator[ScoringServer]:
-    """MLflow's own scoring server (``recpipe serve``, i.e. ``mlflow models serve``) for ``model_uri``, a real
+    """``recpipe serve`` for ``model_uri`` (recpipe's scoring server, MLflow's with ``--server mlflow``), a real
     process on 127.0.0.1, started in ``workdir`` (its log: ``workdir/server.log``; more ``recpipe serve``
-    options in ``extra``); yields its base URL and process once ``/ping`` answers, and stops it after."""
+    options in ``extra``); yields its base URL and process once ``/ping`` answers, and stops it after (SIGTERM),
+    then checks that recpipe's server deleted its download."""
     port = free_port()
     log_path = workdir / "server.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
@@ -59,6 +60,7 @@ def scoring_server(
         stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    download = None
     try:
         deadline = time.time() + timeout
         while True:
@@ -71,11 +73,20 @@ def scoring_server(
                         f"scoring server did not start:\n{log_path.read_text()[-3000:]}"
                     ) from None
                 time.sleep(0.5)
+        download = _removed_after(server.pid)
         yield ScoringServer(url, server)
     finally:
         server.terminate()
         server.wait(timeout=30)
         log.close()
+    # recpipe's server deletes the version it downloaded when it stops (SIGTERM, as Kubernetes stops a pod)
+    assert download is None or not download.exists(), f"the stopped server left {download} behind"
+
+
+def _removed_after(pid: int) -> Path | None:
+    """The folder recpipe's server process ``pid`` deletes when it stops (its ``--remove-after``)."""
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return Path(args[args.index(b"--remove-after") + 1].decode()) if b"--remove-after" in args else None
 
 
 def invoke(url: str, body: dict) -> tuple[int, dict]:
