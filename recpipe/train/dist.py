@@ -254,7 +254,7 @@ def shard_model(model: nn.Module, env: DistEnv, plan: ShardingPlan) -> Distribut
     and a 2-rank run would start apart; the values ``model`` was built with (the same seed on every
     rank) are copied into the shards instead. The zch remapping tables start empty on every rank and
     keep the sharded modules' own per-rank row ranges. The sparse optimizer must already be applied in
-    backward.
+    backward. On CPU, the sequence tables' lookups get :func:`recpipe.train.nobag.use_segment_backward`.
     """
     remap = remap_buffer_names(model)
     initial = {k: v.detach().clone() for k, v in model.state_dict().items() if k not in remap}
@@ -265,6 +265,10 @@ def shard_model(model: nn.Module, env: DistEnv, plan: ShardingPlan) -> Distribut
         sharders=sharders(),
     )
     copy_into({k: v for k, v in dmp.state_dict().items() if k not in remap}, initial)
+    if env.device.type == "cpu":
+        from recpipe.train.nobag import use_segment_backward
+
+        use_segment_backward(dmp)  # FBGEMM's CPU backward of unpooled lookups is ~10x slower (its docstring)
     return dmp
 
 
