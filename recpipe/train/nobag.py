@@ -131,10 +131,14 @@ def _forward(
         )
     layout: _Layout = self._segment_layout
     rows, feature = _global_rows(layout, indices, offsets)
-    table = self.weights_host.view(-1, layout.dim)
     if not torch.is_grad_enabled():
-        return table.index_select(0, rows)
+        return _gather(self, rows)
     return _SegmentLookup.apply(layout.anchor, self, rows, feature)
+
+
+def _gather(tbe: SplitTableBatchedEmbeddingBagsCodegen, rows: torch.Tensor) -> torch.Tensor:
+    """The rows of the TBE's weights seen as ``(rows, D)``."""
+    return tbe.weights_host.view(-1, tbe._segment_layout.dim).index_select(0, rows)
 
 
 def _global_rows(
@@ -175,7 +179,7 @@ class _SegmentLookup(torch.autograd.Function):
     def forward(ctx, anchor, tbe, rows, feature):  # noqa: ANN001, ANN205 - autograd's signature
         ctx.tbe = tbe
         ctx.save_for_backward(rows, feature)
-        return tbe.weights_host.view(-1, tbe._segment_layout.dim).index_select(0, rows)
+        return _gather(tbe, rows)
 
     @staticmethod
     @torch.no_grad()
