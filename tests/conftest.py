@@ -142,3 +142,65 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a 4-minute file while the other idled."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+# --- Disk: what a passing module wrote under pytest's temporary directory goes when the module ends ----------
+#
+# CI ran out of disk 83% into the suite (Errno 28): pytest keeps every ``tmp_path`` and ``tmp_path_factory``
+# directory until the session ends, and the suite's trained models, checkpoints, AOTInductor packages and
+# MLflow stores add up to more than CI's disk. ``tmp_path`` directories of passing tests are removed at their
+# teardown (``tmp_path_retention_policy = "failed"`` in pyproject.toml); the directories a module's fixtures
+# made with ``tmp_path_factory.mktemp`` are removed here when the module ends, unless one of its tests failed
+# (then they stay for reading, as pytest keeps a failed test's ``tmp_path``). Directories made while a
+# session-scoped fixture is set up outlive every module and are left alone.
+
+_SESSION_DIRS = pytest.StashKey[set]()
+_FAILED_FILES = pytest.StashKey[set]()
+
+
+def _children(base: Path) -> set[Path]:
+    return set(base.iterdir()) if base.is_dir() else set()
+
+
+class _SessionDirs:
+    """Registered as a plugin (below), not a conftest hook: pytest calls a session-scoped fixture's setup hook
+    through the session's hooks, which leave out conftest files below the root directory (this one)."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # noqa: ANN201
+        if fixturedef.scope != "session":
+            yield
+            return
+        base = request.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        before = _children(base)
+        yield
+        request.config.stash.setdefault(_SESSION_DIRS, set()).update(_children(base) - before)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_SessionDirs(), "recpipe-session-temp-dirs")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa: ANN201, ARG001
+    outcome = yield
+    if outcome.get_result().failed:
+        item.config.stash.setdefault(_FAILED_FILES, set()).add(item.path)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_temp_dirs_removed_when_the_module_passes(request: pytest.FixtureRequest, tmp_path_factory):  # noqa: ANN001
+    """Set up before, and so torn down after, every other fixture of the module."""
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    before = _children(base)
+    yield
+    config = request.config
+    if request.path in config.stash.get(_FAILED_FILES, set()):
+        return
+    for path in _children(base) - before - config.stash.get(_SESSION_DIRS, set()):
+        if path.is_symlink():  # pytest's "<name>current" link to the newest numbered directory
+            path.unlink()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
