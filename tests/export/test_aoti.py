@@ -157,3 +157,54 @@ def test_aoti_scores_one_user_times_candidates_as_the_full_rows(aoti_export):
     np.testing.assert_allclose(
         scorer.predict(candidates, context=context), scorer.predict(full), rtol=0, atol=1e-6
     )
+
+
+LOADS = textwrap.dedent(
+    """
+    import gc, json, sys
+    from recpipe.export.loaders import load_backend
+
+    def deleted_mapped_bytes():
+        # a loaded library is never unloaded: aoti_load_package's extracted files stay mapped once deleted
+        spans = {}
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].rstrip().endswith("(deleted)"):
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    spans[fields[5]] = spans.get(fields[5], 0) + end - start
+        return sum(spans.values())
+
+    held = []
+    for _ in range(3):
+        scorer = load_backend(sys.argv[1])
+        del scorer
+        gc.collect()
+        held.append(deleted_mapped_bytes())
+    print(json.dumps(held))
+    """
+)
+
+
+def test_aoti_weights_are_not_left_mapped_by_each_load(aoti_export):
+    """The weights are a blob beside the compiled library (recpipe/export/aoti.py's PACKAGE_CONFIG): each load of
+    the package leaves its library mapped from a deleted file until the process exits, and with the weights inside
+    the library that was the model's whole size per load (7.1 GB of deleted files in one test process)."""
+    import json
+    import zipfile
+
+    _, result = aoti_export
+    folder = Path(result.backends["aoti"].folder)
+    with zipfile.ZipFile(folder / "model.pt2") as zf:
+        sizes = {info.filename: info.file_size for info in zf.infolist()}
+    blobs = [n for n in sizes if n.endswith("_weights.blob")]
+    assert blobs, f"no weights blob in the package: {sorted(sizes)}"
+    libraries = sum(size for name, size in sizes.items() if name.endswith(".so"))
+    proc = subprocess.run(
+        [sys.executable, "-c", LOADS, str(folder)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    held = json.loads(proc.stdout.strip().splitlines()[-1])
+    per_load = (held[-1] - held[0]) / (len(held) - 1)
+    page_slack = 64 * 4096
+    assert per_load <= libraries + page_slack, (held, libraries, sizes[blobs[0]])
