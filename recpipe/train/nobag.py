@@ -7,6 +7,9 @@ map of hash maps of vectors (``split_embedding_nobag_backward_exact_cpu_kernel``
 a gather forward and a backward of ``unique`` + ``index_add`` + the optimizer's update on the unique rows at
 histories of mean 4 (15k lookups), 40.8 against 13.6 ms at mean 30 (95k). In recpipe's DIN on generated Taobao
 rows it was 3.9 ms of a 27 ms step; training rows/s rose 1.09x.
+Since 2026-12-06 the distinct rows come from a hash table instead of a sort and the update is a gather and a
+write-back of those rows (:func:`_distinct`, :func:`_add_rows`): the same benchmark's speedup at mean 4 went
+from 2.9-3.2x to 5.1-5.6x (three runs of each tree, alternating).
 
 :func:`use_segment_backward` gives every CPU TBE of that kind whose optimizer is one of
 :data:`OPTIMIZERS` a forward that gathers the rows and a backward that sums each row's gradient once and
@@ -21,6 +24,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+import pandas as pd
 import torch
 from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
@@ -194,12 +198,12 @@ def _update(
 ) -> None:
     """FBGEMM's CPU update of every looked-up row, once, with the sum of its gradients."""
     layout: _Layout = tbe._segment_layout
-    unique, inverse = torch.unique(rows, sorted=True, return_inverse=True)
+    unique, inverse = _distinct(rows)
     g = torch.zeros(unique.numel(), layout.dim, dtype=torch.float32).index_add_(0, inverse, grad.float())
     weights = tbe.weights_host.view(-1, layout.dim)
     lr = float(tbe.learning_rate_tensor)
     if tbe.optimizer == OptimType.EXACT_SGD:
-        weights.index_add_(0, unique, g, alpha=-lr)
+        _add_rows(weights, unique, g, -lr)
         return
     eps = float(tbe.optimizer_args.eps)
     if tbe.optimizer == OptimType.EXACT_ADAGRAD:
@@ -207,7 +211,7 @@ def _update(
         state = tbe.momentum1_host.view(-1, layout.dim)
         m = state.index_select(0, unique).addcmul_(g, g)
         state.index_copy_(0, unique, m)
-        weights.index_add_(0, unique, g.div_(m.sqrt_().add_(eps)), alpha=-lr)
+        _add_rows(weights, unique, g.div_(m.sqrt_().add_(eps)), -lr)
         return
     # EXACT_ROWWISE_ADAGRAD: m += mean(g²) per row; w -= g · lr / (√m + eps)
     ids = rows - layout.row_begin[feature]
@@ -216,4 +220,19 @@ def _update(
     m = state.index_select(0, slot).add_(g.square().mean(dim=1))
     state.index_copy_(0, slot, m)
     multiplier = m.sqrt_().add_(eps).reciprocal_().mul_(lr)
-    weights.index_add_(0, unique, g.mul_(multiplier.unsqueeze(1)), alpha=-1.0)
+    _add_rows(weights, unique, g.mul_(multiplier.unsqueeze(1)), -1.0)
+
+
+def _distinct(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct rows (in order of first appearance) and each lookup's index into them, as ``torch.unique(rows,
+    return_inverse=True)`` gives them but unsorted: pandas' hash-table factorize, 84 µs against 673 µs for
+    ``torch.unique``'s sort at 15k ids of 1.3M rows (one thread; 694 against 971 µs at 95k). The order does
+    not change a result: each row's gradients are still summed in lookup order."""
+    inverse, distinct = pd.factorize(rows.numpy())
+    return torch.from_numpy(distinct), torch.from_numpy(inverse)
+
+
+def _add_rows(weights: torch.Tensor, rows: torch.Tensor, update: torch.Tensor, alpha: float) -> None:
+    """``weights[rows] += alpha · update`` for distinct ``rows``: read, add and write back the rows, 164 µs
+    against 522 µs for ``index_add_`` into a 1.3M-row table at 7.7k rows (one thread)."""
+    weights.index_copy_(0, rows, weights.index_select(0, rows).add_(update, alpha=alpha))
