@@ -29,6 +29,10 @@ scoring runs its GEMMs in bf16), interleaved with float32 at the same inputs, ag
 rate: ``rows_per_s_mean40_bf16``, ``bf16_vs_fp32_mean40``, ``gemm_peak_gflops_bf16``,
 ``peak_fraction_mean40_bf16`` and ``max_abs_diff_bf16_mean40`` (the output's, against float32).
 
+The process keeps freed memory in its heap as the trainer does (:func:`recpipe.train.heap.keep_freed_memory`,
+unless ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` are exported; the JSON's
+``heap_keeps_freed_memory``).
+
 Run: ``.venv/bin/python benchmarks/din_attention.py`` (about 3 minutes on 2 idle cores; ``--quick``: batches
 128 and 64 (the variants at 64), one repeat of 10 ms samples).
 """
@@ -47,6 +51,7 @@ import torch
 from _common import Times, interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
 
 from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
+from recpipe.train.heap import keep_freed_memory
 
 DIM = 48
 HIDDEN = [256, 64]
@@ -264,6 +269,8 @@ def main() -> None:
     quick = {"batch_sizes": [128, 64], "repeats": 1, "sample_s": 0.01}
     args = parse_args(parser, {**quick, "out": quick_out(RESULTS.name)})
 
+    # The trainer's heap (recpipe.train.loop.train sets it): freed buffers reused, not faulted in again.
+    heap_kept = keep_freed_memory()
     torch.manual_seed(0)
     jagged = DinAttention(DIM, HIDDEN)
     padded = PaddedDinAttention(DIM, HIDDEN, max_length=MAX_LENGTH)
@@ -349,6 +356,7 @@ def main() -> None:
         "environment": {
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
+            "heap_keeps_freed_memory": heap_kept,
             "cpu_count": os.cpu_count(),
             "machine": platform.machine(),
             "processor": platform.processor(),

@@ -42,6 +42,7 @@ from recpipe.train.checkpoint import (
 )
 from recpipe.train.data import Shuffle, StepBatches, normalize_step_weights
 from recpipe.train.dist import DistEnv, init_distributed, plan_sharding, plan_summary, shard_model, shutdown
+from recpipe.train.heap import keep_freed_memory
 from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
 from recpipe.train.optim import (
     apply_sparse_optimizer,
@@ -121,6 +122,7 @@ def train(
                        evaluate=evaluate_distributed)
         result.eval["auc"]
     """
+    keep_freed_memory()  # each step's large buffers reused, not faulted in again (recpipe.train.heap)
     env = init_distributed()
     try:
         return _Trainer(cfg, spec, env, Path(out_dir), evaluate).run(
