@@ -30,6 +30,7 @@ trains once for this script and ``serving_load.py``).
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -68,12 +69,32 @@ def _post(url: str, records: list[dict] | dict) -> float:
     return _invoke(url, records if isinstance(records, dict) else {"dataframe_records": records})[0]
 
 
+# One keep-alive connection per server, as a ranking service's client keeps one (a requests.Session, a pooled
+# HTTP client): a request does not pay a TCP connect and the server's accept.
+_CONNECTIONS: dict[str, http.client.HTTPConnection] = {}
+
+
 def _invoke(url: str, request: dict) -> tuple[float, list]:
     body = json.dumps(request).encode()  # encoding is the client's: not timed
-    req = urllib.request.Request(f"{url}/invocations", body, {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
     t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=60) as r:
-        answer = r.read()
+    for attempt in (1, 2):  # a connection the server closed (a restart, an idle timeout) is opened again once
+        conn = _CONNECTIONS.get(url)
+        if conn is None:
+            host, port = url.removeprefix("http://").split(":")
+            conn = _CONNECTIONS[url] = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request("POST", "/invocations", body, headers)
+            resp = conn.getresponse()
+            answer = resp.read()
+            break
+        except (OSError, http.client.HTTPException):
+            _CONNECTIONS.pop(url).close()
+            if attempt == 2:
+                raise
+            t0 = time.perf_counter()
+    if resp.status != 200:
+        raise RuntimeError(f"{url}/invocations answered {resp.status}: {answer[:500]!r}")
     return time.perf_counter() - t0, json.loads(answer)["predictions"]
 
 
