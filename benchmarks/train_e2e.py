@@ -3,7 +3,9 @@
 checkpoints, and, to show what the background write alone buys, every 100 steps written in the background and
 on the training thread (the old default: the issue measured 30% of DIN's training time there).
 
-Every run trains the same generated Taobao rows in this process on one rank, no evaluation; its time is the
+Every run trains the same generated Taobao rows on one rank in a fresh process of its own (as a training job
+runs: one run does not inherit the heap an earlier one left, which each training process keeps,
+:mod:`recpipe.train.heap`), no evaluation; its time is the
 loop's wall time to the last step, the steps and the mid-run checkpoints together (``train_seconds +
 checkpoint_seconds - final_checkpoint_seconds`` of ``train_result.json``: the waits for a write and the copies
 to host memory are counted, the background writes where they slow the steps). Every run ends with the same
@@ -18,7 +20,7 @@ Run: ``.venv/bin/python benchmarks/train_e2e.py`` (about 5-10 minutes on 2 cores
 ``train_e2e: ckpt_overhead=… rows_per_s=… ckpt_overhead_steps100_async=… ckpt_overhead_steps100_sync=…``
 (``rows_per_s``: the shipped cadence's training rows per second of loop time).
 
-``--quick``: 20,000 rows, the tests' tiny DIN config (``tests/pipelines/data/tiny_din.yaml``: small tables, no
+``--quick``: every run in this process (``--in-process``), 20,000 rows, the tests' tiny DIN config (``tests/pipelines/data/tiny_din.yaml``: small tables, no
 time cadence of its own), checkpoints every 5 steps instead of 100; the figures mean nothing.
 """
 
@@ -27,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -57,6 +61,33 @@ def _variants(every_steps: int) -> dict[str, dict[str, Any]]:
         f"steps{every_steps}_async": steps,
         f"steps{every_steps}_sync": {**steps, "train.checkpoint_async": False},
     }
+
+
+def run_apart(
+    config: Path, train_dir: str, out: Path, overrides: dict[str, Any], threads: int
+) -> dict[str, Any]:
+    """:func:`run_once` in a fresh process (this script's ``--worker``): its result."""
+    out.mkdir(parents=True)
+    result = out / "run.json"
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        str(config),
+        train_dir,
+        str(out),
+        json.dumps(overrides),
+        str(threads),
+    ]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(result.read_text())
+
+
+def worker(config: str, train_dir: str, out: str, overrides: str, threads: str) -> None:
+    """The ``--worker`` process: one :func:`run_once`, its result in ``out/run.json``."""
+    torch.set_num_threads(int(threads))
+    r = run_once(Path(config), train_dir, Path(out), json.loads(overrides))
+    (Path(out) / "run.json").write_text(json.dumps(r) + "\n")
 
 
 def run_once(config: Path, train_dir: str, out: Path, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -101,15 +132,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every variant")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="every run in this process (quick: saves starting 4 processes)",
+    )
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     quick = {
         "rows": 20_000,
         "every_steps": 5,
         "config": TINY_CONFIG,
         "repeats": 1,
+        "in_process": True,
         "out": quick_out(RESULTS.name),
     }
     args = parse_args(parser, quick)
-    torch.set_num_threads(args.threads)
+    if args.worker:
+        worker(*args.worker)
+        return
     started, load_before = time.perf_counter(), os.getloadavg()
     variants = _variants(args.every_steps)
     runs: dict[str, dict[str, Any]] = {}
@@ -120,7 +160,12 @@ def main() -> None:
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
         for k in range(args.repeats):
             for name, overrides in variants.items():
-                r = run_once(args.config, data.train_dir, tmp / f"run-{name}-{k}", overrides)
+                out = tmp / f"run-{name}-{k}"
+                if args.in_process:
+                    torch.set_num_threads(args.threads)
+                    r = run_once(args.config, data.train_dir, out, overrides)
+                else:
+                    r = run_apart(args.config, data.train_dir, out, overrides, args.threads)
                 r["load_after"] = os.getloadavg()[0]
                 rounds[name].append(r)
                 _print_run(f"{name} {k + 1}/{args.repeats}", r)
