@@ -20,8 +20,9 @@ Run: ``.venv/bin/python benchmarks/train_e2e.py`` (about 5-10 minutes on 2 cores
 ``train_e2e: ckpt_overhead=… rows_per_s=… ckpt_overhead_steps100_async=… ckpt_overhead_steps100_sync=…``
 (``rows_per_s``: the shipped cadence's training rows per second of loop time).
 
-``--quick``: every run in this process (``--in-process``), 20,000 rows, the tests' tiny DIN config (``tests/pipelines/data/tiny_din.yaml``: small tables, no
-time cadence of its own), checkpoints every 5 steps instead of 100; the figures mean nothing.
+``--quick``: every run in this process (``--in-process``), 20,000 rows, the tests' tiny DIN config
+(``tests/pipelines/data/tiny_din.yaml``: small tables, no time cadence of its own), checkpoints every 5 steps instead
+of 100; the figures mean nothing.
 """
 
 from __future__ import annotations
