@@ -10,8 +10,9 @@ still reports what it did) and logged to ``gpu_check.log`` in the output folder:
              lines of ``benchmarks/din_attention.py`` (its functions, timed with a device sync per call).
   aoti       the dense arch of MultiTowerDIN (``configs/din_taobao.yaml``'s sizes) and of DLRM
              (``configs/dlrm_criteo.yaml``'s): ``torch.export`` at dynamic batch and history size, then
-             ``aoti_compile_and_package`` for the device; parity with eager and p50/p99 latency of
-             eager vs the package at batch 1, 64 and 512 (fp32, TF32 off).
+             ``aoti_compile_and_package`` for the device, with recpipe's package settings
+             (``recpipe.export.dense.PACKAGE_CONFIG``: the weights as a blob beside the library); parity
+             with eager and p50/p99 latency of eager vs the package at batch 1, 64 and 512 (fp32, TF32 off).
   tensorrt   the MultiTowerDIN dense program through ``torch_tensorrt``, only where it imports.
   not_run    the project's GPU paths that need torchrec / fbgemm-gpu, each with the reason.
 
@@ -57,7 +58,7 @@ import din_attention as din_bench  # noqa: E402
 from _common import parse_args as parse_with_quick  # noqa: E402
 from _common import quick_out  # noqa: E402
 
-from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program  # noqa: E402
+from recpipe.export.dense import MAX_BATCH, MAX_VALUES, PACKAGE_CONFIG, export_program  # noqa: E402
 from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention  # noqa: E402
 from recpipe.models.blocks.mlp import MlpSpec  # noqa: E402
 from recpipe.models.dlrm.dense import DlrmDense  # noqa: E402
@@ -380,7 +381,10 @@ def _aoti_one(
     export_s = time.perf_counter() - start
     package = workdir / f"{name}.pt2"
     start = time.perf_counter()
-    torch._inductor.aoti_compile_and_package(program, package_path=str(package))
+    # The package as recpipe writes it (the weights as a blob beside the library), not torch's default layout.
+    torch._inductor.aoti_compile_and_package(
+        program, package_path=str(package), inductor_configs=dict(PACKAGE_CONFIG)
+    )
     compile_s = time.perf_counter() - start
     runner = torch._inductor.aoti_load_package(str(package))
     entry: dict[str, Any] = {

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from recpipe.export.dense import MAX_BATCH, MAX_VALUES, export_program
+from recpipe.export.dense import MAX_BATCH, MAX_VALUES, PACKAGE_CONFIG, export_program
 from recpipe.export.manifest import ArtifactError, Manifest, read_manifest
 from recpipe.export.scorer import Scorer
 
@@ -27,19 +27,6 @@ def export_full_model(
     batch = Dim("batch", min=1, max=MAX_BATCH)
     values = Dim("values", min=0, max=MAX_VALUES)
     return export_program(wrapper, example, ({0: batch}, {0: values}, {0: num_keys * batch}))
-
-
-# The weights go in the package beside the compiled library, not inside it. ``aoti_load_package`` extracts the
-# library to a temporary folder, loads it and deletes the folder; a loaded library is never unloaded (``dlclose``
-# of it keeps it mapped), so with the weights inside, every load left its whole size (210 MB for the Taobao DIN)
-# on the disk and in the address space of the process until it exits: 42 loads in one test process held 7.1 GB
-# of deleted files. As a blob, the weights are read into memory that is freed with the loaded model; what stays
-# mapped is the code (1.5-9 MB measured). tests/export/test_aoti.py checks that the package holds the blob and
-# that a load leaves no more mapped than the package's libraries.
-PACKAGE_CONFIG = {
-    "aot_inductor.package_constants_in_so": False,
-    "aot_inductor.package_constants_on_disk_format": "binary_blob",
-}
 
 
 def write_aoti(folder: str | Path, program: torch.export.ExportedProgram) -> list[str]:

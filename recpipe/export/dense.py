@@ -20,6 +20,19 @@ if TYPE_CHECKING:  # annotations only: export_program imports with torch alone (
 MAX_BATCH = 1 << 20
 MAX_VALUES = (1 << 31) - 2
 
+# The weights go in the package beside the compiled library, not inside it. ``aoti_load_package`` extracts the
+# library to a temporary folder, loads it and deletes the folder; a loaded library is never unloaded (``dlclose``
+# of it keeps it mapped), so with the weights inside, every load left its whole size (210 MB for the Taobao DIN)
+# on the disk and in the address space of the process until it exits: 42 loads in one test process held 7.1 GB
+# of deleted files. As a blob, the weights are read into memory that is freed with the loaded model; what stays
+# mapped is the code (1.5-9 MB measured). recpipe/export/aoti.py writes ``model.pt2`` with it; it lives here so a
+# torch-only process (benchmarks/gpu_check.py) packages its programs the same way. tests/export/test_aoti.py checks
+# that the package holds the blob and that a load leaves no more mapped than the package's libraries.
+PACKAGE_CONFIG = {
+    "aot_inductor.package_constants_in_so": False,
+    "aot_inductor.package_constants_on_disk_format": "binary_blob",
+}
+
 
 def dense_dynamic_shapes(plan: list[PlanEntry], offsets: bool = True) -> tuple[dict[int, Any], ...]:
     """``dynamic_shapes`` for ``(dense, *plan inputs)``: one batch dim, one item count per history; without

@@ -187,7 +187,7 @@ LOADS = textwrap.dedent(
 
 
 def test_aoti_weights_are_not_left_mapped_by_each_load(aoti_export):
-    """The weights are a blob beside the compiled library (recpipe/export/aoti.py's PACKAGE_CONFIG): each load of
+    """The weights are a blob beside the compiled library (recpipe/export/dense.py's PACKAGE_CONFIG): each load of
     the package leaves its library mapped from a deleted file until the process exits, and with the weights inside
     the library that was the model's whole size per load (7.1 GB of deleted files in one test process)."""
     import json
