@@ -151,6 +151,7 @@ def main() -> None:
     if args.worker:
         worker(*args.worker)
         return
+    torch.set_num_threads(args.threads)  # this process's runs (--in-process) and its data preparation
     started, load_before = time.perf_counter(), os.getloadavg()
     variants = _variants(args.every_steps)
     runs: dict[str, dict[str, Any]] = {}
@@ -163,7 +164,6 @@ def main() -> None:
             for name, overrides in variants.items():
                 out = tmp / f"run-{name}-{k}"
                 if args.in_process:
-                    torch.set_num_threads(args.threads)
                     r = run_once(args.config, data.train_dir, out, overrides)
                 else:
                     r = run_apart(args.config, data.train_dir, out, overrides, args.threads)
