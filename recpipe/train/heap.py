@@ -6,8 +6,9 @@ raised on the fly from 128 KB) with a fresh ``mmap`` and returns it at ``free``,
 zeroes every page again; freed memory at the top of the heap beyond the trim threshold is returned too.
 Measured (2026-12-06, 2 cores): DIN attention forward+backward at histories of mean 40
 (``benchmarks/din_attention.py``'s shape, batch 8192, two threads, medians of two processes) 757 and 853 → 637 and
-660 ms; a one-thread DIN epoch of configs/din_taobao_quality.yaml +5–6% rows/s (three alternating pairs, trimming
-still on above 1 GiB); DLRM unchanged. The cost: the process keeps up to its peak heap (DIN epoch: maxrss 1.44 → 1.64 GB).
+660 ms; a one-thread DIN epoch of configs/din_taobao_quality.yaml +4–7% rows/s (three alternating pairs, trimming
+still on above 1 GiB); DLRM unchanged. The cost: the process keeps up to its peak heap (DIN epoch: maxrss 1.44 →
+1.64 GB).
 
 :func:`keep_freed_memory` raises the mmap threshold to 1 GiB and turns trimming off with ``mallopt`` in the running
 process (``recpipe serve`` gives its workers 1 GiB and 4 GiB through the environment,

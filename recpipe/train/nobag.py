@@ -9,7 +9,7 @@ histories of mean 4 (15k lookups), 40.8 against 13.6 ms at mean 30 (95k). In rec
 rows it was 3.9 ms of a 27 ms step; training rows/s rose 1.09x.
 Since 2026-12-06 the distinct rows come from a slot per row instead of a sort and the update is a gather and a
 write-back of those rows (:func:`_distinct`, :func:`_add_rows`): the same benchmark's speedup at mean 4 went
-from 2.9-3.2x to 4.6-5.6x.
+from 2.9-3.2x to 4.9-5.4x.
 
 :func:`use_segment_backward` gives every CPU TBE of that kind whose optimizer is one of
 :data:`OPTIMIZERS` a forward that gathers the rows and a backward that sums each row's gradient once and
