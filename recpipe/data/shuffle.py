@@ -29,10 +29,12 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from recpipe.config.root import SHUFFLE_BUFFER_ROWS
 from recpipe.data.sharding import FileSlice
@@ -77,11 +79,23 @@ class ShuffledView:
         seed (int): the shuffle's seed (the run's ``train.seed``).
         epoch (int): the epoch: each has its own order.
         buffer_rows (int): rows of the shuffle buffer (a window of the stream).
+        dictionary (Collection[str]): string columns to dictionary-encode once per window: every piece of the
+            window then holds their indices into one shared dictionary (the take copies 4 bytes a row instead of
+            the text, and FG can hash each distinct value once per window, :func:`~recpipe.features.columns.map_ids`).
+            A column that is not a string column is read as it is.
     """
 
-    def __init__(self, source: PartedSource, seed: int, epoch: int, buffer_rows: int = SHUFFLE_BUFFER_ROWS):
+    def __init__(
+        self,
+        source: PartedSource,
+        seed: int,
+        epoch: int,
+        buffer_rows: int = SHUFFLE_BUFFER_ROWS,
+        dictionary: Collection[str] = (),
+    ):
         check_batch_rows(buffer_rows)
         self.source, self.seed, self.epoch, self.buffer_rows = source, seed, epoch, buffer_rows
+        self.dictionary = frozenset(dictionary)
         units = [
             (part, start, start + n)
             for part, _ in enumerate(source.part_rows())
@@ -146,10 +160,26 @@ class ShuffledView:
             )
             batches = [empty]
         batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        batch = _encode(batch, self.dictionary)
         perm = np.random.default_rng([self.seed, self.epoch, w + 1]).permutation(hi - lo)
         self._window = _Window(w, batch, np.concatenate(parts or [np.zeros(0, np.int32)]),
                                np.concatenate(part_rows or [np.zeros(0, np.int64)]), perm)  # fmt: skip
         return self._window
+
+
+def _encode(batch: pa.RecordBatch, columns: frozenset[str]) -> pa.RecordBatch:
+    """``batch`` with its string columns among ``columns`` dictionary-encoded."""
+    fields = [
+        i
+        for i, f in enumerate(batch.schema)
+        if f.name in columns and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+    ]
+    if not fields:
+        return batch
+    arrays = list(batch.columns)
+    for i in fields:
+        arrays[i] = pc.dictionary_encode(arrays[i])
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
 def _offsets(sizes: list[int]) -> list[tuple[int, int]]:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from recpipe.config.features import feature_output
-from recpipe.features.columns import MAX_EXACT_INT, integral_ids
+from recpipe.features.columns import MAX_EXACT_INT, dictionary_cached, integral_ids, is_string
 from recpipe.features.kinds.base import ColumnKind
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec
@@ -64,10 +64,12 @@ def column_kinds(spec: FeatureSpec, with_labels: bool = True) -> dict[str, Colum
 
 class ColumnContract(NamedTuple):
     """What :func:`normalize` reads of a spec, computed once by a caller that normalizes many batches:
-    :func:`column_kinds` and ``FeatureSpec.label_only_columns()``."""
+    :func:`column_kinds` and ``FeatureSpec.label_only_columns()``; ``dictionary``: the columns whose dictionary
+    arrays stay encoded (:class:`~recpipe.features.fg.FeatureGenerator`'s ``dictionary_columns``)."""
 
     kinds: dict[str, ColumnKind]
     label_only: set[str]
+    dictionary: frozenset[str] = frozenset()
 
 
 def normalize(
@@ -96,16 +98,23 @@ def normalize(
             arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))
             changed = True
             continue
-        arr = normalize_column(batch.column(i), kind)
+        arr = normalize_column(batch.column(i), kind, column in contract.dictionary)
         if arr is not batch.column(i):
             arrays[i] = arr
             changed = True
     return pa.RecordBatch.from_arrays(arrays, names=names) if changed else batch
 
 
-def normalize_column(arr: pa.Array, kind: ColumnKind) -> pa.Array:
-    """One column by the contract; returns ``arr`` itself when nothing changes."""
-    if pa.types.is_dictionary(arr.type):  # pandas categoricals
+def normalize_column(arr: pa.Array, kind: ColumnKind, keep_dictionary: bool = False) -> pa.Array:
+    """One column by the contract; returns ``arr`` itself when nothing changes. ``keep_dictionary``: a dictionary
+    of strings without an empty one (checked once per dictionary) stays encoded; else it is decoded first."""
+    if pa.types.is_dictionary(arr.type):  # pandas categoricals, a shuffled window's hashed ids
+        if (
+            keep_dictionary
+            and is_string(arr.type.value_type)
+            and not dictionary_cached(arr.dictionary, "empty", _has_empty)
+        ):
+            return arr
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), _NATURAL[kind])
@@ -120,6 +129,10 @@ def normalize_column(arr: pa.Array, kind: ColumnKind) -> pa.Array:
             arr = pc.if_else(nan, pa.scalar(None, arr.type), arr)
         return _float_ids(arr) if kind == "id" else arr
     return arr
+
+
+def _has_empty(dictionary: pa.Array) -> bool:
+    return bool(pc.any(pc.equal(dictionary, "")).as_py())
 
 
 def _float_ids(arr: pa.Array) -> pa.Array:

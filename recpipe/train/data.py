@@ -49,7 +49,7 @@ from recpipe.data.sources import open_source
 from recpipe.data.types import PartedSource
 from recpipe.features.fg import BadRowError, FeatureGenerator, FGOutput, FGStats
 from recpipe.features.schema_check import check_schema
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, SparseFeature
 from recpipe.train.prefetch import WorkerKind, ordered_prefetch
 
 _SOURCE_BATCH_ROWS = 65536
@@ -222,7 +222,10 @@ class StepBatches:
 
     def _shuffled_pieces(self) -> Iterator[tuple[int, list[_Piece]]]:
         assert isinstance(self.source, PartedSource) and self.shuffle is not None
-        view = ShuffledView(self.source, self.shuffle.seed, self.shuffle.epoch, self.shuffle.buffer_rows)
+        view = ShuffledView(
+            self.source, self.shuffle.seed, self.shuffle.epoch, self.shuffle.buffer_rows,
+            dictionary=hashed_id_columns(self.spec),
+        )  # fmt: skip
         columns = self._columns()
         for step in range(self.plan.num_steps):
             lo, hi = self.plan.rank_range(step, self.rank)
@@ -253,7 +256,11 @@ class StepBatches:
 
     def _prepare(self, worker: int, workers: int) -> Iterator[tuple[StepBatch, FGStats]]:
         """Steps ``worker, worker + workers, ...`` with the FG counts of each (all steps for ``(0, 1)``)."""
-        fg = FeatureGenerator(self.spec, self.on_bad_row)
+        fg = FeatureGenerator(
+            self.spec,
+            self.on_bad_row,
+            dictionary_columns=hashed_id_columns(self.spec) if self.shuffle else (),
+        )
         keys = self.spec.sparse_keys()
         rows_are_weight = self.spec.weight is None and self.on_bad_row == "error"
         for step, pieces in self._own_pieces():
@@ -286,6 +293,27 @@ class Shuffle:
 
 # A step's rows for FG: consecutive rows of one file (batch, file, first file row), or shuffled rows.
 _Piece = tuple[pa.RecordBatch, str, int] | ShuffledPiece
+
+
+def hashed_id_columns(spec: FeatureSpec) -> set[str]:
+    """The columns FG reads only as single hashed ids (kind ``id``, a ``hash`` mapping, no other setting; not a
+    label, weight or group column): a shuffled window dictionary-encodes them (:class:`ShuffledView`), so a step's
+    take copies indices and FG hashes each distinct value once per window."""
+    readers: dict[str, list[object]] = {}
+    for e in spec.fg_entries():
+        for c in (e.column, *getattr(e, "inputs", ())):
+            readers.setdefault(c, []).append(e)
+    others = {*spec.labels, spec.weight, spec.group_column}
+    return {
+        c
+        for c, entries in readers.items()
+        if c not in others
+        and all(
+            isinstance(e, SparseFeature) and e.kind == "id" and e.mapping.kind == "hash" and e.sequence is None
+            and e.weights_key is None and not e.params and not e.inputs
+            for e in entries
+        )
+    }  # fmt: skip
 
 
 def _fg_piece(fg: FeatureGenerator, piece: _Piece, uri: str) -> FGOutput:

@@ -127,3 +127,69 @@ def test_a_bad_shuffled_row_is_named_by_its_file_and_row(tmp_path, taobao, taoba
         1234,
         "clk",
     )
+
+
+def test_hashed_id_columns_come_dictionary_encoded_and_give_the_plain_rows_ids(tmp_path):
+    """A shuffled window dictionary-encodes the string columns read only as hashed ids (each distinct value
+    hashed once per window): the batches are those of FG on the same rows as plain strings, with nulls, empty
+    strings (missing), a ``default_value``, values holding the multi-value separator (decoded, several ids) and a
+    column that another feature reads as a vocabulary (never encoded)."""
+    from recpipe.config import load_config
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.fg import FeatureGenerator
+    from recpipe.train.data import hashed_id_columns
+
+    rng = np.random.default_rng(0)
+    n = 900
+
+    def words(k: int, nulls: bool = True) -> list:
+        out = [f"v{int(x)}" for x in rng.integers(0, k, n)]
+        if nulls:
+            for i in rng.choice(n, 60, replace=False):
+                out[i] = None
+            for i in rng.choice(n, 30, replace=False):
+                out[i] = ""
+        return out
+
+    multi = words(40)
+    for i in rng.choice(n, 50, replace=False):
+        multi[i] = "v1\x1dv2\x1dv3"
+    data = tmp_path / "d"
+    data.mkdir()
+    table = pa.table({"label": rng.integers(0, 2, n).astype(np.int64), "a": words(300), "b": words(50),
+                      "m": multi, "v": words(5, nulls=False)})  # fmt: skip
+    for i, part in enumerate((slice(0, 400), slice(400, n))):
+        pq.write_table(
+            table.slice(part.start, part.stop - part.start), data / f"part-{i}.parquet", row_group_size=128
+        )
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "name: dict\ndata: {label: label, batch_size: 100}\nfeatures:\n"
+        "  - {kind: id, name: a, hash_bucket_size: 1000, embedding_dim: 4}\n"
+        "  - {kind: id, name: b, hash_bucket_size: 1000, embedding_dim: 4, default_value: 'v7'}\n"
+        "  - {kind: id, name: m, hash_bucket_size: 1000, embedding_dim: 4}\n"
+        "  - {kind: id, name: v, hash_bucket_size: 1000, embedding_dim: 4}\n"
+        "  - {kind: id, name: v_vocab, column: v, vocab_list: [v0, v1, v2], embedding_dim: 4}\n"
+        "feature_groups:\n  - {name: sparse, type: deep, features: [a, b, m, v, v_vocab]}\n"
+        "model: {type: dlrm, dense_mlp: {hidden_units: [4]}, over_mlp: {hidden_units: [4]}, sparse_group: sparse}\n"
+    )
+    spec = build_feature_spec(load_config(config))
+    assert hashed_id_columns(spec) == {"a", "b", "m"}  # v: also a vocabulary's
+    shuffle = Shuffle(seed=1, epoch=0, buffer_rows=500)
+    encoded = ShuffledView(ParquetSource(str(data)), 1, 0, 500, dictionary={"a", "b", "m"})
+    (piece,) = encoded.rows(0, 100, ["a", "v"])
+    assert pa.types.is_dictionary(piece.batch.column("a").type) and pa.types.is_string(
+        piece.batch.column("v").type
+    )
+    got = list(StepBatches(str(data), spec, 100, shuffle=shuffle))
+    plain_view, fg = ShuffledView(ParquetSource(str(data)), 1, 0, 500), FeatureGenerator(spec)
+    for k, sb in enumerate(got):
+        (plain,) = plain_view.rows(k * 100, min((k + 1) * 100, n))
+        assert not pa.types.is_dictionary(plain.batch.column("a").type)
+        want = fg(plain.batch)
+        for key, values, lengths in zip(spec.sparse_keys(), want.values, want.lengths, strict=True):
+            assert np.array_equal(sb.batch.sparse[key].values().numpy(), values), (k, key)
+            assert np.array_equal(sb.batch.sparse[key].lengths().numpy(), lengths), (k, key)
+    lengths = torch.cat([sb.batch.sparse["m"].lengths() for sb in got])
+    assert lengths.max() == 3 and (lengths == 0).any()  # the separator's rows split, the missing ones empty
+    assert (torch.cat([sb.batch.sparse["b"].lengths() for sb in got]) == 1).all()  # the default fills b

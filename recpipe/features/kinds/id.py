@@ -36,7 +36,16 @@ import pyarrow.compute as pc
 
 from recpipe.config.features import MULTI_VALUE_SEPARATOR, IdFeatureConfig, SubFeatureConfig
 from recpipe.data.types import DataError
-from recpipe.features.columns import BadRows, as_numpy, hash_ids, integral_ids, is_string, map_ids, to_float
+from recpipe.features.columns import (
+    BadRows,
+    as_numpy,
+    dictionary_cached,
+    hash_ids,
+    integral_ids,
+    is_string,
+    map_ids,
+    to_float,
+)
 from recpipe.features.hashing import fnv1a64, fnv1a64_ranges, to_string_array
 from recpipe.features.kinds.base import (
     ANY,
@@ -310,6 +319,18 @@ def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     none), several where it holds ``separator``-joined values or a list; a weighted id's weights too."""
     arr = batch.column(f.column)
     separator = f.params.get("separator", MULTI_VALUE_SEPARATOR)
+    if pa.types.is_dictionary(
+        arr.type
+    ):  # a shuffled window's encoded strings (map_ids hashes each value once)
+        encoded_ok = (
+            f.mapping.kind == "hash" and f.weights_key is None and "default_bucketize_value" not in f.params
+        )
+        if encoded_ok and not dictionary_cached(
+            arr.dictionary, ("has", separator), lambda d: _has(d, separator)
+        ):
+            values, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
+            return (values if present.all() else values[present]), present.astype(np.int32), bad
+        arr = arr.dictionary_decode()
     if f.weights_key is not None:
         return weighted_ids(f, arr, separator)
     multi = pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
