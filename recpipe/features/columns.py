@@ -4,7 +4,6 @@ with their bad rows, and the :class:`BadRows` record every check returns. numpy 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -54,36 +53,35 @@ def as_numpy(arr: pa.Array) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-# What FG computed from a dictionary array's dictionary (its ids under a mapping, whether it holds a separator),
-# by the dictionary's buffers: a shuffled training window's string columns are dictionary-encoded once
-# (:class:`~recpipe.data.shuffle.ShuffledView`), and every step's rows share that dictionary, so each distinct
-# value is hashed once per window instead of once per step. An entry holds the dictionary itself, so its buffers
-# (the key) cannot be freed and reused by another array while the entry lives.
-_DICTIONARY_CACHE: OrderedDict[tuple, tuple[pa.Array, Any]] = OrderedDict()
-_DICTIONARY_CACHE_SIZE = 256
-_DICTIONARY_LOCK = threading.Lock()
+# What FG computed from a dictionary array's dictionary (its ids under a mapping, whether it holds a separator or
+# an empty string): a shuffled training window's string columns are dictionary-encoded once
+# (:class:`~recpipe.data.shuffle.ShuffledView`) and every step's rows share that dictionary, so each distinct value
+# is hashed once per window instead of once per step. Per thread (a data worker reads its own windows) and per
+# (column, what), only the latest dictionary is kept: memory stays one window's dictionaries whatever the number of
+# columns, and a thread's entries go with it. An entry holds the dictionary itself, so its buffers (the key) cannot
+# be freed and reused by another array while the entry lives.
+_DICTIONARY_CACHE = threading.local()
 
 
-def dictionary_cached(dictionary: pa.Array, what: Hashable, compute: Callable[[pa.Array], Any]) -> Any:
-    """``compute(dictionary)``, computed once per dictionary (its buffers) and ``what`` (the least recently used
-    of :data:`_DICTIONARY_CACHE_SIZE` entries dropped)."""
+def dictionary_cached(
+    dictionary: pa.Array, column: str, what: Hashable, compute: Callable[[pa.Array], Any]
+) -> Any:
+    """``compute(dictionary)``, computed once while ``dictionary`` is the latest of ``column`` and ``what`` in
+    this thread."""
     key = (
         tuple(b.address if b is not None else 0 for b in dictionary.buffers()),
         dictionary.offset,
         len(dictionary),
         str(dictionary.type),
-        what,
     )
-    with _DICTIONARY_LOCK:
-        hit = _DICTIONARY_CACHE.get(key)
-        if hit is not None:
-            _DICTIONARY_CACHE.move_to_end(key)
-            return hit[1]
+    entries: dict[tuple[str, Hashable], tuple[tuple, pa.Array, Any]] = _DICTIONARY_CACHE.__dict__.setdefault(
+        "entries", {}
+    )
+    hit = entries.get((column, what))
+    if hit is not None and hit[0] == key:
+        return hit[2]
     value = compute(dictionary)
-    with _DICTIONARY_LOCK:
-        _DICTIONARY_CACHE[key] = (dictionary, value)
-        while len(_DICTIONARY_CACHE) > _DICTIONARY_CACHE_SIZE:
-            _DICTIONARY_CACHE.popitem(last=False)
+    entries[(column, what)] = (key, dictionary, value)
     return value
 
 
@@ -136,7 +134,7 @@ def map_ids(
         )
     if pa.types.is_dictionary(arr.type):
         if m.kind == "hash" and is_string(arr.type.value_type):
-            return _dictionary_hash_ids(arr, m, zch)
+            return _dictionary_hash_ids(arr, m, column, zch)
         arr = arr.dictionary_decode()
     if m.default_value is not None and arr.null_count:
         fill = pa.scalar(m.default_value).cast(arr.type) if not is_string(arr.type) else m.default_value
@@ -184,12 +182,14 @@ def map_ids(
 
 
 def _dictionary_hash_ids(
-    arr: pa.DictionaryArray, m: IdMapping, zch: bool
+    arr: pa.DictionaryArray, m: IdMapping, column: str, zch: bool
 ) -> tuple[np.ndarray, np.ndarray, BadRows | None]:
     """:func:`map_ids` of a ``hash`` mapping for a dictionary-encoded string column: each dictionary value hashed
     once per dictionary (:func:`dictionary_cached`), the rows' ids taken by index. The same ids, present rows and
     ``default_value`` for nulls as the plain column's."""
-    table = dictionary_cached(arr.dictionary, ("hash", m.size, zch), lambda d: hash_ids(fnv1a64(d), m, zch))
+    table = dictionary_cached(
+        arr.dictionary, column, ("hash", m.size, zch), lambda d: hash_ids(fnv1a64(d), m, zch)
+    )
     indices = arr.indices
     present = present_mask(arr)
     idx = as_numpy(pc.fill_null(indices, 0) if indices.null_count else indices).astype(np.int64, copy=False)

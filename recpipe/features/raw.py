@@ -98,21 +98,22 @@ def normalize(
             arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))
             changed = True
             continue
-        arr = normalize_column(batch.column(i), kind, column in contract.dictionary)
+        arr = normalize_column(batch.column(i), kind, column if column in contract.dictionary else None)
         if arr is not batch.column(i):
             arrays[i] = arr
             changed = True
     return pa.RecordBatch.from_arrays(arrays, names=names) if changed else batch
 
 
-def normalize_column(arr: pa.Array, kind: ColumnKind, keep_dictionary: bool = False) -> pa.Array:
-    """One column by the contract; returns ``arr`` itself when nothing changes. ``keep_dictionary``: a dictionary
-    of strings without an empty one (checked once per dictionary) stays encoded; else it is decoded first."""
+def normalize_column(arr: pa.Array, kind: ColumnKind, keep_dictionary: str | None = None) -> pa.Array:
+    """One column by the contract; returns ``arr`` itself when nothing changes. ``keep_dictionary`` (the column's
+    name): a dictionary of strings without an empty one (checked once per dictionary) stays encoded; otherwise a
+    dictionary column is decoded first."""
     if pa.types.is_dictionary(arr.type):  # pandas categoricals, a shuffled window's hashed ids
         if (
-            keep_dictionary
+            keep_dictionary is not None
             and is_string(arr.type.value_type)
-            and not dictionary_cached(arr.dictionary, "empty", _has_empty)
+            and not dictionary_cached(arr.dictionary, keep_dictionary, "empty", _has_empty)
         ):
             return arr
         arr = arr.dictionary_decode()

@@ -64,3 +64,26 @@ def test_numbers_padded_with_spaces_are_numbers() -> None:
     x, bad = to_float(pa.array([" 1", "2 ", "\t3.5 ", "x", None]), -1.0, "c")
     assert x.tolist() == [1.0, 2.0, 3.5, 0.0, -1.0]
     assert bad is not None and bad.rows.tolist() == [3]
+
+
+def test_a_dictionary_is_computed_on_once_per_column_and_thread_and_only_the_latest_kept():
+    import threading
+
+    from recpipe.features.columns import dictionary_cached
+
+    calls: list[int] = []
+
+    def count(d: pa.Array) -> int:
+        calls.append(len(d))
+        return len(d)
+
+    one, two = pa.array(["a", "b"]), pa.array(["a", "b", "c"])
+    assert [dictionary_cached(one, "x", "n", count) for _ in range(3)] == [2, 2, 2] and calls == [2]
+    assert dictionary_cached(two, "x", "n", count) == 3 and calls == [2, 3]  # a new window's dictionary
+    assert dictionary_cached(one, "x", "n", count) == 2 and calls == [2, 3, 2]  # only the latest was kept
+    assert dictionary_cached(one, "y", "n", count) == 2 and calls == [2, 3, 2, 2]  # another column
+    assert dictionary_cached(one.slice(1), "x", "n", count) == 1  # a slice is another dictionary
+    other = threading.Thread(target=dictionary_cached, args=(one, "x", "n", count))
+    other.start()
+    other.join()
+    assert calls[-1] == 2 and len(calls) == 6  # a thread has its own entries

@@ -326,7 +326,7 @@ def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
             f.mapping.kind == "hash" and f.weights_key is None and "default_bucketize_value" not in f.params
         )
         if encoded_ok and not dictionary_cached(
-            arr.dictionary, ("has", separator), lambda d: _has(d, separator)
+            arr.dictionary, f.column, ("has", separator), lambda d: _has(d, separator)
         ):
             values, present, bad = map_ids(arr, f.mapping, f.column, f.zch)
             return (values if present.all() else values[present]), present.astype(np.int32), bad
