@@ -133,7 +133,7 @@ def map_ids(
             f"column {column!r}: a zch feature needs a hash, mod or identity mapping, not {m.kind!r}"
         )
     if pa.types.is_dictionary(arr.type):
-        if m.kind == "hash" and is_string(arr.type.value_type):
+        if m.kind == "hash" and is_string(arr.type.value_type) and not arr.dictionary.null_count:
             return _dictionary_hash_ids(arr, m, column, zch)
         arr = arr.dictionary_decode()
     if m.default_value is not None and arr.null_count:

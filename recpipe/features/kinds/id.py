@@ -319,9 +319,8 @@ def ids(f: SparseFeature, batch: pa.RecordBatch) -> SparseOut:
     none), several where it holds ``separator``-joined values or a list; a weighted id's weights too."""
     arr = batch.column(f.column)
     separator = f.params.get("separator", MULTI_VALUE_SEPARATOR)
-    if pa.types.is_dictionary(
-        arr.type
-    ):  # a shuffled window's encoded strings (map_ids hashes each value once)
+    # A shuffled window's encoded strings (recpipe.train.data.hashed_id_columns): map_ids hashes each value once.
+    if pa.types.is_dictionary(arr.type):
         encoded_ok = (
             f.mapping.kind == "hash" and f.weights_key is None and "default_bucketize_value" not in f.params
         )
