@@ -167,6 +167,8 @@ class StepBatches:
         self.shuffle = shuffle
         if shuffle is not None and not isinstance(self.source, PartedSource):
             raise ValueError(f"{uri}: this source cannot be read shuffled; set data.shuffle: false")
+        # The columns a shuffled window dictionary-encodes and FG keeps encoded: one decision for both.
+        self._dictionary = hashed_id_columns(spec) if shuffle is not None else set()
         # Here, with the whole schema in hand: FG sees only the projected columns, so its own message would
         # list those as "the file has".
         check_schema(spec, self.source.schema(), uri)
@@ -224,7 +226,7 @@ class StepBatches:
         assert isinstance(self.source, PartedSource) and self.shuffle is not None
         view = ShuffledView(
             self.source, self.shuffle.seed, self.shuffle.epoch, self.shuffle.buffer_rows,
-            dictionary=hashed_id_columns(self.spec),
+            dictionary=self._dictionary,
         )  # fmt: skip
         columns = self._columns()
         for step in range(self.plan.num_steps):
@@ -256,11 +258,7 @@ class StepBatches:
 
     def _prepare(self, worker: int, workers: int) -> Iterator[tuple[StepBatch, FGStats]]:
         """Steps ``worker, worker + workers, ...`` with the FG counts of each (all steps for ``(0, 1)``)."""
-        fg = FeatureGenerator(
-            self.spec,
-            self.on_bad_row,
-            dictionary_columns=hashed_id_columns(self.spec) if self.shuffle else (),
-        )
+        fg = FeatureGenerator(self.spec, self.on_bad_row, dictionary_columns=self._dictionary)
         keys = self.spec.sparse_keys()
         rows_are_weight = self.spec.weight is None and self.on_bad_row == "error"
         for step, pieces in self._own_pieces():
