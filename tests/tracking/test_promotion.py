@@ -183,6 +183,30 @@ def test_stale_registry_lease_is_broken(sqlite_uri):
         client(sqlite_uri).get_registered_model("m" + LOCK_SUFFIX)  # released
 
 
+
+def test_a_lease_deleted_while_the_create_fails_is_taken_on_the_next_try(sqlite_uri, monkeypatch):
+    """MLflow's store looks the existing model up after a create's failed insert; when the holder deletes its
+    lease in between, the create answers RESOURCE_DOES_NOT_EXIST (seen with two processes through a server).
+    That is a lost race, not an error: the next try takes the lease."""
+    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore
+
+    from recpipe.tracking.lock import LOCK_SUFFIX, TAG_LOCK_OWNER
+    from recpipe.tracking.uri import client
+
+    name = "m" + LOCK_SUFFIX
+    client(sqlite_uri).create_registered_model(name, tags={TAG_LOCK_OWNER: "other-host:1:x"})
+    real = SqlAlchemyStore.get_registered_model
+    raced = []
+
+    def holder_releases_first(self, model_name):  # noqa: ANN001, ANN202
+        if model_name == name and not raced:
+            raced.append(model_name)
+            self.delete_registered_model(model_name)  # the holder ends its promotion at this moment
+        return real(self, model_name)
+
+    monkeypatch.setattr(SqlAlchemyStore, "get_registered_model", holder_releases_first)
+    with promotion_lock(sqlite_uri, "m", timeout_s=5, force_registry_lease=True) as h:
+        assert raced and h.verify()
 @pytest.mark.slow
 def test_two_processes_promote_at_once(store_uri, unique, tmp_path):
     from promotion_worker import promote_then_hold_lock
