@@ -183,7 +183,6 @@ def test_stale_registry_lease_is_broken(sqlite_uri):
         client(sqlite_uri).get_registered_model("m" + LOCK_SUFFIX)  # released
 
 
-
 def test_a_lease_deleted_while_the_create_fails_is_taken_on_the_next_try(sqlite_uri, monkeypatch):
     """MLflow's store looks the existing model up after a create's failed insert; when the holder deletes its
     lease in between, the create answers RESOURCE_DOES_NOT_EXIST (seen with two processes through a server).
@@ -207,6 +206,8 @@ def test_a_lease_deleted_while_the_create_fails_is_taken_on_the_next_try(sqlite_
     monkeypatch.setattr(SqlAlchemyStore, "get_registered_model", holder_releases_first)
     with promotion_lock(sqlite_uri, "m", timeout_s=5, force_registry_lease=True) as h:
         assert raced and h.verify()
+
+
 @pytest.mark.slow
 def test_two_processes_promote_at_once(store_uri, unique, tmp_path):
     from promotion_worker import promote_then_hold_lock
