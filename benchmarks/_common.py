@@ -62,37 +62,10 @@ def parse_args(
     return args
 
 
-def cap_tables(cfg: Any, cap: int | None) -> Any:
-    """Cap every ``num_buckets`` and ``hash_bucket_size`` in ``cfg.features`` (sequence sub-features too) at
-    ``cap`` rows, in place, and return ``cfg``; None leaves the config as it is. For ``--quick``: a full-size
-    model's tables (~400 MB for the Taobao configs) cost more to allocate, initialize and shard than its few
-    steps; ids still map by modulo and hashing, onto fewer rows."""
-    if cap is None:
-        return cfg
-
-    def visit(node: Any) -> None:
-        if isinstance(node, list):
-            for item in node:
-                visit(item)
-            return
-        fields = getattr(type(node), "model_fields", None)
-        if fields is None:
-            return
-        for name in fields:
-            value = getattr(node, name)
-            if name in ("num_buckets", "hash_bucket_size") and isinstance(value, int) and value > cap:
-                setattr(node, name, cap)
-            else:
-                visit(value)
-
-    visit(cfg.features)
-    return cfg
-
-
 def capped_config(path: str | Path, cap: int | None, folder: Path) -> Path:
-    """``path``, or a copy of it in ``folder`` with every table capped at ``cap`` rows (:func:`cap_tables`'s rule
-    on the YAML itself), for a benchmark that hands a config file to another process (``recpipe run``,
-    torchrun). None: ``path`` as it is."""
+    """``path``, or a copy of it in ``folder`` with every table capped at ``cap`` rows
+    (:func:`recpipe.config.caps.cap_tables`'s rule on the YAML itself), for a benchmark that hands a config file to
+    another process (``recpipe run``, torchrun). None: ``path`` as it is."""
     if cap is None:
         return Path(path)
     import yaml

@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _common import cap_tables, environment, parse_args, quick_out
+from _common import environment, parse_args, quick_out
 from quality import DIN_CONFIG
 
 from recpipe.config import load_config
+from recpipe.config.caps import cap_tables
 from recpipe.data.synthetic import generate
 from recpipe.data.synthetic.daily import day_dates
 from recpipe.eval.checkpoint import evaluate_checkpoint

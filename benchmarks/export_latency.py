@@ -44,9 +44,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
-from _common import cap_tables, parse_args, quick_out  # noqa: E402
+from _common import parse_args, quick_out  # noqa: E402
 
 from recpipe.config import load_config  # noqa: E402
+from recpipe.config.caps import cap_tables  # noqa: E402
 from recpipe.data.synthetic import generate  # noqa: E402
 from recpipe.export.api import export  # noqa: E402
 from recpipe.export.dense import export_dense  # noqa: E402

@@ -74,10 +74,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import torch
 import yaml
-from _common import cap_tables, parse_args, quick_out
+from _common import parse_args, quick_out
 
 from recpipe.auc import binary_auc
 from recpipe.config import load_config
+from recpipe.config.caps import cap_tables
 from recpipe.features.build import build_feature_spec
 from recpipe.launch.worker import train
 from recpipe.stages import ingest

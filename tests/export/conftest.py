@@ -10,11 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
-from small_training import train_small
+from small_training import TABLE_CAP, train_small
 from torch import nn
 
 from recpipe.batch import to_batch
 from recpipe.config import RecpipeConfig, load_config
+from recpipe.config.caps import cap_tables
 from recpipe.export.api import export
 from recpipe.export.outcome import ExportOutcome
 from recpipe.features.fg import FeatureGenerator
@@ -42,7 +43,7 @@ class Trained:
 
 
 def _train(name: str, config: str, kind: str, tmp: Path) -> Trained:
-    cfg = load_config(ROOT / "configs" / config)
+    cfg = cap_tables(load_config(ROOT / "configs" / config), TABLE_CAP)
     small = train_small(cfg, kind, tmp)
     return Trained(name, small.model, small.spec, cfg, small.held_out, small.clean)
 

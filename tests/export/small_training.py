@@ -24,6 +24,10 @@ from recpipe.models.registry import build_model
 from recpipe.models.train_model import bce_loss
 
 TRAIN_ROWS, HELD_OUT_ROWS, STEPS = 3072, 1100, 6
+# Rows per table for the shipped configs these tests train (recpipe.config.caps.cap_tables): the small DIN's
+# 50.3M parameters become 1.9M. A few steps on 3,072 rows touch a few thousand rows of each table, and every
+# export, parity check and load of a full-size model wrote, hashed and read ~200 MB per backend.
+TABLE_CAP = 20_000
 
 
 class SmallModel(NamedTuple):

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from small_training import train_small
+from small_training import TABLE_CAP, train_small
 
 from recpipe.config import load_config
+from recpipe.config.caps import cap_tables
 from recpipe.config.sections import JrcLossConfig
 from recpipe.eval.metrics import sigmoid
 from recpipe.export.api import export
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def dbmtl(tmp_path_factory):
     """cvr's tower is two-class with a JRC loss (Linear(·, 2), its logit l1 - l0): the exported graph too."""
-    cfg = load_config(ROOT / "configs" / "dbmtl_taobao_small.yaml")
+    cfg = cap_tables(load_config(ROOT / "configs" / "dbmtl_taobao_small.yaml"), TABLE_CAP)
     towers = cfg.model.task_towers
     towers[1] = towers[1].model_copy(
         update={"num_class": 2, "loss": JrcLossConfig(type="jrc", session="user_id")}

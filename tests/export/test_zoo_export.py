@@ -12,9 +12,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from local_http import invoke, predictions, scoring_server
-from small_training import train_small
+from small_training import TABLE_CAP, train_small
 
 from recpipe.config import load_config
+from recpipe.config.caps import cap_tables
 from recpipe.data.synthetic import generate
 from recpipe.export.api import export
 from recpipe.export.loaders import load_backend
@@ -40,7 +41,7 @@ FAST = {"wukong"}
 )
 def zoo(request, tmp_path_factory):
     config, kind = ZOO[request.param]
-    cfg = load_config(ROOT / "configs" / config)
+    cfg = cap_tables(load_config(ROOT / "configs" / config), TABLE_CAP)
     assert cfg.model.type == request.param.removesuffix("_domains")
     return cfg, train_small(cfg, kind, tmp_path_factory.mktemp(f"{request.param}_data"))
 
