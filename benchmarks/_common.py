@@ -62,34 +62,6 @@ def parse_args(
     return args
 
 
-def capped_config(path: str | Path, cap: int | None, folder: Path) -> Path:
-    """``path``, or a copy of it in ``folder`` with every table capped at ``cap`` rows
-    (:func:`recpipe.config.caps.cap_tables`'s rule on the YAML itself), for a benchmark that hands a config file to
-    another process (``recpipe run``, torchrun). None: ``path`` as it is."""
-    if cap is None:
-        return Path(path)
-    import yaml
-
-    def visit(node: Any) -> Any:
-        if isinstance(node, list):
-            return [visit(item) for item in node]
-        if isinstance(node, dict):
-            return {
-                k: min(v, cap)
-                if k in ("num_buckets", "hash_bucket_size") and isinstance(v, int)
-                else visit(v)
-                for k, v in node.items()
-            }
-        return node
-
-    data = yaml.safe_load(Path(path).read_text())
-    data["features"] = visit(data["features"])
-    folder.mkdir(parents=True, exist_ok=True)
-    out = folder / f"capped-{cap}-{Path(path).name}"
-    out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    return out
-
-
 def seconds_per_call(fn: Callable[[], None], calls: int = 1) -> float:
     """Seconds per call, averaged over ``calls`` back-to-back calls."""
     start = time.perf_counter()

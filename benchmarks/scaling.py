@@ -33,8 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import capped_config, parse_args, quick_out
+from _common import parse_args, quick_out
 
+from recpipe.config.caps import capped_config
 from recpipe.data.synthetic import generate
 from recpipe.launch.local import launch_local
 

@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import capped_config, parse_args, quick_out
+from _common import parse_args, quick_out
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "serving.json"
@@ -198,6 +198,8 @@ def train_and_register(work: Path, rows: int, min_auc: float, table_cap: int | N
     """``recpipe run`` of :data:`CONFIG` on ``rows`` generated rows (rtp export, gate floor ``min_auc``) into
     ``work/runs``: trained, exported, registered and promoted to champion (every table capped at ``table_cap``
     rows when given: quick runs)."""
+    from recpipe.config.caps import capped_config
+
     runs = work / "runs"
     config = capped_config(CONFIG, table_cap, work)
     subprocess.run(

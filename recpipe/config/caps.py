@@ -4,7 +4,10 @@ allocate, initialize, write, hash and load than everything else the run does."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def cap_tables(cfg: Any, cap: int | None) -> Any:
@@ -36,3 +39,30 @@ def cap_tables(cfg: Any, cap: int | None) -> Any:
 
     visit(cfg.features)
     return cfg
+
+
+def capped_config(path: str | Path, cap: int | None, folder: Path) -> Path:
+    """``path``, or a copy of it in ``folder`` with every table capped at ``cap`` rows
+    (:func:`cap_tables`'s rule on the YAML itself), for a run that hands a config file to another process or
+    stage (``recpipe run``, torchrun, ``recpipe.stages.train``). None: ``path`` as it is."""
+    if cap is None:
+        return Path(path)
+
+    def visit(node: Any) -> Any:
+        if isinstance(node, list):
+            return [visit(item) for item in node]
+        if isinstance(node, dict):
+            return {
+                k: min(v, cap)
+                if k in ("num_buckets", "hash_bucket_size") and isinstance(v, int)
+                else visit(v)
+                for k, v in node.items()
+            }
+        return node
+
+    data = yaml.safe_load(Path(path).read_text())
+    data["features"] = visit(data["features"])
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"capped-{cap}-{Path(path).name}"
+    out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return out

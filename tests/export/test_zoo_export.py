@@ -15,7 +15,7 @@ from local_http import invoke, predictions, scoring_server
 from small_training import TABLE_CAP, train_small
 
 from recpipe.config import load_config
-from recpipe.config.caps import cap_tables
+from recpipe.config.caps import cap_tables, capped_config
 from recpipe.data.synthetic import generate
 from recpipe.export.api import export
 from recpipe.export.loaders import load_backend
@@ -86,7 +86,8 @@ def test_trained_by_the_stages_and_served_by_the_scoring_server(name, tmp_path):
         (tmp_path / split).mkdir()
         pq.write_table(part, tmp_path / split / "part-00000.parquet")
     overrides = {"train.max_steps": 6, "data.batch_size": 256}
-    train.run(str(ROOT / "configs" / config), str(tmp_path / "train"), str(tmp_path / "eval"),
+    config_path = capped_config(ROOT / "configs" / config, TABLE_CAP, tmp_path)
+    train.run(str(config_path), str(tmp_path / "train"), str(tmp_path / "eval"),
               str(tmp_path / "ckpt"), overrides=overrides)  # fmt: skip
     report = evaluate.run(str(tmp_path / "ckpt"), str(tmp_path / "eval"), str(tmp_path / "eval.json"))
     exported = export_stage.run(
