@@ -9,6 +9,9 @@ from typing import Any
 
 import yaml
 
+# The fields that size a table, in a feature or a sequence's sub-feature.
+TABLE_SIZE_FIELDS = ("num_buckets", "hash_bucket_size")
+
 
 def cap_tables(cfg: Any, cap: int | None) -> Any:
     """Cap every ``num_buckets`` and ``hash_bucket_size`` in ``cfg.features`` (sequence sub-features too) at
@@ -32,7 +35,7 @@ def cap_tables(cfg: Any, cap: int | None) -> Any:
             return
         for name in fields:
             value = getattr(node, name)
-            if name in ("num_buckets", "hash_bucket_size") and isinstance(value, int) and value > cap:
+            if name in TABLE_SIZE_FIELDS and isinstance(value, int) and value > cap:
                 setattr(node, name, cap)
             else:
                 visit(value)
@@ -53,9 +56,7 @@ def capped_config(path: str | Path, cap: int | None, folder: Path) -> Path:
             return [visit(item) for item in node]
         if isinstance(node, dict):
             return {
-                k: min(v, cap)
-                if k in ("num_buckets", "hash_bucket_size") and isinstance(v, int)
-                else visit(v)
+                k: min(v, cap) if k in TABLE_SIZE_FIELDS and isinstance(v, int) else visit(v)
                 for k, v in node.items()
             }
         return node

@@ -123,7 +123,7 @@ class _RegistryLease(LockHandle):
         except MlflowException as err:
             # NOT_FOUND from a create: MLflow's store looks the existing model up after the failed insert (to
             # tell a prompt from a model), and the holder deleted its lease in between. Not ours: try again.
-            if error_code(err) not in _ALREADY_EXISTS and error_code(err) not in _NOT_FOUND:
+            if error_code(err) not in _ALREADY_EXISTS | _NOT_FOUND:
                 raise
             return False
 
