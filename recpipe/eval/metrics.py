@@ -9,25 +9,32 @@ at the end from all rows, so AUC is exact rather than a bucketed approximation. 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-import torch
 
 from recpipe.auc import binary_auc
+
+if TYPE_CHECKING:
+    import torch
 
 # Probabilities are clipped to [EPS, 1 - EPS] for logloss; logits to the matching +-LOGIT_CLIP.
 EPS = 1e-7
 LOGIT_CLIP = math.log((1.0 - EPS) / EPS)
 
-ArrayLike = np.ndarray | torch.Tensor | Sequence[float] | Sequence[int]
+ArrayLike: TypeAlias = "np.ndarray | torch.Tensor | Sequence[float] | Sequence[int]"
 
 
 def to_numpy(x: ArrayLike) -> np.ndarray:
-    """A flat numpy view of ``x`` (a torch tensor is detached and moved to CPU first)."""
-    if isinstance(x, torch.Tensor):
+    """A flat numpy view of ``x`` (a torch tensor is detached and moved to CPU first).
+
+    torch is not imported here: a tensor exists only where it was (the register and gate steps read
+    reports and numpy arrays, and their processes do without torch's ~1.5 s import)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
         x = x.detach().cpu()
         if x.dtype == torch.bfloat16 or x.dtype == torch.float16:
             x = x.float()

@@ -7,11 +7,14 @@ torchrec or fbgemm.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recpipe.export.backends import BACKENDS, SERVING_PREFERENCE
 from recpipe.export.layout import backend_folder
 from recpipe.export.manifest import ArtifactError, read_manifest
-from recpipe.export.scorer import Scorer
+
+if TYPE_CHECKING:  # the scorers import torch: served_folder's callers (the register step) do without it
+    from recpipe.export.scorer import Scorer
 
 
 def load_backend(folder: str | Path) -> Scorer:

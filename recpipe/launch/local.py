@@ -125,11 +125,9 @@ def check_ranks_device(cfg: RecpipeConfig) -> None:
     Args:
         cfg (RecpipeConfig): the run's config.
     """
-    import torch
+    from recpipe.train.optim_check import check_sparse_optimizer, ranks_device
 
-    from recpipe.train.optim import check_sparse_optimizer
-
-    check_sparse_optimizer(cfg.train.sparse_optimizer, "cuda" if torch.cuda.is_available() else "cpu")
+    check_sparse_optimizer(cfg.train.sparse_optimizer, ranks_device())
 
 
 def launch_local(

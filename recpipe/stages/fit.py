@@ -76,7 +76,7 @@ def run(
 def _parent_spec(cfg: Any, tracking_uri: str | None, log: RunLog) -> Any:
     """The fitted FeatureSpec of ``cfg.train.init_from``'s checkpoint, refused when the features differ."""
     from recpipe.tracking.checkpoints import resolve_init_from
-    from recpipe.train.checkpoint import read_config
+    from recpipe.train.checkpoint_files import read_config
     from recpipe.train.warm import WarmStartError, config_differences, parent_spec
 
     uri = tracking_uri or getattr(log, "tracking_uri", None)  # the MLflow run log's store

@@ -111,7 +111,7 @@ def run(
     if resume not in RESUME_MODES:
         raise ParameterError("resume", f"must be one of {list(RESUME_MODES)}, got {resume!r}")
     if resume == "must":
-        from recpipe.train.checkpoint import latest_checkpoint
+        from recpipe.train.checkpoint_files import latest_checkpoint
 
         if latest_checkpoint(Path(out_dir)) is None:
             raise ParameterError("resume", f"is 'must' but {out_dir} holds no complete checkpoint")
@@ -210,7 +210,7 @@ def _warm_source(
     cfg = load_config(config_path, dict(overrides))
     if not cfg.train.init_from:
         return None
-    from recpipe.train.checkpoint import latest_checkpoint
+    from recpipe.train.checkpoint_files import latest_checkpoint
 
     if resume != "never" and latest_checkpoint(Path(out_dir)) is not None:
         return None
@@ -227,7 +227,7 @@ def _resumed_spec(config_path: str, out_dir: str, overrides: Mapping[str, Any]) 
 
     if not load_config(config_path, dict(overrides)).train.init_from:
         return None
-    from recpipe.train.checkpoint import SPEC, latest_checkpoint
+    from recpipe.train.checkpoint_files import SPEC, latest_checkpoint
 
     ckpt = latest_checkpoint(Path(out_dir))
     return str(ckpt / SPEC) if ckpt is not None else None
@@ -279,14 +279,12 @@ def check_data(
     cfg = load_config(config_path, dict(overrides))
     spec = FeatureSpec.load(fg_json) if fg_json else build_feature_spec(cfg)
     if nproc is not None and not cfg.train.allow_oversize:
-        import torch
-
         from recpipe.train.memory import check_fits, embedding_memory_report, planned_device_memory
+        from recpipe.train.optim_check import ranks_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"  # the ranks' rule (train.dist)
         check_fits(
             embedding_memory_report(spec, cfg.train.sparse_optimizer.type),
-            planned_device_memory(device, nproc),
+            planned_device_memory(ranks_device(), nproc),
         )
     for uri in (train_dir, eval_dir):
         if uri:

@@ -16,7 +16,7 @@ from pathlib import Path
 from recpipe.tracking.registry import get_version, get_version_by_alias
 from recpipe.tracking.runs import run_summary
 from recpipe.tracking.uri import ENV_TRACKING_URI
-from recpipe.train.checkpoint import CheckpointError, resolve_checkpoint
+from recpipe.train.checkpoint_files import CheckpointError, resolve_checkpoint
 from recpipe.train.warm import WarmStartError, check_recorded, is_registered, warm_checkpoint
 
 TAG_CHECKPOINT = "train.checkpoint"

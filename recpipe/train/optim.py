@@ -16,6 +16,7 @@ from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizer, KeyedOptimiz
 from recpipe.config import OptimizerConfig, TrainConfig
 from recpipe.config.root import ADAM_BETAS
 from recpipe.train.dist import embedding_modules
+from recpipe.train.optim_check import CPU_SPARSE, check_sparse_optimizer  # noqa: F401 - re-exported
 
 _SPARSE: dict[str, type[torch.optim.Optimizer]] = {
     "adagrad": torch.optim.Adagrad,
@@ -23,8 +24,6 @@ _SPARSE: dict[str, type[torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD,
     "adam": torch.optim.Adam,
 }
-# The sparse optimizers FBGEMM's CPU embedding kernels fuse (check_sparse_optimizer).
-CPU_SPARSE = ("adagrad", "rowwise_adagrad", "sgd")
 # TorchRec's placeholders of the same kernels: they take FBGEMM-only kwargs (gradient_clipping, max_gradient).
 _SPARSE_FBGEMM: dict[str, type[torch.optim.Optimizer]] = {
     "adagrad": trec_optim.Adagrad,
@@ -59,41 +58,6 @@ def _sparse_kwargs(cfg: OptimizerConfig) -> tuple[type[torch.optim.Optimizer], d
         "gradient_clipping": True,
         "max_gradient": cfg.max_gradient,
     }
-
-
-def check_sparse_optimizer(cfg: OptimizerConfig, device_type: str) -> None:
-    """Raise early for a sparse optimizer FBGEMM cannot fuse on ``device_type`` (the launcher calls it
-    before starting any rank, so ``recpipe train`` exits 2; each rank calls it again).
-
-    Args:
-        cfg (OptimizerConfig): ``train.sparse_optimizer``.
-        device_type (str): ``"cpu"`` or ``"cuda"``.
-
-    Raises:
-        ValueError: weight decay, non-default betas, or Adam on CPU (naming the optimizers CPU trains with).
-    """
-    if cfg.weight_decay:
-        # FBGEMM's fused optimizers apply weight decay only with a weight_decay_mode, which the sharders
-        # do not set: passing it would be silently ignored (measured: identical tables with 0 and 0.5).
-        raise ValueError(
-            f"train.sparse_optimizer.weight_decay {cfg.weight_decay}: not supported for the fused embedding "
-            "optimizer (it would be silently ignored); set it to 0"
-        )
-    if tuple(cfg.betas) != ADAM_BETAS:
-        # The in-backward optimizer's kwargs are torch.optim.Adam's (betas), which FBGEMM's fused Adam does
-        # not read (it takes beta1 / beta2): they would be dropped or refused inside the sharder.
-        raise ValueError(
-            f"train.sparse_optimizer.betas {list(cfg.betas)}: the fused embedding Adam keeps FBGEMM's "
-            f"{list(ADAM_BETAS)}; set betas only on train.dense_optimizer"
-        )
-    if cfg.type == "adam" and device_type == "cpu":
-        # fbgemm_gpu's CPU table-batched embedding asserts "Optimizer adam is not supported in CPU mode"
-        # (partial_row_wise_adam and lamb too); torchrec's non-fused DENSE kernel would update every row
-        # of a table at every step (dense Adam, not the rows a batch touched).
-        raise ValueError(
-            "train.sparse_optimizer adam: FBGEMM's fused Adam runs on GPU only (its CPU embedding kernels "
-            f"have none); on CPU the tables train with {', '.join(CPU_SPARSE)}"
-        )
 
 
 def apply_sparse_optimizer(model: nn.Module, cfg: OptimizerConfig, device_type: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from recpipe.config import RecpipeConfig, flatten
 from recpipe.features.spec import FeatureSpec
-from recpipe.train.checkpoint import MANIFEST, SPEC, CheckpointError, read_config, resolve_checkpoint
+from recpipe.train.checkpoint_files import MANIFEST, SPEC, CheckpointError, read_config, resolve_checkpoint
 
 MODELS_SCHEME = "models:/"
 # Settings that fix the shapes or the meaning of the loaded tensors (the optimizer types: their states).
