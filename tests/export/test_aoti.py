@@ -21,14 +21,38 @@ from recpipe.export.loaders import load_backend
 
 pytestmark = pytest.mark.slow
 
-LOADER = textwrap.dedent(
+# One fresh process per model: it loads the package after ``import fbgemm_gpu`` and scores rows, then loads it
+# twice more and measures what each load leaves mapped from deleted files (test_aoti_loads_in_a_fresh_process
+# and test_aoti_weights_are_not_left_mapped_by_each_load read its results; one process, not two: each import of
+# torch, fbgemm_gpu and recpipe is ~4 s of CPU).
+FRESH = textwrap.dedent(
     """
-    import sys
+    import gc, json, sys
     import numpy as np
     import pyarrow.parquet as pq
     from recpipe.export.loaders import load_backend   # imports fbgemm_gpu before loading the package
 
-    np.save(sys.argv[3], load_backend(sys.argv[1]).predict_raw(pq.read_table(sys.argv[2])))
+    def deleted_mapped_bytes():
+        # a loaded library is never unloaded: aoti_load_package's extracted files stay mapped once deleted
+        spans = {}
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].rstrip().endswith("(deleted)"):
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    spans[fields[5]] = spans.get(fields[5], 0) + end - start
+        return sum(spans.values())
+
+    scorer = load_backend(sys.argv[1])
+    np.save(sys.argv[3], scorer.predict_raw(pq.read_table(sys.argv[2])))
+    held = []
+    for again in range(3):
+        if again:
+            scorer = load_backend(sys.argv[1])
+        del scorer
+        gc.collect()
+        held.append(deleted_mapped_bytes())
+    print(json.dumps(held))
     """
 )
 
@@ -59,27 +83,39 @@ def test_aoti_other_batch_sizes(aoti_export):
         assert np.abs(scorer.predict_raw(rows) - trained.eager_logits(rows)).max() <= 1e-4
 
 
-def test_aoti_loads_in_a_fresh_process(aoti_export, tmp_path):
+@pytest.fixture(scope="module")
+def fresh_process(aoti_export, tmp_path_factory) -> dict:
+    """:data:`FRESH` run on the model's package: its 50 rows, their scores and the deleted bytes it held."""
+    import json
+
     import pyarrow.parquet as pq
 
     trained, result = aoti_export
+    tmp = tmp_path_factory.mktemp(f"{trained.name}_fresh")
     rows = trained.clean.slice(0, 50).drop_columns([trained.spec.label])
-    pq.write_table(rows, tmp_path / "rows.parquet")
+    pq.write_table(rows, tmp / "rows.parquet")
     proc = subprocess.run(
         [
             sys.executable,
             "-c",
-            LOADER,
+            FRESH,
             result.backends["aoti"].folder,
-            str(tmp_path / "rows.parquet"),
-            str(tmp_path / "out.npy"),
+            str(tmp / "rows.parquet"),
+            str(tmp / "out.npy"),
         ],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert np.abs(np.load(tmp_path / "out.npy") - trained.eager_logits(rows)).max() <= 1e-4
+    held = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"rows": rows, "scores": np.load(tmp / "out.npy"), "held": held}
+
+
+def test_aoti_loads_in_a_fresh_process(aoti_export, fresh_process):
+    trained, _ = aoti_export
+    want = trained.eager_logits(fresh_process["rows"])
+    assert np.abs(fresh_process["scores"] - want).max() <= 1e-4
 
 
 def test_aoti_package_from_another_torch_is_refused(aoti_export, tmp_path):
@@ -159,38 +195,10 @@ def test_aoti_scores_one_user_times_candidates_as_the_full_rows(aoti_export):
     )
 
 
-LOADS = textwrap.dedent(
-    """
-    import gc, json, sys
-    from recpipe.export.loaders import load_backend
-
-    def deleted_mapped_bytes():
-        # a loaded library is never unloaded: aoti_load_package's extracted files stay mapped once deleted
-        spans = {}
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) == 6 and fields[5].rstrip().endswith("(deleted)"):
-                    start, end = (int(x, 16) for x in fields[0].split("-"))
-                    spans[fields[5]] = spans.get(fields[5], 0) + end - start
-        return sum(spans.values())
-
-    held = []
-    for _ in range(3):
-        scorer = load_backend(sys.argv[1])
-        del scorer
-        gc.collect()
-        held.append(deleted_mapped_bytes())
-    print(json.dumps(held))
-    """
-)
-
-
-def test_aoti_weights_are_not_left_mapped_by_each_load(aoti_export):
+def test_aoti_weights_are_not_left_mapped_by_each_load(aoti_export, fresh_process):
     """The weights are a blob beside the compiled library (recpipe/export/dense.py's PACKAGE_CONFIG): each load of
     the package leaves its library mapped from a deleted file until the process exits, and with the weights inside
     the library that was the model's whole size per load (7.1 GB of deleted files in one test process)."""
-    import json
     import zipfile
 
     _, result = aoti_export
@@ -200,11 +208,7 @@ def test_aoti_weights_are_not_left_mapped_by_each_load(aoti_export):
     blobs = [n for n in sizes if n.endswith("_weights.blob")]
     assert blobs, f"no weights blob in the package: {sorted(sizes)}"
     libraries = sum(size for name, size in sizes.items() if name.endswith(".so"))
-    proc = subprocess.run(
-        [sys.executable, "-c", LOADS, str(folder)], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    held = json.loads(proc.stdout.strip().splitlines()[-1])
+    held = fresh_process["held"]
     per_load = (held[-1] - held[0]) / (len(held) - 1)
     page_slack = 64 * 4096
     assert per_load <= libraries + page_slack, (held, libraries, sizes[blobs[0]])
