@@ -6,6 +6,7 @@ row and column while the server keeps serving, one user x N candidates with the 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -179,12 +180,18 @@ def test_the_pyfunc_itself_refuses_a_request_without_any_model_column(trained):
     np.testing.assert_allclose(np.asarray(model.predict(kept), float), want, atol=1e-6)
 
 
+@functools.cache
+def _reference(folder: Path):
+    """The export's rtp scorer in this process, loaded once for every example."""
+    return load_backend(folder)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=taobao_rows())
 def test_generated_rows_score_the_same_through_the_server(served, data):
     """The raw-value contract's property test, its fourth representation: JSON records through the server."""
     rows, types = data
-    want = load_backend(served["export"] / "rtp").predict(typed(rows, types))
+    want = _reference(served["export"] / "rtp").predict(typed(rows, types))
     status, body = invoke(served["url"], {"dataframe_records": json_records(rows)})
     assert status == 200, body
     np.testing.assert_allclose(predictions(body), want, rtol=0, atol=1e-6)
