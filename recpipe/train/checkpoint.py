@@ -45,7 +45,6 @@ from recpipe.train.checkpoint_files import (  # noqa: F401 - the torch-free half
     SPEC,
     CheckpointError,
     CheckpointMeta,
-    _complete,
     _fsync_dir,
     _write_pointer,
     checkpoint_root,
