@@ -150,14 +150,21 @@ def test_first_layer_variants_agree_and_validate() -> None:
 
 @pytest.mark.parametrize("chunk", [1, 7, SCORE_CHUNK])
 @pytest.mark.parametrize("hidden", [[32, 16], [24, 16, 8]])
-def test_chunked_scores_match_per_row_at_any_chunk(monkeypatch, chunk: int, hidden: list[int]) -> None:
-    # auto trains a ReLU MLP through _ReluScores (hand-written backward, chunk by chunk); per_row is
-    # plain autograd. Chunk boundaries fall inside rows at 1 and 7 items.
+@pytest.mark.parametrize("weighting", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("keep", [True, False])
+def test_chunked_attention_matches_per_row_at_any_chunk(
+    monkeypatch, chunk: int, hidden: list[int], weighting: str, keep: bool
+) -> None:
+    # auto trains a ReLU MLP through _ReluAttention (scores, weights and pooling with a hand-written backward,
+    # chunk by chunk); per_row is plain autograd. Chunk boundaries fall inside rows at 1 and 7 items. The
+    # backward reads the first layer's activations kept from the forward, or (over the limit) recomputes them.
     monkeypatch.setattr("recpipe.models.blocks.din.SCORE_CHUNK", chunk)
+    if not keep:
+        monkeypatch.setattr("recpipe.models.blocks.din.KEEP_FIRST_LAYER", 0)
     query, values, offsets = _jagged(LENGTHS, seed=7)
-    ref = DinAttention(DIM, hidden, first_layer="per_row")
+    ref = DinAttention(DIM, hidden, first_layer="per_row", weighting=weighting)
     _randomize(ref)
-    chunked = DinAttention(DIM, hidden)
+    chunked = DinAttention(DIM, hidden, weighting=weighting)
     chunked.load_state_dict(ref.state_dict())
     assert chunked._use_chunked() and not ref._use_chunked()
     grads = []
@@ -184,12 +191,16 @@ def test_chunked_scores_only_for_eager_relu_training() -> None:
         assert DinAttention(DIM, HIDDEN)._use_chunked()
 
 
-@pytest.mark.parametrize("chunk", [7, SCORE_CHUNK])
-def test_bf16_chunked_scores_match_the_plain_bf16_ops_and_float32(monkeypatch, chunk: int) -> None:
-    # Under CPU autocast to bfloat16 _ReluScores computes in bf16 with float32 sums over chunks; the plain
-    # per_row ops under the same autocast, and float32, are the references. The parameters' gradients
-    # reach the float32 parameters in float32.
+@pytest.mark.parametrize(("chunk", "keep"), [(7, True), (7, False), (SCORE_CHUNK, True)])
+def test_bf16_chunked_attention_is_as_close_to_float32_as_the_plain_bf16_ops(
+    monkeypatch, chunk: int, keep: bool
+) -> None:
+    # Under CPU autocast to bfloat16 _ReluAttention runs the MLP's GEMMs in bf16, its sums over chunks and the
+    # weighting and pooling in float32; the plain per_row ops under the same autocast (bf16 scores into the
+    # softmax) and float32 are the references. The parameters' gradients reach the float32 parameters in float32.
     monkeypatch.setattr("recpipe.models.blocks.din.SCORE_CHUNK", chunk)
+    if not keep:
+        monkeypatch.setattr("recpipe.models.blocks.din.KEEP_FIRST_LAYER", 0)
     query, values, offsets = _jagged(LENGTHS, seed=8)
     ref = DinAttention(DIM, HIDDEN, first_layer="per_row")
     _randomize(ref)
@@ -208,13 +219,18 @@ def test_bf16_chunked_scores_match_the_plain_bf16_ops_and_float32(monkeypatch, c
         module.zero_grad(set_to_none=True)
         runs.append(got)
     chunked_bf16, plain_bf16, fp32 = runs
-    for name, want in plain_bf16.items():
-        assert chunked_bf16[name].dtype == fp32[name].dtype == torch.float32, name
-        # The same bf16 arithmetic as the plain ops (the query and items float32 as they keep them), its
-        # sums over chunks in float32: equal up to the order of the bf16 products' sums.
-        scale = float(want.abs().max())
-        torch.testing.assert_close(chunked_bf16[name], want, rtol=0.0, atol=0.01 * scale + 1e-6, msg=name)
-    # and the output within bf16's reach of float32's
+    for name, want in fp32.items():
+        assert chunked_bf16[name].dtype == want.dtype == torch.float32, name
+        # No further from float32 than the plain bf16 ops (which round the scores to bf16 before the softmax),
+        # and near them. The score layer's bias has no gradient in exact arithmetic (a softmax ignores a shift
+        # of every score): both bf16 paths give rounding noise there, the fused one less.
+        err, plain_err = (float((got[name] - want).abs().max()) for got in (chunked_bf16, plain_bf16))
+        assert err <= 1.05 * plain_err + 1e-6, (name, err, plain_err)
+        if name != "attn_out.bias":
+            scale = float(want.abs().max())
+            torch.testing.assert_close(
+                chunked_bf16[name], plain_bf16[name], rtol=0.0, atol=0.06 * scale, msg=name
+            )
     torch.testing.assert_close(
         chunked_bf16["out"], fp32["out"], rtol=0.0, atol=0.05 * float(fp32["out"].abs().max())
     )
