@@ -12,15 +12,16 @@ History length scenarios (most recent 100 clicks at most):
 
 Times are medians over repeats; the two implementations alternate within every repeat so machine
 noise hits both, and short calls are repeated within a sample. Speedup = padded time / jagged time.
-"jagged" is ``DinAttention``'s default (``first_layer="auto"``: under autograd the chunked ReLU scoring, the
-per-row split of the first layer computed chunk by chunk with a hand-written backward; under no_grad the
-accumulating split); its first-layer variants (plain autograd) are compared one by one at the smaller batch
+"jagged" is ``DinAttention``'s default (``first_layer="auto"``: under autograd the chunked ReLU attention, the
+per-row split of the first layer, the scoring, weighting and pooling computed chunk by chunk with a hand-written
+backward; under no_grad the accumulating split); its first-layer variants (plain autograd) are compared one by one at the smaller batch
 size (mean4, mean20).
 
 At mean 40 the script also measures how close the jagged attention's forward+backward comes to the machine's
 arithmetic limit: the attention's GEMM flops (its first layer as the per-row split computes it: the query's
 part once per row, ``[s, q⊙s]`` per item; then the MLP and the score layer per item; backward twice the forward;
-the chunked backward's recomputation of the first layer is not counted: the figure is the work the function needs)
+a recomputation of the first layer in the chunked backward, where its activations are too large to keep, is not
+counted: the figure is the work the function needs)
 over its median time, against the best fp32 GEMM rate ``torch.mm`` reaches in the same process at the same
 thread count (square and attention-shaped products, the best of them): ``gflops_mean40``,
 ``gemm_peak_gflops``, ``peak_fraction_mean40`` and ``rows_per_s_mean40``. Then the same forward+backward under

@@ -51,7 +51,7 @@ def _attention_layers(
 # attention keeps from its forward for its backward; above it they are recomputed chunk by chunk (one GEMM more).
 KEEP_FIRST_LAYER = 1 << 27
 
-# Items per chunk of the chunked ReLU scoring: its (chunk, 256) activations and their gradients, split over
+# Items per chunk of the chunked ReLU attention: its (chunk, 256) activations and their gradients, split over
 # two threads, fit their cores' 2 MB L2.
 SCORE_CHUNK = 4096
 
@@ -287,7 +287,8 @@ class DinAttention(nn.Module):
         return self.dim
 
     def _use_chunked(self, device_type: str = "cpu") -> bool:
-        """Whether ``auto`` takes the chunked ReLU scoring: eager training of a plain ReLU MLP.
+        """Whether ``auto`` takes the chunked ReLU attention (:class:`_ReluAttention`): eager training of a plain
+        ReLU MLP.
 
         Under CPU autocast to bfloat16 (``train.mixed_precision: bf16``) it computes in bfloat16 (the CPU's
         bf16 matrix units; the sums over chunks in float32). Traced, scripted and exported graphs, other
