@@ -291,7 +291,7 @@ class DinAttention(nn.Module):
         ReLU MLP.
 
         Under CPU autocast to bfloat16 (``train.mixed_precision: bf16``) it computes in bfloat16 (the CPU's
-        bf16 matrix units; the sums over chunks in float32). Traced, scripted and exported graphs, other
+        bf16 matrix units; the sums over chunks, the weighting and the pooling in float32). Traced, scripted and exported graphs, other
         autocast types and devices, and the other activations take the plain ops.
         """
         if torch.jit.is_scripting() or torch.jit.is_tracing() or torch.compiler.is_compiling():
