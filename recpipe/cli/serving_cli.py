@@ -54,8 +54,9 @@ def serve_environment(
 ) -> dict[str, str]:
     """The environment ``mlflow models serve`` runs in: recpipe's store, this environment's scripts first on
     ``PATH`` (MLflow starts uvicorn by name), each worker's torch threads (``OMP_NUM_THREADS``) and glibc's
-    malloc keeping freed buffers (:data:`SERVER_MALLOC`, unless exported) and uvicorn's worker health-check
-    timeout (:data:`~recpipe.export.server.WORKER_HEALTHCHECK_S`, unless exported).
+    malloc keeping freed buffers (:data:`SERVER_MALLOC`, unless exported), uvicorn's worker health-check
+    timeout (:data:`~recpipe.export.server.WORKER_HEALTHCHECK_S`, unless exported) and the loaded model frozen
+    out of the garbage collector's scans (:data:`~recpipe.export.server.GC_FREEZE_ENV`, unless exported).
 
     Args:
         uri (str): the tracking URI.
@@ -68,10 +69,12 @@ def serve_environment(
 
     if workers < 1 or (threads is not None and threads < 1):
         raise ValueError(f"--workers and --threads must be positive, got {workers} and {threads}")
-    from recpipe.export.server import WORKER_HEALTHCHECK_S
+    from recpipe.export.server import GC_FREEZE_ENV, WORKER_HEALTHCHECK_S
 
     return {
         **SERVER_MALLOC,
+        # Each worker's loaded model kept out of the garbage collector's full scans, as recpipe's own server does.
+        GC_FREEZE_ENV: "1",
         # MLflow runs uvicorn's command line, which reads its options from UVICORN_* variables: the same
         # health-check patience as recpipe's server (uvicorn's 5 s kills a worker still importing torch on a
         # busy machine, and the one started in its place the same way).

@@ -304,15 +304,30 @@ async def _answer(send: Send, status: int, body: bytes, mime: str) -> None:
 
 def app() -> ScoringApp:
     """The application of a server worker process: the export folder named by ``$RECPIPE_SERVE_FOLDER``,
-    loaded and verified (every file's sha256) in this process. What is loaded is then kept out of the cyclic
-    garbage collector's scans (:func:`gc.freeze`): a full collection walked the ~380,000 objects of a loaded
-    DIN export in 166 ms (2026-12-05, 2 cores), a stall of every request in flight whenever one ran."""
+    loaded and verified (every file's sha256) in this process, then kept out of the garbage collector's scans
+    (:func:`freeze_loaded`)."""
+    served = _load()
+    freeze_loaded()
+    return served
+
+
+# Set (to 1) in the environment of ``recpipe serve``'s MLflow server workers: the registered pyfunc freezes what
+# it loaded (:func:`freeze_loaded`) there, and only there (an exported 0 turns it off).
+GC_FREEZE_ENV = "RECPIPE_GC_FREEZE"
+
+
+def freeze_loaded() -> None:
+    """Keep every object alive now out of the cyclic garbage collector's scans (:func:`gc.freeze`, after a
+    collection): a server worker's loaded model, torch and the rest of its imports. A full collection walked the
+    ~380,000 objects of a loaded DIN export in 166 ms (2026-12-05, 2 cores), a stall of every request in flight
+    whenever one ran. In an MLflow scoring-server worker (2026-12-07, the 300k-row DIN of ``benchmarks/serving.py``,
+    582,000 objects tracked): 255-262 ms each; one came in 5,268 requests (60 s of 1 x 500, 500-row and one-row
+    requests in turn) and took 285 ms. Frozen, the same requests ran 26 full collections of ~1 ms. For a process
+    that serves: objects alive now that later become cyclic garbage are never freed."""
     import gc
 
-    served = _load()
     gc.collect()
     gc.freeze()
-    return served
 
 
 def _load() -> ScoringApp:

@@ -48,9 +48,14 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
         self._batcher = None if scorer is None else MicroBatcher(scorer)
 
     def load_context(self, context: Any) -> None:
+        import os
+
         from recpipe.export.loaders import load_backend
+        from recpipe.export.server import GC_FREEZE_ENV, freeze_loaded
 
         self._scorer = load_backend(context.artifacts[ARTIFACT])  # verifies every file's sha256
+        if os.environ.get(GC_FREEZE_ENV) == "1":  # a `recpipe serve` worker (MLflow's scoring server)
+            freeze_loaded()
 
     # No type hints on predict: MLflow 3 reads them as an input schema and would validate rows against it
     # (the model's signature, derived from the FeatureSpec, declares the columns instead).

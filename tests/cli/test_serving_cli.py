@@ -32,6 +32,13 @@ def test_malloc_keeps_freed_buffers_unless_exported():
     assert mine["MALLOC_TRIM_THRESHOLD_"] == "1048576" and mine["MALLOC_MMAP_THRESHOLD_"] == str(1 << 30)
 
 
+def test_the_workers_freeze_their_loaded_model_unless_exported_otherwise():
+    from recpipe.export.server import GC_FREEZE_ENV
+
+    assert serve_environment(URI, 1, 1, {})[GC_FREEZE_ENV] == "1"
+    assert serve_environment(URI, 1, 1, {GC_FREEZE_ENV: "0"})[GC_FREEZE_ENV] == "0"
+
+
 def test_mlflows_uvicorn_waits_as_long_as_recpipes_for_a_starting_worker(monkeypatch):
     """``mlflow models serve`` runs uvicorn's command line: the variable must be one its options read (a
     misspelt one would be ignored and uvicorn's 5 s would kill workers still importing torch)."""

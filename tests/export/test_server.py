@@ -239,3 +239,32 @@ def test_a_server_worker_keeps_the_loaded_model_out_of_the_garbage_collectors_sc
         assert gc.get_freeze_count() > 10_000  # the loaded export's objects, among everything alive
     finally:
         gc.unfreeze()
+
+
+def test_the_registered_pyfunc_freezes_what_it_loaded_only_in_a_serve_worker(din_export, monkeypatch):
+    """``recpipe serve`` sets ``RECPIPE_GC_FREEZE=1`` for MLflow's scoring-server workers: the registered pyfunc's
+    ``load_context`` then freezes the loaded model as recpipe's own server does. Anywhere else (a notebook, a
+    batch job loading the model) it does not: objects frozen there would never be collected."""
+    import gc
+    from types import SimpleNamespace
+
+    from recpipe.export import server
+    from recpipe.export.layout import backend_folder
+    from recpipe.tracking.pyfunc import ARTIFACT, RawRowsModel
+
+    _, result = din_export
+    context = SimpleNamespace(artifacts={ARTIFACT: str(backend_folder(Path(result.out_dir) / "rtp"))})
+    gc.unfreeze()
+    try:
+        for value in (None, "0"):
+            if value is None:
+                monkeypatch.delenv(server.GC_FREEZE_ENV, raising=False)
+            else:
+                monkeypatch.setenv(server.GC_FREEZE_ENV, value)
+            RawRowsModel().load_context(context)
+            assert gc.get_freeze_count() == 0, value
+        monkeypatch.setenv(server.GC_FREEZE_ENV, "1")
+        RawRowsModel().load_context(context)
+        assert gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()
