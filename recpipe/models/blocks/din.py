@@ -290,9 +290,9 @@ class DinAttention(nn.Module):
         """Whether ``auto`` takes the chunked ReLU attention (:class:`_ReluAttention`): eager training of a plain
         ReLU MLP.
 
-        Under CPU autocast to bfloat16 (``train.mixed_precision: bf16``) it computes in bfloat16 (the CPU's
-        bf16 matrix units; the sums over chunks, the weighting and the pooling in float32). Traced, scripted and exported graphs, other
-        autocast types and devices, and the other activations take the plain ops.
+        Under CPU autocast to bfloat16 (``train.mixed_precision: bf16``) its GEMMs run in bfloat16 (the CPU's
+        bf16 matrix units); the sums over chunks, the weighting and the pooling stay float32. Traced, scripted and
+        exported graphs, other autocast types and devices, and the other activations take the plain ops.
         """
         if torch.jit.is_scripting() or torch.jit.is_tracing() or torch.compiler.is_compiling():
             return False
