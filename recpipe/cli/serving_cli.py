@@ -55,8 +55,9 @@ def serve_environment(
     """The environment ``mlflow models serve`` runs in: recpipe's store, this environment's scripts first on
     ``PATH`` (MLflow starts uvicorn by name), each worker's torch threads (``OMP_NUM_THREADS``) and glibc's
     malloc keeping freed buffers (:data:`SERVER_MALLOC`, unless exported), uvicorn's worker health-check
-    timeout (:data:`~recpipe.export.server.WORKER_HEALTHCHECK_S`, unless exported) and the loaded model frozen
-    out of the garbage collector's scans (:data:`~recpipe.export.server.GC_FREEZE_ENV`, unless exported).
+    timeout (:data:`~recpipe.export.server.WORKER_HEALTHCHECK_S`, unless exported), the loaded model frozen
+    out of the garbage collector's scans (:data:`~recpipe.export.server.GC_FREEZE_ENV`, unless exported) and no
+    bytecode written (``PYTHONDONTWRITEBYTECODE``: MLflow imports the model's code inside a local store).
 
     Args:
         uri (str): the tracking URI.
@@ -80,6 +81,10 @@ def serve_environment(
         # busy machine, and the one started in its place the same way).
         "UVICORN_TIMEOUT_WORKER_HEALTHCHECK": str(WORKER_HEALTHCHECK_S),
         **environ,
+        # MLflow's server imports the model's code (served_model.py) where a local store keeps the registered
+        # version: a __pycache__/ written there is a file its manifest does not name, and every later verified
+        # load of that version refuses it. Python's default writes one; nothing is written into a store.
+        "PYTHONDONTWRITEBYTECODE": "1",
         "MLFLOW_TRACKING_URI": uri,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{environ.get('PATH', '')}",
         # torch reads it at import in each uvicorn worker; several workers with every core each fight

@@ -39,6 +39,14 @@ def test_the_workers_freeze_their_loaded_model_unless_exported_otherwise():
     assert serve_environment(URI, 1, 1, {GC_FREEZE_ENV: "0"})[GC_FREEZE_ENV] == "0"
 
 
+def test_the_server_writes_no_bytecode_into_the_store_whatever_is_exported():
+    """MLflow's server imports served_model.py inside a local store's model folder: a ``__pycache__`` written there
+    is an unlisted file that every later verified load refuses (tests/tracking/test_scoring_server.py, run without
+    ``PYTHONDONTWRITEBYTECODE``, failed so)."""
+    assert serve_environment(URI, 1, 1, {})["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert serve_environment(URI, 1, 1, {"PYTHONDONTWRITEBYTECODE": ""})["PYTHONDONTWRITEBYTECODE"] == "1"
+
+
 def test_mlflows_uvicorn_waits_as_long_as_recpipes_for_a_starting_worker(monkeypatch):
     """``mlflow models serve`` runs uvicorn's command line: the variable must be one its options read (a
     misspelt one would be ignored and uvicorn's 5 s would kill workers still importing torch)."""
