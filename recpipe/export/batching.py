@@ -6,8 +6,9 @@ A one-row request costs about as much as a 64-row one (FG and the model's per-ca
 request's ``predict`` in a thread of its own (``asyncio.to_thread``). So under load a worker gains throughput by
 merging the calls that wait, and loses nothing alone: a call that finds no batch in progress is scored at
 once (no timer, no added latency). Each call still reads and checks its own rows first (a request without
-any model column is refused on its own, :meth:`~recpipe.export.scorer.Scorer.check_columns`); the leader then
-reads the batch's rows by the raw-value contract once per column layout
+any model column is refused on its own, :meth:`~recpipe.export.scorer.Scorer.check_columns`); the scoring
+thread (:mod:`recpipe.export.compute`: one per process, whatever thread a request came on) then reads the batch's
+rows by the raw-value contract once per column layout
 (:meth:`~recpipe.export.scorer.Scorer.prepare_raw`: per request it was the server's largest cost under load,
 more than the batch's FG and model) and scores them in one call. A batch that fails is read and scored again
 request by request, so a bad value fails only its own request, with its own row number.
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from recpipe.export.compute import scores_here, scoring_executor
 from recpipe.export.scorer import Scorer
 from recpipe.features.raw import to_arrow
 
@@ -38,12 +40,11 @@ MAX_BATCH_ROWS = 512
 class _Call:
     """One waiting call: its rows (read into Arrow, not yet prepared), then its logits or its error."""
 
-    __slots__ = ("done", "error", "lead", "logits", "table")
+    __slots__ = ("done", "error", "logits", "table")
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
         self.done = threading.Event()
-        self.lead = False  # this call's thread scores the next batch
         self.logits: np.ndarray | None = None
         self.error: BaseException | None = None
 
@@ -51,9 +52,10 @@ class _Call:
 class MicroBatcher:
     """Scores concurrent calls on ``scorer`` in shared batches; thread-safe.
 
-    One thread at a time (the leader) scores a batch: every call queued when it starts, up to ``max_rows`` rows,
-    grouped by schema (a column sent as text in one request and as numbers in another is not merged). When it
-    is done, the oldest call still waiting leads the next batch.
+    The process's one scoring thread (:mod:`recpipe.export.compute`) scores batch after batch while calls wait:
+    each batch every call queued when it starts, up to ``max_rows`` rows, grouped by schema (a column sent as text
+    in one request and as numbers in another is not merged). A call from the main thread that finds no batch in
+    progress scores the queue in its own thread instead (a batch job, a test).
 
     Args:
         scorer (Scorer): a loaded backend.
@@ -82,38 +84,45 @@ class MicroBatcher:
         call = _Call(table)
         with self._lock:
             self._queue.append(call)
-            if not self._busy:
-                self._busy = call.lead = True
-        if not call.lead:
-            call.done.wait()  # scored by a leader, or handed the lead
-        if call.lead:
-            self._lead()
+            start, self._busy = not self._busy, True
+        if start:
+            if scores_here():
+                self._drain()
+            else:
+                scoring_executor().submit(self._drain)
+        call.done.wait()
         if call.error is not None:
             raise call.error
         assert call.logits is not None
         return call.logits
 
-    def _lead(self) -> None:
-        with self._lock:
-            batch = [self._queue.pop(0)]  # this call's own
-            rows = batch[0].table.num_rows
-            while self._queue and rows + self._queue[0].table.num_rows <= self.max_rows:
-                rows += self._queue[0].table.num_rows
-                batch.append(self._queue.pop(0))
+    def _drain(self) -> None:
+        """Scores the queue a batch at a time until it is empty (then not busy); each call's ``done`` set."""
         try:
-            self._score(batch)
-        finally:
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        self._busy = False
+                        return
+                    batch = [self._queue.pop(0)]
+                    rows = batch[0].table.num_rows
+                    while self._queue and rows + self._queue[0].table.num_rows <= self.max_rows:
+                        rows += self._queue[0].table.num_rows
+                        batch.append(self._queue.pop(0))
+                try:
+                    self._score(batch)
+                finally:
+                    for call in batch:
+                        if call.logits is None and call.error is None:  # _score was interrupted
+                            call.error = RuntimeError("scoring this request's batch was interrupted")
+                        call.done.set()
+        except BaseException:  # KeyboardInterrupt in a main-thread drain: no call waits for ever
             with self._lock:
-                if self._queue:
-                    self._queue[0].lead = True
-                    self._queue[0].done.set()
-                else:
-                    self._busy = False
-            for call in batch:
-                if call.logits is None and call.error is None:  # _score was interrupted (KeyboardInterrupt)
-                    call.error = RuntimeError("scoring this request's batch was interrupted")
-                call.lead = False
+                waiting, self._queue, self._busy = self._queue, [], False
+            for call in waiting:
+                call.error = RuntimeError("scoring this request's batch was interrupted")
                 call.done.set()
+            raise
 
     def _score(self, batch: list[_Call]) -> None:
         """Sets each call's logits or error; raises nothing. The rows are read by the contract once per raw

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from recpipe.data.types import DataError
+from recpipe.export.compute import run_scoring
 from recpipe.export.manifest import ArtifactError
 from recpipe.export.requests import JSON, bad_request, file_table, read_json_body, read_params, whole_param
 from recpipe.export.retriever import Retriever
@@ -103,7 +104,7 @@ class PairInvoker:
     def score(self, parsed: tuple[pa.Table, int, int]) -> list[dict[str, list]]:
         rows, k, n = parsed
         try:
-            return self.rank(rows, k, n)
+            return run_scoring(self.rank, rows, k, n)
         except DataError as err:
             raise bad_request(str(err)) from None
 

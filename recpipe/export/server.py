@@ -47,6 +47,7 @@ import pyarrow as pa
 
 from recpipe.data.types import DataError
 from recpipe.export.batching import MicroBatcher
+from recpipe.export.compute import run_scoring
 from recpipe.export.requests import (  # noqa: F401  (the protocol's names, also read from here)
     CSV,
     JSON,
@@ -121,7 +122,10 @@ class RankingInvoker:
     def score(self, parsed: tuple[pa.Table, str, str | None]) -> tuple[np.ndarray, str]:
         rows, output, context = parsed
         try:
-            logits = self.batcher.logits(rows) if context is None else self.scorer.predict_raw(rows, context)
+            if context is None:
+                logits = self.batcher.logits(rows)
+            else:
+                logits = run_scoring(self.scorer.predict_raw, rows, context)
         except DataError as err:
             raise bad_request(str(err)) from None
         return logits, output
@@ -166,7 +170,7 @@ class RetrievalInvoker:
     def score(self, parsed: tuple[pa.Table, int]) -> tuple[pa.ListArray, np.ndarray]:
         rows, k = parsed
         try:
-            return self.retriever.top_k(rows, k)
+            return run_scoring(self.retriever.top_k, rows, k)
         except DataError as err:
             raise bad_request(str(err)) from None
 

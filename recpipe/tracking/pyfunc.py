@@ -69,6 +69,7 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
         from mlflow.protos.databricks_pb2 import BAD_REQUEST, INVALID_PARAMETER_VALUE
 
         from recpipe.data.types import DataError
+        from recpipe.export.compute import run_scoring
 
         if self._scorer is None:
             self.load_context(context)
@@ -82,7 +83,7 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
             if shared is None:
                 logits = self._batcher.logits(model_input)
             else:
-                logits = self._scorer.predict_raw(model_input, shared)
+                logits = run_scoring(self._scorer.predict_raw, model_input, shared)
         except DataError as err:
             raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
         scores = self._scorer.to_output(logits, output)

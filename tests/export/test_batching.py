@@ -24,6 +24,7 @@ class Gated:
         self.scorer, self.waiting = scorer, waiting
         self.batcher: MicroBatcher | None = None
         self.rows: list[int] = []
+        self.threads: list[str] = []  # the thread that scored each batch
 
     def check_columns(self, columns):
         return self.scorer.check_columns(columns)
@@ -37,6 +38,7 @@ class Gated:
             while len(self.batcher._queue) < self.waiting and not deadline.wait(0.01):
                 pass
         self.rows.append(table.num_rows)
+        self.threads.append(threading.current_thread().name)
         return self.scorer.score_prepared(table)
 
 
@@ -89,6 +91,8 @@ def test_concurrent_calls_are_merged_and_each_gets_its_own_rows_logits(din_expor
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
     # The first call alone, then all the others in one batch (nulls and values share one schema).
     assert gated.rows == [1, sum(len(r) for r in requests[1:])]
+    # Both batches on the process's one scoring thread, not on the request threads (one OpenMP team).
+    assert [t.startswith("recpipe-scoring") for t in gated.threads] == [True, True]
     assert not batcher._busy and not batcher._queue
     np.testing.assert_allclose(batcher.logits(requests[3]), want[3], atol=1e-6)  # alone again: at once
 
@@ -143,3 +147,33 @@ def test_max_rows_must_be_positive(din_export):
     _, result = din_export
     with pytest.raises(ValueError, match="max_rows must be positive"):
         MicroBatcher(load_backend(Path(result.out_dir) / "rtp"), max_rows=0)
+
+
+class Interrupted:
+    """The real scorer whose next ``score_prepared`` is interrupted (Ctrl-C while a batch job scores)."""
+
+    def __init__(self, scorer) -> None:
+        self.scorer, self.interrupt = scorer, True
+
+    def check_columns(self, columns):
+        return self.scorer.check_columns(columns)
+
+    def prepare_raw(self, rows):
+        return self.scorer.prepare_raw(rows)
+
+    def score_prepared(self, table):
+        if self.interrupt:
+            self.interrupt = False
+            raise KeyboardInterrupt
+        return self.scorer.score_prepared(table)
+
+
+def test_an_interrupted_call_in_the_main_thread_leaves_the_batcher_usable(din_export):
+    trained, result = din_export
+    scorer = load_backend(Path(result.out_dir) / "rtp")
+    batcher = MicroBatcher(Interrupted(scorer))
+    frame = _requests(trained)[1]
+    with pytest.raises(KeyboardInterrupt):
+        batcher.logits(frame)  # the main thread scores its own call: the interrupt reaches it
+    assert not batcher._busy and not batcher._queue
+    np.testing.assert_allclose(batcher.logits(frame), scorer.predict_raw(frame), atol=1e-6)
