@@ -7,7 +7,11 @@ count ``N`` and ``lengths`` of ``F·B``, then ``aoti_compile_and_package``. A se
 
 from __future__ import annotations
 
+import re
+import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -18,6 +22,36 @@ from recpipe.export.manifest import ArtifactError, Manifest, read_manifest
 from recpipe.export.scorer import Scorer
 
 PACKAGE = "model.pt2"
+
+# aoti_load_package's extraction folders (``<tmp>/aotinductor_XXXXXX``) whose files this process maps and that still
+# exist (a deleted file's line ends in " (deleted)").
+_EXTRACTED = re.compile(r"^\S+(?:\s+\S+){4}\s+(/\S*?/aotinductor_[^/\s]+)/\S*$", re.MULTILINE)
+_LOADING = threading.Lock()
+
+
+def load_package(path: str | Path) -> Any:
+    """``torch._inductor.aoti_load_package(path)`` with the folder it extracted the package to deleted at once.
+
+    The loader removes that folder (the compiled library, ~43 MB for the small DIN) only when the loaded model is
+    destroyed, which a process that exits without collecting it, or is killed (a server worker SIGKILLed and
+    restarted, a pipeline step's process), never does: 68 folders, 2.9 GB, were left in /tmp by a day of test runs.
+    Once loaded, the library is mapped and the weights are in memory, so the files are not read again; the folder is
+    found as the new ``aotinductor_*`` one among the files this process maps (``/proc/self/maps``; where there is
+    none, it is left to the loader)."""
+    with _LOADING:  # another load in this process between the two reads would be counted as this one's
+        before = _extracted_folders()
+        runner = torch._inductor.aoti_load_package(str(path))
+        for folder in _extracted_folders() - before:
+            shutil.rmtree(folder, ignore_errors=True)
+    return runner
+
+
+def _extracted_folders() -> set[str]:
+    try:
+        with open("/proc/self/maps") as maps:
+            return set(_EXTRACTED.findall(maps.read()))
+    except OSError:
+        return set()
 
 
 def export_full_model(
@@ -39,7 +73,7 @@ def write_aoti(folder: str | Path, program: torch.export.ExportedProgram) -> lis
 
 
 class AotiScorer(Scorer):
-    """Loads ``model.pt2`` with ``torch._inductor.aoti_load_package``."""
+    """Loads ``model.pt2`` with ``torch._inductor.aoti_load_package`` (:func:`load_package`)."""
 
     def __init__(self, folder: str | Path, manifest: Manifest | None = None) -> None:
         import fbgemm_gpu  # noqa: F401  (the compiled model calls torch.ops.fbgemm)
@@ -53,7 +87,7 @@ class AotiScorer(Scorer):
                 f"{torch.__version__}; re-export it, or serve it with the torch that built it"
             )
         super().__init__(folder, manifest)
-        self.runner = torch._inductor.aoti_load_package(str(self.folder / PACKAGE))
+        self.runner = load_package(self.folder / PACKAGE)
 
     def _logits(self, dense: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         batch = dense.shape[0]

@@ -317,9 +317,10 @@ def load_user_tower(folder: str | Path) -> Any:
             f"{folder}: the user tower was compiled with torch {manifest.versions.get('torch')}, this is torch "
             f"{torch.__version__}; re-export it"
         )
+    from recpipe.export.aoti import load_package
     from recpipe.export.layout import backend_folder
 
-    return torch._inductor.aoti_load_package(str(backend_folder(folder) / PACKAGE))
+    return load_package(backend_folder(folder) / PACKAGE)
 
 
 def _check_user_tower(
