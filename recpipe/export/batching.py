@@ -22,7 +22,8 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,11 @@ from recpipe.features.raw import to_arrow
 # The most rows merged into one call: past a few hundred rows a batch costs about its rows (no overhead left
 # to share), and a bounded batch bounds the latency it adds to the calls behind it.
 MAX_BATCH_ROWS = 512
+# A batch of fewer rows is scored at one torch thread. A second thread gained nothing there (the small DIN, 1 to 256
+# rows: 1.70-2.57 ms a batch at one thread, 1.73-2.68 at two), and its OpenMP worker spins between the batch's
+# parallel ops, taking a core from the request threads: 8 clients of one-row requests at 1 worker x 2 threads,
+# p99 29-32 ms, 18-22 ms with this (2026-12-07, benchmarks/RESULTS.md).
+SMALL_BATCH_ROWS = 256
 
 
 class _Call:
@@ -110,7 +116,11 @@ class MicroBatcher:
                         rows += self._queue[0].table.num_rows
                         batch.append(self._queue.pop(0))
                 try:
-                    self._score(batch)
+                    if rows < SMALL_BATCH_ROWS:
+                        with _one_torch_thread():
+                            self._score(batch)
+                    else:
+                        self._score(batch)
                 finally:
                     for call in batch:
                         if call.logits is None and call.error is None:  # _score was interrupted
@@ -167,3 +177,19 @@ def _merged(
         except Exception as err:  # noqa: BLE001 - the call's own error, raised in its own thread
             call.error = err
     return out
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """torch's intra-op threads set to one for a while (then back)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

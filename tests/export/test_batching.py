@@ -177,3 +177,45 @@ def test_an_interrupted_call_in_the_main_thread_leaves_the_batcher_usable(din_ex
         batcher.logits(frame)  # the main thread scores its own call: the interrupt reaches it
     assert not batcher._busy and not batcher._queue
     np.testing.assert_allclose(batcher.logits(frame), scorer.predict_raw(frame), atol=1e-6)
+
+
+class Threads:
+    """The real scorer, recording torch's thread count at each ``score_prepared``."""
+
+    def __init__(self, scorer) -> None:
+        self.scorer, self.threads = scorer, []
+
+    def check_columns(self, columns):
+        return self.scorer.check_columns(columns)
+
+    def prepare_raw(self, rows):
+        return self.scorer.prepare_raw(rows)
+
+    def score_prepared(self, table):
+        import torch
+
+        self.threads.append(torch.get_num_threads())
+        return self.scorer.score_prepared(table)
+
+
+def test_a_small_batch_scores_at_one_torch_thread_and_a_large_one_at_all(din_export):
+    import torch
+
+    from recpipe.export.batching import SMALL_BATCH_ROWS
+
+    trained, result = din_export
+    scorer = load_backend(Path(result.out_dir) / "rtp")
+    rows = trained.held_out.drop_columns([c for c in trained.held_out.column_names if c in trained.spec.labels])
+    small, large = rows.slice(0, 1), rows.slice(0, SMALL_BATCH_ROWS)
+    assert large.num_rows == SMALL_BATCH_ROWS
+    recorder = Threads(scorer)
+    batcher = MicroBatcher(recorder)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        np.testing.assert_allclose(batcher.logits(small), scorer.predict_raw(small), atol=1e-6)
+        np.testing.assert_allclose(batcher.logits(large), scorer.predict_raw(large), atol=1e-6)
+        assert recorder.threads == [1, 2]
+        assert torch.get_num_threads() == 2  # set back after the small batch
+    finally:
+        torch.set_num_threads(before)
