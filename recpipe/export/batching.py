@@ -75,7 +75,7 @@ class MicroBatcher:
         self.max_rows = max_rows
         self._lock = threading.Lock()
         self._queue: list[_Call] = []
-        self._busy = False  # a leader is scoring; invariant: not busy => the queue is empty
+        self._busy = False  # a drain is running; invariant: not busy => the queue is empty
         self.batches = 0  # batches scored (each one FG + model call per schema), for tests and benchmarks
 
     def logits(self, rows: Any) -> np.ndarray:
