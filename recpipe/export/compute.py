@@ -8,7 +8,7 @@ and the teams stay. With more OpenMP threads than cores, GNU OpenMP stops lettin
 parallel regions (its throttled spin count), and each of the hundreds of small regions of a request then waits for
 its workers to wake up. recpipe's server at 1 worker × 2 threads on 2 cores, the 20k-row small DIN's float32
 program (2026-12-07): after a burst of 8 concurrent clients, one user × 500 candidates took 12.7-14.1 ms a request
-instead of 6.8-9.1 with one scoring thread, and 4 concurrent clients of them got 85-93 instead of 118-137 requests/s.
+instead of 6.8-9.1 with one scoring thread, and 4 concurrent clients of them got 85-93 instead of 118-142 requests/s.
 Requests one at a time reuse one pool thread and were not slower (a dedicated thread measured no gain there on
 2026-12-05).
 
