@@ -205,7 +205,9 @@ def test_a_small_batch_scores_at_one_torch_thread_and_a_large_one_at_all(din_exp
 
     trained, result = din_export
     scorer = load_backend(Path(result.out_dir) / "rtp")
-    rows = trained.held_out.drop_columns([c for c in trained.held_out.column_names if c in trained.spec.labels])
+    rows = trained.held_out.drop_columns(
+        [c for c in trained.held_out.column_names if c in trained.spec.labels]
+    )
     small, large = rows.slice(0, 1), rows.slice(0, SMALL_BATCH_ROWS)
     assert large.num_rows == SMALL_BATCH_ROWS
     recorder = Threads(scorer)
