@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from recpipe.export.compute import scores_here, scoring_executor
+from recpipe.export.compute import run_scoring, scores_here, scoring_executor
 from recpipe.export.scorer import Scorer
 from recpipe.features.raw import to_arrow
 
@@ -41,6 +41,8 @@ MAX_BATCH_ROWS = 512
 # parallel ops, taking a core from the request threads: 8 clients of one-row requests at 1 worker x 2 threads,
 # p99 29-32 ms, 18-22 ms with this (2026-12-07, benchmarks/RESULTS.md).
 SMALL_BATCH_ROWS = 256
+# The error of a call whose batch was interrupted (KeyboardInterrupt), or queued behind it.
+_INTERRUPTED = "scoring this request's batch was interrupted"
 
 
 class _Call:
@@ -78,12 +80,15 @@ class MicroBatcher:
         self._busy = False  # a drain is running; invariant: not busy => the queue is empty
         self.batches = 0  # batches scored (each one FG + model call per schema), for tests and benchmarks
 
-    def logits(self, rows: Any) -> np.ndarray:
-        """Logits ``(B,)`` of raw ``rows``, the same as ``scorer.predict_raw(rows)``.
+    def logits(self, rows: Any, context: Any = None) -> np.ndarray:
+        """Logits ``(B,)`` of raw ``rows``, the same as ``scorer.predict_raw(rows, context)``. A call with a
+        ``context`` (one user × the candidate ``rows``) is scored on its own, on the scoring thread.
 
         Raises:
             DataError: as :meth:`~recpipe.export.scorer.Scorer.predict_raw`, for these rows only.
         """
+        if context is not None:
+            return run_scoring(self.scorer.predict_raw, rows, context)
         table = to_arrow(rows)
         if table.num_rows:
             self.scorer.check_columns(table.column_names)
@@ -124,13 +129,13 @@ class MicroBatcher:
                 finally:
                     for call in batch:
                         if call.logits is None and call.error is None:  # _score was interrupted
-                            call.error = RuntimeError("scoring this request's batch was interrupted")
+                            call.error = RuntimeError(_INTERRUPTED)
                         call.done.set()
         except BaseException:  # KeyboardInterrupt in a main-thread drain: no call waits for ever
             with self._lock:
                 waiting, self._queue, self._busy = self._queue, [], False
             for call in waiting:
-                call.error = RuntimeError("scoring this request's batch was interrupted")
+                call.error = RuntimeError(_INTERRUPTED)
                 call.done.set()
             raise
 

@@ -122,10 +122,7 @@ class RankingInvoker:
     def score(self, parsed: tuple[pa.Table, str, str | None]) -> tuple[np.ndarray, str]:
         rows, output, context = parsed
         try:
-            if context is None:
-                logits = self.batcher.logits(rows)
-            else:
-                logits = run_scoring(self.scorer.predict_raw, rows, context)
+            logits = self.batcher.logits(rows, context)
         except DataError as err:
             raise bad_request(str(err)) from None
         return logits, output

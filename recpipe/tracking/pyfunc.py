@@ -69,7 +69,6 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
         from mlflow.protos.databricks_pb2 import BAD_REQUEST, INVALID_PARAMETER_VALUE
 
         from recpipe.data.types import DataError
-        from recpipe.export.compute import run_scoring
 
         if self._scorer is None:
             self.load_context(context)
@@ -80,10 +79,7 @@ class RawRowsModel(mlflow.pyfunc.PythonModel):
             )
         try:
             shared = (params or {}).get("context")
-            if shared is None:
-                logits = self._batcher.logits(model_input)
-            else:
-                logits = run_scoring(self._scorer.predict_raw, model_input, shared)
+            logits = self._batcher.logits(model_input, shared)
         except DataError as err:
             raise MlflowException(f"bad request: {err}", BAD_REQUEST) from None
         scores = self._scorer.to_output(logits, output)
