@@ -6,6 +6,7 @@ first batch until the other calls are queued (a gate around the real scorer; not
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +34,10 @@ class Gated:
         return self.scorer.prepare_raw(rows)
 
     def score_prepared(self, table):
-        if not self.rows:
-            deadline = threading.Event()
-            while len(self.batcher._queue) < self.waiting and not deadline.wait(0.01):
-                pass
+        if not self.rows:  # at most 60 s: a test that goes wrong fails on its assertions, it does not hang
+            deadline = time.monotonic() + 60
+            while len(self.batcher._queue) < self.waiting and time.monotonic() < deadline:
+                time.sleep(0.01)
         self.rows.append(table.num_rows)
         self.threads.append(threading.current_thread().name)
         return self.scorer.score_prepared(table)
@@ -69,8 +70,10 @@ def _concurrently(batcher: MicroBatcher, requests: list) -> list:
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
     threads[0].start()
-    while not batcher._busy:
-        threading.Event().wait(0.001)
+    # The first call's batch taken off the queue (busy, the queue empty again), not only queued: the scoring
+    # thread forms the batch, and the others queued before it would all join the first batch.
+    while not (batcher._busy and not batcher._queue):
+        time.sleep(0.001)
     for t in threads[1:]:
         t.start()
     for t in threads:
