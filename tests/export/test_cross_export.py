@@ -1,7 +1,8 @@
 """The cross models (DCNv2, DCNv1, MaskNet, xDeepFM) and RocketLaunching, each trained a few steps on generated Criteo rows over
 ``configs/deepfm_criteo_small.yaml``'s features, through jit, onnx and rtp with parity, and one request scored
 by the registered pyfunc the scoring server runs (:class:`~recpipe.tracking.pyfunc.RawRowsModel`); AOTI (a
-compile per model, 25-70 s) is slow-marked, and so are the models after DCNv2."""
+compile per model, 25-70 s) for the three whose graphs differ (``AOTI_MODELS``), slow-marked, and so are the
+models after DCNv2."""
 
 from __future__ import annotations
 
@@ -79,7 +80,16 @@ def test_jit_onnx_rtp_pass_parity_and_the_pyfunc_serves_a_request(trained, tmp_p
     assert len(set(np.round(logits, 5))) > 1  # rows differ: not one constant score
 
 
+# AOTInductor (a compile each: ~25 CPU-s, most of what this file costs) for the models whose served graph has
+# operations of its own: DCNv2's low-rank cross, MaskNet's layer norms and instance-guided masks, xDeepFM's CIN.
+# DCNv1 is DCNv2's class with DCN's cross network (x0 * (x . w) + b + x: a matmul, products and sums, all in DCNv2's
+# graph) and RocketLaunching serves its light MLP alone (every model's deep tower); both pass parity through jit,
+# onnx and rtp above (rtp's dense part a torch.export program).
+AOTI_MODELS = ["dcn_v2", "mask_net", "xdeepfm"]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("trained", AOTI_MODELS, indirect=True)
 def test_aoti_passes_parity(trained, tmp_path):
     name, cfg, small = trained
     b = export(small.model, small.spec, cfg, ["aoti"], tmp_path, small.held_out).backends["aoti"]
