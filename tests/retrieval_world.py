@@ -1,10 +1,18 @@
 """A small trained and exported two-tower world for the tests of what reads a retrieval export (``recpipe predict``,
 the scoring server): generated ``synthetic:retrieval`` rows (their oracle known), ``configs/dssm_retrieval_small.yaml``
-trained 80 steps by the retrieval job, exported (user tower, item embeddings, flat FAISS index)."""
+trained 80 steps by the retrieval job, exported (user tower, item embeddings, flat FAISS index).
+
+:func:`shared_world` is that world made once per test session and read by every test file (and xdist worker) that
+asks for it: its export is read-only to them (a tamper test copies it first); the training and the user tower's
+AOTInductor compile are ~20 s of CPU each time they are not repeated."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -41,3 +49,21 @@ def trained_and_exported(root: Path) -> dict[str, Any]:
         r = export.run(str(root / "ckpt"), None, str(root / "export"), data_uri=str(root / "eval"))
     assert r.ok
     return {"root": root, "export": str(root / "export"), "eval": str(root / "eval"), "result": result}
+
+
+def shared_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """:func:`trained_and_exported` once per session: built under a file lock in the session's temp folder (the
+    one the xdist workers share) by the first to ask, then read by the others. ``result`` holds the trainer's
+    ``eval`` metrics (what a reader can be given from another process)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root, done = shared / "retrieval-world", shared / "retrieval-world.json"
+    with FileLock(str(shared / "retrieval-world.lock")):
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build that failed part-way
+            world = trained_and_exported(root)
+            done.write_text(json.dumps({"eval": world["result"].eval}))
+    return {"root": root, "export": str(root / "export"), "eval": str(root / "eval"),
+            "result": SimpleNamespace(**json.loads(done.read_text()))}  # fmt: skip

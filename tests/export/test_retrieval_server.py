@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from local_http import invoke, scoring_server
-from retrieval_world import trained_and_exported
+from retrieval_world import shared_world
 from test_server import _call
 
 from recpipe import tracking
@@ -23,7 +23,7 @@ JSON_HEADERS = [("content-type", "application/json")]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> dict:
-    w = trained_and_exported(tmp_path_factory.mktemp("retsrv"))
+    w = shared_world(tmp_path_factory)
     w["retriever"] = Retriever(w["export"])
     w["app"] = ScoringApp(RetrievalInvoker(w["retriever"]), version="recpipe test")
     users = pq.read_table(w["eval"]).select(["user_id", "user_segment"]).slice(0, 5)

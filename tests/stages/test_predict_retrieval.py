@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from retrieval_world import trained_and_exported
+from retrieval_world import shared_world
 
 from recpipe.cli.main import main
 from recpipe.data.types import DataError
@@ -22,7 +22,7 @@ from recpipe.stages import predict
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict:
-    return trained_and_exported(tmp_path_factory.mktemp("retpred"))
+    return shared_world(tmp_path_factory)
 
 
 def test_top_k_is_brute_force_over_the_stored_embeddings_and_recall_is_the_trainers(exported, tmp_path):
