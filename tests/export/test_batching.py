@@ -72,7 +72,8 @@ def _concurrently(batcher: MicroBatcher, requests: list) -> list:
     threads[0].start()
     # The first call's batch taken off the queue (busy, the queue empty again), not only queued: the scoring
     # thread forms the batch, and the others queued before it would all join the first batch.
-    while not (batcher._busy and not batcher._queue):
+    deadline = time.monotonic() + 60
+    while not (batcher._busy and not batcher._queue) and time.monotonic() < deadline:
         time.sleep(0.001)
     for t in threads[1:]:
         t.start()
