@@ -17,6 +17,14 @@ from recpipe.export.batching import MicroBatcher
 from recpipe.export.loaders import load_backend
 
 
+def _wait_until(done, poll: float, seconds: float = 60) -> None:
+    """Polls ``done()`` every ``poll`` seconds until it holds or ``seconds`` pass: a test that goes wrong fails on its
+    assertions, it does not hang."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(poll)
+
+
 class Gated:
     """The real scorer, with its first ``score_prepared`` held until ``waiting`` calls are queued behind it;
     records the rows of every call."""
@@ -34,10 +42,8 @@ class Gated:
         return self.scorer.prepare_raw(rows)
 
     def score_prepared(self, table):
-        if not self.rows:  # at most 60 s: a test that goes wrong fails on its assertions, it does not hang
-            deadline = time.monotonic() + 60
-            while len(self.batcher._queue) < self.waiting and time.monotonic() < deadline:
-                time.sleep(0.01)
+        if not self.rows:
+            _wait_until(lambda: len(self.batcher._queue) >= self.waiting, poll=0.01)
         self.rows.append(table.num_rows)
         self.threads.append(threading.current_thread().name)
         return self.scorer.score_prepared(table)
@@ -72,9 +78,7 @@ def _concurrently(batcher: MicroBatcher, requests: list) -> list:
     threads[0].start()
     # The first call's batch taken off the queue (busy, the queue empty again), not only queued: the scoring
     # thread forms the batch, and the others queued before it would all join the first batch.
-    deadline = time.monotonic() + 60
-    while not (batcher._busy and not batcher._queue) and time.monotonic() < deadline:
-        time.sleep(0.001)
+    _wait_until(lambda: batcher._busy and not batcher._queue, poll=0.001)
     for t in threads[1:]:
         t.start()
     for t in threads:
