@@ -1,13 +1,13 @@
-"""Serving: HTTP latency through MLflow's own scoring server and batch-scoring throughput of ``recpipe predict``.
+"""Serving: HTTP latency through ``recpipe serve`` and batch-scoring throughput of ``recpipe predict``.
 
 Setup: the embedded pipeline (``recpipe run``, ``configs/din_taobao_small.yaml``, generated Taobao rows)
 trains, exports, registers and promotes a MultiTowerDIN into a fresh sqlite store; then
 
-- ``recpipe serve`` (``mlflow models serve -m models:/<model>@champion --env-manager local``) runs on
-  127.0.0.1 (a real process, one worker) and a bounded request loop sends one-row requests (``dataframe_records``, the
-  way clients build them), 256-row requests, and one user x 500 candidates both ways (``dataframe_split`` of the
-  items with the user's columns once in ``params.context``, against the same 500 full rows; the scores checked
-  equal), then stops;
+- ``recpipe serve --model models:/<model>@champion`` (recpipe's scoring server, MLflow's scoring protocol; the
+  registered version downloaded and verified) runs on 127.0.0.1 (a real process, one worker) and a bounded
+  request loop sends one-row requests (``dataframe_records``, the way clients build them), 256-row requests, and
+  one user x 500 candidates both ways (``dataframe_split`` of the items with the user's columns once in
+  ``params.context``, against the same 500 full rows; the scores checked equal), then stops;
 - the registered pyfunc scores one-row DataFrames in this process (what the server adds is the rest);
 - ``recpipe predict`` streams the eval rows (repeated to ``--predict-rows``, 4 files) through the export (rtp,
   FG inside) into Parquet, against the eager model's rows/s on the same rows (FG + the checkpoint's model, the
@@ -129,7 +129,7 @@ def serve(
     ``recpipe serve`` options in ``extra``; log: ``work/server.log``): the process and its base URL once
     ``/ping`` answers."""
     port = _free_port()
-    recpipe = Path(sys.executable).with_name("recpipe")  # `recpipe serve` execs `mlflow models serve`
+    recpipe = Path(sys.executable).with_name("recpipe")  # its server; `--server mlflow` in extra: MLflow's
     log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
     server = subprocess.Popen(
         [str(recpipe), "serve", "--model", f"models:/{model}@champion", "--tracking-uri", uri,
