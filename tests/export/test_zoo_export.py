@@ -1,7 +1,7 @@
 """The ranking-zoo models of issue 29 (WuKong, PEPNet with and without domain towers, SimpleMultiTask) through
 every backend: a few training steps on generated rows, parity on jit, onnx and rtp (aoti slow-marked, for the two
 whose graphs the others' are part of: a compile each), and a single- and a multi-task model's request served by
-MLflow's scoring server after the stages train, evaluate, export, register and promote it."""
+``recpipe serve`` after the stages train, evaluate, export, register and promote it."""
 
 from __future__ import annotations
 
