@@ -48,6 +48,10 @@ def trained_and_exported(root: Path) -> dict[str, Any]:
         env.setenv("RECPIPE_PARAM_ITEMS", items)
         r = export.run(str(root / "ckpt"), None, str(root / "export"), data_uri=str(root / "eval"))
     assert r.ok
+    return _world(root, result)
+
+
+def _world(root: Path, result: Any) -> dict[str, Any]:
     return {"root": root, "export": str(root / "export"), "eval": str(root / "eval"), "result": result}
 
 
@@ -65,5 +69,4 @@ def shared_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             shutil.rmtree(root, ignore_errors=True)  # a build that failed part-way
             world = trained_and_exported(root)
             done.write_text(json.dumps({"eval": world["result"].eval}))
-    return {"root": root, "export": str(root / "export"), "eval": str(root / "eval"),
-            "result": SimpleNamespace(**json.loads(done.read_text()))}  # fmt: skip
+    return _world(root, SimpleNamespace(**json.loads(done.read_text())))
