@@ -1,6 +1,7 @@
 """Shared by the benchmark scripts (run as ``.venv/bin/python benchmarks/<name>.py``, so this folder is on
 ``sys.path``): ``--quick`` (:func:`parse_args`, :func:`quick_out`), interleaved timing of forward /
-forward+backward callables, the load warning, and the environment block of a results file.
+forward+backward callables, the load warning, and the environment block of a results file (with the
+host's CPU model and instruction sets).
 
 ``--quick`` runs a benchmark's own code path at tiny sizes and few repeats, in seconds, and prints the same
 last line (``<name>: key=value …``); its figures mean nothing. It never writes ``benchmarks/results/``: its
@@ -105,11 +106,45 @@ def warn_if_loaded(load_before: tuple[float, ...], load_after: tuple[float, ...]
         print(f"warning: load average {busy:.1f} on {os.cpu_count()} CPUs: other processes share the cores")
 
 
+# The instruction sets a CPU benchmark's figures depend on (GEMM rates: AVX-512, bf16 units, AMX tiles).
+CPU_ISA = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
+
+
+def host_cpu(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The host's processor for a results file: ``model`` (``/proc/cpuinfo``'s model name; ``platform.processor()``
+    where there is none) and which of :data:`CPU_ISA` it has. Two hosts of one architecture can differ by 2x in
+    a GEMM rate (benchmarks/RESULTS.md), so every results file names its CPU.
+
+    Args:
+        cpuinfo (str | None): the text of ``/proc/cpuinfo`` (read when not given).
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():  # the first processor's block is enough: every core is alike
+        key, sep, value = line.partition(":")
+        if not sep:
+            if fields:
+                break
+            continue
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {
+        "model": fields.get("model name") or platform.processor() or platform.machine(),
+        "isa": [f for f in CPU_ISA if f in flags],
+    }
+
+
 def environment(started: float, load_before: tuple[float, ...]) -> dict[str, Any]:
-    """The ``environment`` block of a results file: torch, CPUs, machine, load before/after, seconds."""
+    """The ``environment`` block of a results file: torch, CPUs (count, :func:`host_cpu`), machine, load before/after,
+    seconds."""
     return {
         "torch": torch.__version__,
         "cpus": os.cpu_count(),
+        "cpu": host_cpu(),
         "machine": platform.machine(),
         "load_avg_before": load_before,
         "load_avg_after": os.getloadavg(),

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import Times, interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
+from _common import Times, host_cpu, interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
 
 from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention
 from recpipe.train.heap import keep_freed_memory
@@ -361,6 +361,7 @@ def main() -> None:
             "cpu_count": os.cpu_count(),
             "machine": platform.machine(),
             "processor": platform.processor(),
+            "cpu": host_cpu(),
             "load_average_before": load_before,
             "load_average_after": os.getloadavg(),
             "runtime_s": round(time.perf_counter() - started, 1),

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
+from _common import host_cpu, interleaved, median_and_min, parse_args, quick_out, warn_if_loaded
 from torchrec.models.dlrm import InteractionArch
 
 from recpipe.models.blocks.interaction import DotInteraction
@@ -126,6 +126,7 @@ def main() -> None:
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "cpu_count": os.cpu_count(),
+            "cpu": host_cpu(),
             "machine": platform.machine(),
             "load_average_before": load_before,
             "load_average_after": os.getloadavg(),

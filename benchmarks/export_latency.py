@@ -44,7 +44,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
-from _common import parse_args, quick_out  # noqa: E402
+from _common import host_cpu, parse_args, quick_out  # noqa: E402
 
 from recpipe.config import load_config  # noqa: E402
 from recpipe.config.caps import cap_tables  # noqa: E402
@@ -222,6 +222,7 @@ def main() -> None:
         "threads": 1,
         "clock": "process_time",
         "machine": platform.processor() or platform.machine(),
+        "cpu": host_cpu(),
         "torch": torch.__version__,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ os.environ.setdefault(
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
-from _common import parse_args, quick_out, warn_if_loaded  # noqa: E402
+from _common import host_cpu, parse_args, quick_out, warn_if_loaded  # noqa: E402
 
 from recpipe.batch import to_batch  # noqa: E402
 from recpipe.config import load_config  # noqa: E402
@@ -203,6 +203,7 @@ def main() -> None:
         "threads": 1,
         "clock": "process_time",
         "machine": platform.processor() or platform.machine(),
+        "cpu": host_cpu(),
         "torch": torch.__version__,
         "pyarrow": pa.__version__,
     }

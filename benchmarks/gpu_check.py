@@ -55,8 +55,8 @@ for _path in (str(_HERE.parent), str(_HERE)):
         sys.path.insert(0, _path)
 
 import din_attention as din_bench  # noqa: E402
+from _common import host_cpu, quick_out  # noqa: E402
 from _common import parse_args as parse_with_quick  # noqa: E402
-from _common import quick_out  # noqa: E402
 
 from recpipe.export.dense import MAX_BATCH, MAX_VALUES, PACKAGE_CONFIG, export_program  # noqa: E402
 from recpipe.models.blocks.din import FIRST_LAYERS, DinAttention, PaddedDinAttention  # noqa: E402
@@ -130,6 +130,7 @@ def preflight(device: str) -> tuple[dict[str, Any], list[str]]:
         "torch_cuda": torch.version.cuda,
         "device": device,
         "cpus": os.cpu_count(),
+        "cpu": host_cpu(),
         "machine": platform.machine(),
         "git_sha": _git_sha(),
         "numpy": _version_of("numpy"),

@@ -74,7 +74,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import torch
 import yaml
-from _common import parse_args, quick_out
+from _common import host_cpu, parse_args, quick_out
 
 from recpipe.auc import binary_auc
 from recpipe.config import load_config
@@ -580,6 +580,7 @@ def main() -> None:
         "torch": torch.__version__,
         "threads": args.threads,
         "cpus": os.cpu_count(),
+        "cpu": host_cpu(),
         "machine": platform.machine(),
         "python": platform.python_version(),
         "load_avg_start": load_start,

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import parse_args, quick_out
+from _common import host_cpu, parse_args, quick_out
 
 from recpipe.config.caps import capped_config
 from recpipe.data.synthetic import generate
@@ -152,6 +152,7 @@ def main() -> None:
         },
         "environment": {
             "cpus": os.cpu_count(),
+            "cpu": host_cpu(),
             "machine": platform.machine(),
             "python": platform.python_version(),
             "seconds": round(time.perf_counter() - started, 1),

@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import parse_args, quick_out
+from _common import host_cpu, parse_args, quick_out
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "serving.json"
@@ -412,6 +412,7 @@ def main() -> None:
         "environment": {
             "machine": platform.machine(),
             "cpus": os.cpu_count(),
+            "cpu": host_cpu(),
             "load_before": load_before,
             "load_after": os.getloadavg(),
             "pyarrow": pa.__version__,

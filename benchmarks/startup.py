@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import parse_args, quick_out
+from _common import host_cpu, parse_args, quick_out
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "startup.json"
@@ -137,6 +137,7 @@ def main() -> None:
         "phases_after": lengths,
         "load_1min": loads,
         "cpus": os.cpu_count(),
+        "cpu": host_cpu(),
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2) + "\n")
