@@ -180,7 +180,7 @@ def _check_retrieval(
     cfg = load_config(config_path, dict(overrides))
     if cfg.model.type not in RETRIEVAL_MODELS:
         return
-    from recpipe.train.retrieval_job import check_retrieval_train_config
+    from recpipe.train.retrieval_check import check_retrieval_train_config
 
     check_retrieval_train_config(cfg)
     world = local_world(workers, gpus_per_worker, nproc_per_node)

@@ -1,7 +1,8 @@
 """The pipeline's train step runs its checks without torch: each kfp step is a process of its own, and the train
 step imported torch (~1.5 s of CPU) and TorchRec (~2 s) only to check the sparse optimizer against the ranks'
 device, the tables against their memory and to find and pin checkpoints (5.3 s of CPU per pipeline run with them,
-2.4 s without).
+2.4 s without). A retrieval model's step too: its config check imported the retrieval trainer, torch with it
+(5.1 CPU-s for the step, ~2 without).
 
 The register step's own reads (the evaluation report's metrics, the served backend folder) import no torch
 either; that step still loads torch when MLflow validates the logged model's input example by loading it."""
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "configs"
 
 LIGHT = textwrap.dedent(
     """
@@ -34,6 +36,8 @@ LIGHT = textwrap.dedent(
 
     cfg = load_config(sys.argv[1])
     check_ranks_device(cfg)
+    # a retrieval config's refusals (one process, its train: options), as the train step checks them
+    train._check_retrieval(sys.argv[3], {}, 1, 1, None, "auto")
     assert ranks_device() == "cpu"
     assert latest_checkpoint(Path(sys.argv[2])) is None
     assert train.checkpoint_tags(sys.argv[2]) == {}
@@ -44,8 +48,9 @@ LIGHT = textwrap.dedent(
 
 
 def test_the_train_steps_checks_and_the_register_steps_reads_import_no_torch(tmp_path):
+    ranking, retrieval = CONFIGS / "din_taobao_small.yaml", CONFIGS / "dssm_retrieval_small.yaml"
     proc = subprocess.run(
-        [sys.executable, "-c", LIGHT, str(ROOT / "configs" / "din_taobao_small.yaml"), str(tmp_path)],
+        [sys.executable, "-c", LIGHT, str(ranking), str(tmp_path), str(retrieval)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,7 +16,7 @@ from recpipe.data.synthetic import generate
 from recpipe.launch.errors import TrainingFailed
 from recpipe.stages import train
 from recpipe.train.checkpoint import load_model_for_inference
-from recpipe.train.retrieval_job import check_retrieval_train_config
+from recpipe.train.retrieval_check import check_retrieval_train_config
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "dssm_retrieval_small.yaml"
 ROWS, EVAL_ROWS = 9000, 1000

@@ -21,7 +21,7 @@ from recpipe.data.synthetic import generate
 from recpipe.eval.retrieval import evaluate_retrieval_from_config
 from recpipe.features.build import build_feature_spec
 from recpipe.train.retrieval import train_retrieval
-from recpipe.train.retrieval_job import check_retrieval_train_config
+from recpipe.train.retrieval_check import check_retrieval_train_config
 from recpipe.tzrec import import_tzrec, import_tzrec_file
 from recpipe.tzrec.problems import TzrecImportError
 
