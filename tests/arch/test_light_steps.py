@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ROOT / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 LIGHT = textwrap.dedent(
     """
@@ -79,6 +78,6 @@ def test_adam_on_the_ranks_device_is_refused_before_any_rank_starts():
     from recpipe.config import load_config
     from recpipe.launch.local import check_ranks_device
 
-    cfg = load_config(ROOT / "configs" / "din_taobao_small.yaml", {"train.sparse_optimizer.type": "adam"})
+    cfg = load_config(CONFIGS / "din_taobao_small.yaml", {"train.sparse_optimizer.type": "adam"})
     with pytest.raises(ValueError, match="FBGEMM's fused Adam runs on GPU only"):
         check_ranks_device(cfg)
