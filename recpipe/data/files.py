@@ -78,9 +78,18 @@ def format_of_name(path: str) -> Format | None:
     return None
 
 
+# The empty objects that Hadoop's S3 connectors and EMR write for a folder (``dt=20260101_$folder$`` beside
+# ``dt=20260101/``): markers, not data; Spark, Hive and Trino skip them too.
+FOLDER_MARKER = "_$folder$"
+
+
 def hidden(relative: str) -> bool:
-    """Whether a path (relative to the folder listed) names a file or folder that listing skips."""
-    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+    """Whether a path (relative to the folder listed) names a file or folder that listing skips: a name
+    starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc`` files, ``_temporary/``), or a folder marker
+    (``dt=20260101_$folder$``)."""
+    return any(
+        part.startswith(("_", ".")) or part.endswith(FOLDER_MARKER) for part in relative.split("/") if part
+    )
 
 
 def _list_folder(fs: pafs.FileSystem, folder: str) -> list[str]:
@@ -136,7 +145,7 @@ def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
 
 def resolve_files(uri: str) -> DataFiles:
     """The files of ``uri``: one file, every data file of a folder (recursively, sorted; names starting
-    with ``_`` or ``.`` skipped; Parquet files preferred over CSV over others), or a glob's matches.
+    with ``_`` or ``.``, and folder markers, skipped; Parquet files preferred over CSV over others), or a glob's matches.
 
     Args:
         uri (str): a local path or ``s3://``, ``gs://``, ``hdfs://``, ``file://`` URI, optionally a glob.
@@ -162,7 +171,10 @@ def resolve_files(uri: str) -> DataFiles:
         return DataFiles(uri, fs, [path])
     paths = _list_folder(fs, path)
     if not paths:
-        raise DataError(f"no data files in folder {uri!r} (names starting with '_' or '.' are skipped)")
+        raise DataError(
+            f"no data files in folder {uri!r} (names starting with '_' or '.', and '…{FOLDER_MARKER}' folder "
+            "markers, are skipped)"
+        )
     return DataFiles(uri, fs, paths)
 
 

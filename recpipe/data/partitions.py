@@ -11,6 +11,11 @@ Selectors (``data.partitions``, ``--partitions``), parsed strictly:
 - ``latest``: the newest value of the first (outermost) key; ``last:7``: its 7 newest values (all their
   nested partitions, e.g. every ``hh`` of those days).
 
+Hive's partition of null values (``dt=__HIVE_DEFAULT_PARTITION__``: rows whose ``dt`` was null when Hive or
+Spark wrote them) is no day: it sorts before every other value, ``latest`` and ``last:N`` never choose it
+(nor does the eval split's "newest partition"), no range holds it, and it is read only when named
+(``dt=__HIVE_DEFAULT_PARTITION__``); its rows' ``dt`` is null, as Hive and Spark read it.
+
 A selector that matches nothing, names a key the source lacks, or does not parse is a
 :class:`PartitionError` naming the source, the selector and the partitions that exist.
 
@@ -41,6 +46,8 @@ _SEGMENT = re.compile(rf"^({_KEY})=(.+)$")
 _ITEM = re.compile(rf"^(?:({_KEY})=)?({_VALUE})$")
 _LAST = re.compile(r"^last:([0-9]+)$")
 SYNTAX = "dt=20260107, dt=20260101..20260107, dt=20260101,20260103, latest or last:N"
+# The folder value Hive and Spark write for a null partition value.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 # Partitions shown in an error message: the first and the last few.
 _SHOWN = 3
 
@@ -98,7 +105,10 @@ class Selector:
 
 
 def order(value: str) -> tuple[int, int | str]:
-    """The sort key of a partition value: digit-only values as numbers (``hh=5`` before ``hh=10``), before text."""
+    """The sort key of a partition value: Hive's null partition first, then digit-only values as numbers
+    (``hh=5`` before ``hh=10``), then text."""
+    if value == HIVE_NULL:
+        return (-1, "")
     return (0, int(value)) if value.isdigit() else (1, value)
 
 
@@ -172,7 +182,11 @@ def select(partitions: Sequence[Partition], selector: str | Selector, source: st
         raise PartitionError(f"{where}: the source has no key=value partitions")
     keys = partitions[0].keys
     if sel.last is not None:
-        values = sorted({p.value(keys[0]) for p in partitions}, key=order)[-sel.last :]
+        values = sorted({p.value(keys[0]) for p in partitions} - {HIVE_NULL}, key=order)[-sel.last :]
+        if not values:
+            raise PartitionError(
+                f"{where}: selects nothing; it has {_listing(partitions)} ({HIVE_NULL} is no day)"
+            )
         return [p for p in partitions if p.value(keys[0]) in values]
     assert sel.key is not None
     if sel.key not in keys:
@@ -185,11 +199,14 @@ def select(partitions: Sequence[Partition], selector: str | Selector, source: st
 
 
 def newest(partitions: Sequence[Partition]) -> list[Partition]:
-    """The partitions holding the newest value of the first key (a day's every ``hh`` when nested)."""
+    """The partitions holding the newest value of the first key (a day's every ``hh`` when nested); Hive's
+    null partition only when there is nothing else."""
     if not partitions:
         return []
     key = partitions[0].keys[0]
-    last = max((p.value(key) for p in partitions), key=order)
+    last = max(
+        (p.value(key) for p in partitions), key=order
+    )  # HIVE_NULL sorts first: max is it only if alone
     return [p for p in partitions if p.value(key) == last]
 
 
@@ -219,8 +236,8 @@ def hive_partitions(uri: str) -> HiveFolder:
     """List the ``key=value`` partition folders under ``uri`` (one recursive listing).
 
     Every file must sit below the same sequence of keys (``dt=…/`` or ``dt=…/hh=…/``); folders below the
-    last key are part of that partition. Names starting with ``_`` or ``.`` are skipped. Values are
-    URL-decoded, as hive writes them.
+    last key are part of that partition. Names starting with ``_`` or ``.``, and folder markers
+    (``dt=…_$folder$``), are skipped. Values are URL-decoded, as hive writes them.
 
     Args:
         uri (str): a local folder or ``s3://`` / ``gs://`` / ``hdfs://`` / ``file://`` URI.
@@ -357,7 +374,7 @@ class PartitionedSource(PartedSource):
         # Rows are needed even when only key columns are asked for: read the narrowest data column.
         read = data or schema.names[:1]
         out_schema = pa.schema([schema.field(c) for c in wanted])
-        values = dict(self.part_partition(piece.file_index).values)
+        values = {k: None if v == HIVE_NULL else v for k, v in self.part_partition(piece.file_index).values}
         for batch in self.inner.read_part(piece, read, batch_rows):
             n = batch.num_rows
             arrays = [

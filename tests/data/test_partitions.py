@@ -232,3 +232,49 @@ def test_bad_folders_and_selectors_fail_naming_the_source(tmp_path, make_rows, d
     with pytest.raises(PartitionError, match="last:N"):
         open_source("synthetic:taobao?rows=100", generate_into=tmp_path / "g", partitions="last")
     assert not (tmp_path / "g").exists()  # refused before generating
+
+
+def test_folder_markers_of_hadoop_s3_and_emr_are_skipped(days, make_rows) -> None:
+    """EMR and Hadoop's S3 connectors write an empty ``dt=…_$folder$`` beside each folder: a marker, not a file
+    of data, in the partitioned and the plain listing alike."""
+    root, owned = days
+    for day in DAYS:
+        (root / f"dt={day}_$folder$").write_bytes(b"")
+    (root / "dt=20260103" / "nested_$folder$").write_bytes(b"")
+    src = open_source(str(root), partitions="last:2")
+    assert [p.name for p in src.partitions] == ["dt=20260104", "dt=20260105"]
+    assert _read(src).column("row").to_pylist() == [*owned["20260104"], *owned["20260105"]]
+    assert open_source(str(root)).num_rows() == sum(DAY_ROWS)
+    # A folder of suffix-less files (taken whole) does not take the markers as data either.
+    plain = root.parent / "plain"
+    plain.mkdir()
+    pacsv.write_csv(make_rows(0, 4), plain / "part-00000")
+    (plain / "sub_$folder$").write_bytes(b"")
+    assert open_source(str(plain)).num_rows() == 4
+
+
+def test_hives_null_partition_is_no_day(tmp_path, make_rows) -> None:
+    """``dt=__HIVE_DEFAULT_PARTITION__`` holds the rows whose ``dt`` was null when Hive or Spark wrote them: never
+    the newest day (``latest``, ``last:N``, ingest's eval split), in no range; read only when named, its ``dt``
+    null."""
+    root = tmp_path / "logs"
+    for i, day in enumerate(("20260101", "20260102", "__HIVE_DEFAULT_PARTITION__")):
+        (root / f"dt={day}").mkdir(parents=True)
+        pq.write_table(make_rows(10 * i, 10 * i + 3), root / f"dt={day}" / "p.parquet")
+    names = lambda sel: [p.name for p in open_source(str(root), partitions=sel).partitions]  # noqa: E731
+    assert names("latest") == ["dt=20260102"]
+    assert names("last:5") == ["dt=20260101", "dt=20260102"]
+    assert names("dt=20260101..20991231") == ["dt=20260101", "dt=20260102"]
+    both = open_source(str(root), partitions="dt=__HIVE_DEFAULT_PARTITION__,20260102")
+    assert [p.name for p in both.partitions] == ["dt=__HIVE_DEFAULT_PARTITION__", "dt=20260102"]
+    assert [p.name for p in newest(both.partitions)] == ["dt=20260102"]
+    t = _read(both)
+    assert t.column("row").to_pylist() == [20, 21, 22, 10, 11, 12]
+    assert t.column("dt").to_pylist() == [None] * 3 + ["20260102"] * 3
+    alone = open_source(str(root), partitions="dt=__HIVE_DEFAULT_PARTITION__").partitions
+    assert [p.name for p in newest(alone)] == ["dt=__HIVE_DEFAULT_PARTITION__"]
+    only_null = tmp_path / "nulls"
+    (only_null / "dt=__HIVE_DEFAULT_PARTITION__").mkdir(parents=True)
+    pq.write_table(make_rows(0, 3), only_null / "dt=__HIVE_DEFAULT_PARTITION__" / "p.parquet")
+    with pytest.raises(PartitionError, match="selects nothing.*__HIVE_DEFAULT_PARTITION__ is no day"):
+        open_source(str(only_null), partitions="latest")
