@@ -69,11 +69,15 @@ class CsvOptions(Strict):
 
 
 class SplitConfig(Strict):
-    """How ingest splits one table into train and eval: the last ``eval_last_days`` of ``time_column``,
-    or a deterministic hashed ``eval_fraction`` of rows."""
+    """How ingest splits one table into train and eval: the last ``eval_last_days`` (UTC days) of
+    ``time_column``, or a deterministic hashed ``eval_fraction`` of rows.
+
+    ``time_column`` holds numbers since the epoch in ``time_unit`` (``s``, ``ms``, ``us``, ``ns``; numeric text
+    too), timestamps (with or without a time zone), dates, or ISO-8601 text (``2026-01-07 13:45:00``)."""
 
     time_column: str | None = "time_stamp"
     eval_last_days: int = Field(1, ge=1)
+    time_unit: Literal["s", "ms", "us", "ns"] = "s"
     eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)
 
 

@@ -35,6 +35,10 @@ from recpipe.features.spec import FeatureSpec
 from recpipe.runlog import NULL_LOG, RunLog, failing
 
 SECONDS_PER_DAY = 86_400
+# Ticks per second of each time unit (data.split.time_unit, a timestamp type's unit).
+TICKS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+# Seconds since the epoch past this are the year 5138: the column counts something finer than seconds.
+_MAX_PLAUSIBLE_SECONDS = 10**11
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -92,6 +96,101 @@ def configured_sources(
         raise ValueError("no data source: give --source (a pipeline's data_source) or set data.train")
     resolved = resolve(train, data.params, environ)
     return resolved, (resolve(data.eval, data.params, environ) if data.eval else None)
+
+
+def epoch_seconds(values: pa.Array | pa.ChunkedArray, column: str, where: str, unit: str = "s") -> pa.Array:
+    """The time column's ``values`` as float64 seconds since the epoch (UTC), nulls kept: numbers (and
+    numeric text) in ``unit``, timestamps of any unit (a zone's too: Arrow keeps them as UTC), dates, or
+    ISO-8601 text (``2026-01-07 13:45:00``, ``2026-01-07``, ``2026-01-07T13:45:00+08:00``).
+
+    Args:
+        values (pa.Array | pa.ChunkedArray): the column (or a batch of it).
+        column (str): its name, for messages.
+        where (str): the data source, for messages.
+        unit (str): what a number counts (``data.split.time_unit``): ``s``, ``ms``, ``us`` or ``ns``.
+
+    Raises:
+        DataError: a type or text that is no time, or numbers too large to be seconds (milliseconds read as
+            seconds would put every row in one eval day).
+
+    Example::
+
+        epoch_seconds(pa.array(["2026-01-07 00:00:01"]), "ts", "logs/")   # [1767744001.0]
+    """
+    what = f"data source {where!r}, time column {column!r} (data.split.time_column)"
+    t = values.type
+    if pa.types.is_dictionary(t):
+        values, t = values.cast(t.value_type), t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        try:  # numeric text: numbers, as below
+            values, t = pc.cast(values, pa.float64()), pa.float64()
+        except pa.ArrowInvalid:
+            parsed = _parse_iso(values)
+            if parsed is None:
+                bad = next(
+                    v
+                    for v in pc.unique(values).to_pylist()
+                    if v is not None and _parse_iso(pa.array([v])) is None
+                )
+                raise types.DataError(
+                    f"{what}: {bad!r} is neither a number nor an ISO-8601 time; expected seconds since the epoch, "
+                    "a timestamp, a date, or text like 2026-01-07 13:45:00"
+                ) from None
+            values, t = parsed, parsed.type
+    if pa.types.is_timestamp(t):
+        # Nanoseconds past 2^53 round to the float's precision: far below a second.
+        ticks = pc.cast(pc.cast(values, pa.int64()), pa.float64(), safe=False)
+        return pc.divide(ticks, float(TICKS_PER_SECOND[t.unit]))
+    if pa.types.is_date32(t):
+        return pc.multiply(pc.cast(pc.cast(values, pa.int32()), pa.float64()), float(SECONDS_PER_DAY))
+    if pa.types.is_date64(t):
+        return pc.divide(pc.cast(pc.cast(values, pa.int64()), pa.float64()), 1000.0)
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
+        raise types.DataError(
+            f"{what} is {t}; expected seconds since the epoch (numbers in data.split.time_unit), a timestamp, "
+            "a date, or ISO-8601 text"
+        )
+    seconds = pc.divide(pc.cast(values, pa.float64(), safe=False), float(TICKS_PER_SECOND[unit]))
+    top = pc.max(seconds).as_py()
+    if top is not None and top > _MAX_PLAUSIBLE_SECONDS:
+        finer = next(
+            (
+                u
+                for u in ("ms", "us", "ns")
+                if top / TICKS_PER_SECOND[u] * TICKS_PER_SECOND[unit] <= _MAX_PLAUSIBLE_SECONDS
+            ),
+            "ns",
+        )
+        raise types.DataError(
+            f"{what}: {pc.max(values).as_py()} is no time in {unit!r} (data.split.time_unit; that would be "
+            f"after the year 5000); if the column counts {finer}, set data.split.time_unit: {finer}"
+        )
+    return seconds
+
+
+def _parse_iso(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray | None:
+    """``text`` as timestamps, if Arrow parses all of it as ISO-8601 (naive, else with UTC offsets); else None."""
+    for stamp in (pa.timestamp("us"), pa.timestamp("us", tz="UTC")):
+        try:
+            return pc.cast(text, stamp)
+        except pa.ArrowInvalid:
+            continue
+    return None
+
+
+def label_numbers(values: pa.Array | pa.ChunkedArray, label: str, where: str) -> pa.Array:
+    """The label column as float64 (nulls kept): numbers, booleans or numeric text, as training reads it.
+
+    Raises:
+        DataError: the column holds something else (text that is no number, a list…), naming it.
+    """
+    try:
+        return pc.cast(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise types.DataError(
+            f"data source {where!r}, label column {label!r}: {values.type} that is not numbers ({e}); expected "
+            "0/1 numbers, booleans or numeric text"
+        ) from None
 
 
 def _uniform(index: np.ndarray, salt: int) -> np.ndarray:
@@ -289,10 +388,13 @@ def _ingest(
         raise ValueError(f"data source {source!r} has no time column {split.time_column!r} for the split")
     cutoff = None
     if use_time:  # first pass over the time column only
-        last_day = max(
-            int(pc.max(sb.batch.column(split.time_column)).as_py() or 0) // SECONDS_PER_DAY
-            for sb in src.iter_batches(Shard(0, 1), columns=[split.time_column])
-        )
+
+        def seconds(values: pa.ChunkedArray | pa.Array) -> pa.Array:
+            return epoch_seconds(values, split.time_column, source, split.time_unit)
+
+        tops = [pc.max(seconds(sb.batch.column(split.time_column))).as_py()
+                for sb in src.iter_batches(Shard(0, 1), columns=[split.time_column])]  # fmt: skip
+        last_day = int(max((x for x in tops if x is not None), default=0) // SECONDS_PER_DAY)
         cutoff = (last_day - split.eval_last_days + 1) * SECONDS_PER_DAY
     # Each part (a file, an ODPS partition) belongs to one partition; a batch never spans parts.
     owner: dict[str, str] = {}
@@ -312,7 +414,8 @@ def _ingest(
     def write_eval(ev: pa.Table) -> None:
         eval_w.write(ev)
         if has_oracle and ev.num_rows and ev.schema.get_field_index(oracle_column) >= 0:
-            eval_labels.append(np.asarray(pc.fill_null(ev.column(label), 0).cast(pa.int8())))
+            y = pc.fill_null(label_numbers(ev.column(label), label, source), 0.0)
+            eval_labels.append(np.asarray(y.cast(pa.int8())))
             eval_oracle.append(np.asarray(pc.fill_null(ev.column(oracle_column), 0.0)))
 
     # Shown on a terminal only, and only once ingestion has taken a few seconds.
@@ -328,7 +431,9 @@ def _ingest(
         if partition in hashes:  # a copy: a slice's IPC bytes depend on the buffer it was cut from
             hashes[partition].update(sb.batch.take(pa.array(np.arange(sb.num_rows))).serialize())
         if kind == "time":
-            is_eval = np.asarray(pc.fill_null(pc.greater_equal(t.column(split.time_column), cutoff), False))
+            is_eval = np.asarray(
+                pc.fill_null(pc.greater_equal(seconds(t.column(split.time_column)), cutoff), False)
+            )
         elif kind == "fraction":
             is_eval = _uniform(idx, seed) < (split.eval_fraction or 0.1)
         else:
@@ -336,7 +441,7 @@ def _ingest(
         ev = t.filter(pa.array(is_eval))
         tr = t.filter(pa.array(~is_eval))
         if neg_sample_rate < 1.0 and tr.num_rows:
-            y = np.asarray(pc.fill_null(tr.column(label), 1).cast(pa.float64()))
+            y = np.asarray(pc.fill_null(label_numbers(tr.column(label), label, source), 1.0))
             keep = (y > 0) | (_uniform(idx[~is_eval], seed + 1) < neg_sample_rate)
             dropped += int((~keep).sum())
             tr = tr.filter(pa.array(keep))
