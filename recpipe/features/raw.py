@@ -119,6 +119,10 @@ def normalize_column(arr: pa.Array, kind: ColumnKind, keep_dictionary: str | Non
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), _NATURAL[kind])
+    if pa.types.is_decimal(
+        arr.type
+    ):  # ODPS / Hive DECIMAL: a whole-number id as its exact text, else a float64
+        arr = pc.cast(arr, pa.string() if kind == "id" and arr.type.scale == 0 else pa.float64())
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         empty = pc.equal(arr, "")
         if pc.any(empty).as_py():

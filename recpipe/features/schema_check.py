@@ -42,7 +42,9 @@ def _is_string(t: pa.DataType) -> bool:
 
 
 def _is_number(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+    return (
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t)
+    )
 
 
 def _readable(t: pa.DataType, need: str) -> bool:
@@ -56,8 +58,8 @@ def _readable(t: pa.DataType, need: str) -> bool:
         return need == ANY
     if need == NUMERIC:
         return _is_number(t) or _is_string(t)
-    if need == IDS:
-        return pa.types.is_integer(t) or _is_string(t)
+    if need == IDS:  # a DECIMAL(p, 0) holds whole numbers
+        return pa.types.is_integer(t) or _is_string(t) or (pa.types.is_decimal(t) and t.scale == 0)
     if need == TEXT:
         return _is_string(t)
     return True

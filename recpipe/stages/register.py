@@ -144,10 +144,23 @@ def _example(data: str | None, spec: Any) -> Any:
     """The first two rows of ``data``, feature columns only, as the pandas DataFrame a client sends."""
     if not data:
         return None
+    import pyarrow as pa
+
     from recpipe.data.sharding import Shard
     from recpipe.data.sources import open_source
     from recpipe.features.raw import column_kinds
 
     batch = next(iter(open_source(data).iter_batches(Shard(0, 1), batch_rows=2))).batch
     columns = [c for c in column_kinds(spec, with_labels=False) if c in batch.schema.names]
-    return batch.select(columns).slice(0, 2).to_pandas()
+    rows = pa.Table.from_batches([batch.select(columns).slice(0, 2)])
+    # A DECIMAL column (ODPS, Hive) as a JSON client sends it, a number (MLflow writes the example as JSON).
+    # A whole DECIMAL too large for int64 goes as its digits, which FG reads as the same id.
+    for i, column in enumerate(rows.schema):
+        if pa.types.is_decimal(column.type):
+            values = rows.column(i)
+            try:
+                values = values.cast(pa.int64() if column.type.scale == 0 else pa.float64())
+            except pa.ArrowInvalid:
+                values = values.cast(pa.string())
+            rows = rows.set_column(i, column.name, values)
+    return rows.to_pandas()
