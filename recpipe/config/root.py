@@ -66,6 +66,24 @@ class CsvOptions(Strict):
     # column of the features: type inference would read the id "00000000" as the integer 0, which hashes
     # differently from the same id in Parquet or in a request.
     text_columns: list[str] = Field(default_factory=list)
+    # Unquoted fields read as null, in every column: empty, and ``\N``, the null of Hive text tables, MySQL's
+    # and PostgreSQL's dumps. A quoted field is always its text.
+    null_values: list[str] = Field(default_factory=lambda: ["", "\\N"])
+    # The files' text encoding (a Python codec name: utf8, gbk, gb18030, latin1…), read as UTF-8.
+    encoding: str = "utf8"
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, name: str) -> str:
+        import codecs
+
+        try:
+            codecs.lookup(name)
+        except LookupError:
+            raise ValueError(
+                f"unknown text encoding {name!r} (a Python codec name: utf8, gbk, gb18030, latin1…)"
+            ) from None
+        return name
 
 
 class SplitConfig(Strict):

@@ -1,11 +1,14 @@
 """CSV / TSV files (with a header, or with explicit column names and types) read as exactly sharded batches.
 
 Empty fields are nulls in every column (strings too, so the raw Criteo layout's missing categoricals
-are nulls); a quoted empty string ``""`` stays an empty string.
+are nulls), and so is ``\\N`` (Hive's text tables, MySQL's and PostgreSQL's dumps; ``data.csv.null_values``);
+a quoted field, ``""`` included, stays its text. Files in another encoding than UTF-8 name it
+(``data.csv.encoding``).
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 
@@ -105,12 +108,13 @@ class CsvSource(PartedSource):
             block_size=_BLOCK_SIZE,
             column_names=opts.columns,
             skip_rows=1 if opts.header and opts.columns else 0,
+            encoding=opts.encoding,
         )
         parse = pacsv.ParseOptions(delimiter=self._delimiter, invalid_row_handler=rec)
         convert = pacsv.ConvertOptions(
             column_types=types or {},
             include_columns=include,
-            null_values=[""],
+            null_values=list(opts.null_values),
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
         )
@@ -147,7 +151,10 @@ class CsvSource(PartedSource):
             )
         if m is not None and types is not None:
             return self._conversion_error(i, int(m.group(1)), types, row0)
-        return DataError(f"{name}: cannot parse CSV: {e}")
+        hint = ""
+        if "invalid UTF8" in str(e) and self._options.encoding.replace("-", "").lower() in ("utf8", "utf_8"):
+            hint = " (not UTF-8? name the files' encoding in data.csv.encoding, e.g. gbk)"
+        return DataError(f"{name}: cannot parse CSV: {e}{hint}")
 
     def _conversion_error(self, i: int, col: int, types: dict[str, pa.DataType], row0: int) -> DataError:
         """Find the first value of column ``col`` at or after data row ``row0`` that does not convert."""
@@ -230,7 +237,10 @@ class CsvSource(PartedSource):
         with self._files.filesystem.open_input_stream(self._files.paths[i], compression="detect") as f:
             while b"\n" not in head and (chunk := f.read(1 << 16)):
                 head += chunk
-        line = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+        codec = self._options.encoding
+        if codecs.lookup(codec).name == "utf-8":  # a byte order mark (Excel's, some exports') is no header text
+            codec = "utf-8-sig"
+        line = head.split(b"\n", 1)[0].decode(codec, "replace").rstrip("\r")
         return [name.strip('"') for name in line.split(self._delimiter)]
 
     def _check_header(self, i: int, want: pa.Schema) -> None:

@@ -144,3 +144,46 @@ def test_criteo_options_layout() -> None:
     assert options.columns is not None and len(options.columns) == 40
     assert options.columns[:2] == ["label", "I1"] and options.columns[-1] == "C26"
     assert options.column_types["I13"] == "int64" and options.column_types["C1"] == "string"
+
+
+def test_hives_null_marker_is_null_and_a_quoted_one_is_text(tmp_path: Path) -> None:
+    """Hive's text tables, MySQL's and PostgreSQL's dumps write a null as ``\\N``: null in every column, a number
+    column stays numeric; quoted, it is the text ``\\N``. ``null_values`` names other markers."""
+    path = tmp_path / "hive.csv"
+    path.write_text('id\x01price\x01name\n1\x01\\N\x01a\n2\x012.5\x01\\N\n3\x011.0\x01"\\N"\n')
+    batch = next(CsvSource(str(path), CsvOptions(delimiter="\x01")).iter_batches()).batch
+    assert batch.schema.field("price").type == pa.float64()
+    assert batch.to_pylist() == [
+        {"id": 1, "price": None, "name": "a"},
+        {"id": 2, "price": 2.5, "name": None},
+        {"id": 3, "price": 1.0, "name": "\\N"},
+    ]
+    path.write_text("id,price\n1,NULL\n2,2.5\n")
+    assert CsvSource(str(path), CsvOptions()).schema().field("price").type == pa.string()  # the text NULL
+    marked = next(CsvSource(str(path), CsvOptions(null_values=["", "NULL"])).iter_batches()).batch
+    assert marked.column("price").to_pylist() == [None, 2.5]
+
+
+def test_files_in_another_encoding_are_read_when_it_is_named(tmp_path: Path) -> None:
+    rows = "user,slot\n1,广告位_7\n2,首页\n"
+    (tmp_path / "part-0.csv").write_bytes(rows.encode("gbk"))
+    (tmp_path / "part-1.csv").write_bytes(rows.encode("gbk"))
+    with pytest.raises(
+        DataError, match=r"part-0.csv: cannot parse CSV: .*invalid UTF8.*data.csv.encoding, e.g. gbk"
+    ):
+        list(open_source(str(tmp_path), csv=CsvOptions(text_columns=["slot"])).iter_batches())  # as an id's
+    source = open_source(str(tmp_path), csv=CsvOptions(text_columns=["slot"], encoding="gbk"))
+    assert [r["slot"] for sb in source.iter_batches() for r in sb.batch.to_pylist()] == [
+        "广告位_7",
+        "首页",
+    ] * 2
+    with pytest.raises(ValueError, match="unknown text encoding 'gbkk'"):
+        CsvOptions(encoding="gbkk")
+
+
+def test_a_byte_order_mark_on_every_file_is_no_header_text(tmp_path: Path) -> None:
+    """Excel and some exports start each UTF-8 file with a BOM; the second file's header still matches."""
+    for i in range(2):
+        (tmp_path / f"part-{i}.csv").write_bytes("\ufeffa,b\n1,x\n".encode())
+    source = open_source(str(tmp_path))
+    assert source.schema().names == ["a", "b"] and source.num_rows() == 2
