@@ -238,7 +238,7 @@ class CsvSource(PartedSource):
             while b"\n" not in head and (chunk := f.read(1 << 16)):
                 head += chunk
         codec = self._options.encoding
-        if codecs.lookup(codec).name == "utf-8":  # a byte order mark (Excel's, some exports') is no header text
+        if codecs.lookup(codec).name == "utf-8":  # a byte order mark (Excel's, exports') is no header text
             codec = "utf-8-sig"
         line = head.split(b"\n", 1)[0].decode(codec, "replace").rstrip("\r")
         return [name.strip('"') for name in line.split(self._delimiter)]

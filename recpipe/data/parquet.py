@@ -1,4 +1,14 @@
-"""Parquet datasets (a file, a folder or a glob; local or object store) read as exactly sharded batches."""
+"""Parquet datasets (a file, a folder or a glob; local or object store) read as exactly sharded batches.
+
+Daily logs evolve: a column is added one day, an int32 becomes an int64, a writer dictionary-encodes its
+strings. Files whose schemas differ are read as one dataset when Arrow can unify them without loss of meaning
+(``pyarrow.unify_schemas(promote_options="permissive")``, dictionaries read as their values): every column of
+any file, in the first file's order then the new ones; a file without a column gives its rows nulls there; a
+narrower type is widened as it is read. :meth:`ParquetSource.schema_notes` says what was unified and
+:meth:`ParquetSource.column_gaps` which files lack each column (a column the config reads may not be missing
+from any: :func:`recpipe.features.schema_check.check_source` refuses). Types that do not unify (text in one
+file, numbers in another) are a :class:`DataError` naming both files.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +28,14 @@ class _FileLayout:
     num_rows: int
     row_group_rows: list[int]
     schema: pa.Schema | None  # None for a zero-byte file
+
+
+def _values_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with each dictionary column as its value type (how it unifies with a plain column)."""
+    return pa.schema(
+        [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
+        metadata=schema.metadata,
+    )
 
 
 class ParquetSource(PartedSource):
@@ -44,22 +62,70 @@ class ParquetSource(PartedSource):
         self.uri = uri
         self._files = files if files is not None else resolve_files(uri)
         self._layouts: list[_FileLayout] | None = None
+        # Set by _layout when the files' schemas differ: the dataset's schema, what was unified, the files
+        # lacking each column.
+        self._unified: pa.Schema | None = None
+        self._notes: list[str] = []
+        self._gaps: dict[str, list[str]] = {}
 
     def _layout(self) -> list[_FileLayout]:
         if self._layouts is None:
             layouts = [self._read_footer(i, path) for i, path in enumerate(self._files.paths)]
             # Files without rows may carry a degenerate schema (all-null columns); they are not checked.
             with_rows = [i for i, lay in enumerate(layouts) if lay.num_rows > 0]
-            for i in with_rows[1:]:
-                first, schema = layouts[with_rows[0]].schema, layouts[i].schema
-                assert first is not None and schema is not None
-                if not schema.equals(first, check_metadata=False):
-                    raise DataError(
-                        f"{self._files.name(i)}: schema differs from {self._files.name(with_rows[0])}'s: "
-                        f"{_schema_diff(first, schema)}"
-                    )
+            first = layouts[with_rows[0]].schema if with_rows else None
+            if any(not layouts[i].schema.equals(first, check_metadata=False) for i in with_rows[1:]):
+                self._unify(layouts, with_rows)
             self._layouts = layouts
         return self._layouts
+
+    def _unify(self, layouts: list[_FileLayout], with_rows: list[int]) -> None:
+        """The dataset schema of files whose schemas differ (module docstring), its notes and gaps."""
+        name = self._files.name
+        schemas = [_values_schema(layouts[i].schema) for i in with_rows]
+        try:
+            unified = pa.unify_schemas(schemas, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            first = schemas[0]
+            for i, schema in zip(with_rows[1:], schemas[1:], strict=True):
+                try:
+                    pa.unify_schemas([first, schema], promote_options="permissive")
+                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                    raise DataError(
+                        f"{name(i)}: schema does not unify with {name(with_rows[0])}'s: {_conflicts(first, schema)}"
+                    ) from None
+            raise DataError(
+                f"{self.uri}: the files' schemas do not unify"
+            ) from None  # pairwise fine, all not
+        unified = pa.schema(list(unified))  # no file's metadata (pandas', Spark's) speaks for all of them
+        total = len(with_rows)
+        for field in unified:
+            lacking = [
+                name(i) for i, s in zip(with_rows, schemas, strict=True) if s.get_field_index(field.name) < 0
+            ]
+            if lacking:
+                self._gaps[field.name] = lacking
+                self._notes.append(
+                    f"column {field.name!r} is absent from {len(lacking)} of {total} files (first {lacking[0]}): "
+                    "read as null there"
+                )
+            narrower = sorted({str(s.field(field.name).type) for s in schemas
+                               if s.get_field_index(field.name) >= 0 and s.field(field.name).type != field.type})  # fmt: skip
+            if narrower:
+                self._notes.append(
+                    f"column {field.name!r} is {' / '.join(narrower)} in some files: read as {field.type}"
+                )
+        self._unified = unified
+
+    def schema_notes(self) -> list[str]:
+        """What reading files of different schemas as one dataset did (empty when every file agrees)."""
+        self._layout()
+        return list(self._notes)
+
+    def column_gaps(self) -> dict[str, list[str]]:
+        """Each column some files (with rows) lack → those files' names (empty when every file agrees)."""
+        self._layout()
+        return {k: list(v) for k, v in self._gaps.items()}
 
     def _read_footer(self, i: int, path: str) -> _FileLayout:
         fs = self._files.filesystem
@@ -75,8 +141,11 @@ class ParquetSource(PartedSource):
         return _FileLayout(meta.num_rows, groups, schema)
 
     def schema(self) -> pa.Schema:
-        """The dataset's Arrow schema: the first file with rows decides (empty when no file has a schema)."""
+        """The dataset's Arrow schema: the files' unified one where they differ, else the first file with rows
+        decides (empty when no file has a schema)."""
         layouts = self._layout()
+        if self._unified is not None:
+            return self._unified
         ordered = [lay for lay in layouts if lay.num_rows > 0] + layouts
         return next((lay.schema for lay in ordered if lay.schema is not None), pa.schema([]))
 
@@ -102,7 +171,41 @@ class ParquetSource(PartedSource):
                 first_group_row = offset if first_group_row is None else first_group_row
             offset += n
         name = self._files.name(piece.file_index)
-        return self._sliced(piece, groups, first_group_row or 0, batch_rows, columns, name)
+        if self._unified is None:
+            return self._sliced(piece, groups, first_group_row or 0, batch_rows, columns, name)
+        return self._conformed(piece, groups, first_group_row or 0, batch_rows, columns, name)
+
+    def _conformed(
+        self,
+        piece: FileSlice,
+        groups: list[int],
+        row: int,
+        batch_rows: int,
+        columns: list[str] | None,
+        name: str,
+    ) -> Iterator[pa.RecordBatch]:
+        """The piece's rows in the unified schema: a column the file lacks as nulls, a narrower one widened."""
+        assert self._unified is not None
+        own = self._layout()[piece.file_index].schema
+        assert own is not None
+        wanted = [self._unified.field(c) for c in (columns if columns is not None else self._unified.names)]
+        present = [f.name for f in wanted if own.get_field_index(f.name) >= 0]
+        for batch in self._sliced(piece, groups, row, batch_rows, present, name):
+            arrays = []
+            for f in wanted:
+                if own.get_field_index(f.name) < 0:
+                    arrays.append(pa.nulls(batch.num_rows, f.type))
+                    continue
+                values = batch.column(f.name)
+                if values.type != f.type:
+                    try:
+                        values = values.cast(f.type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                        raise DataError(
+                            f"{name}: column {f.name!r} ({values.type}) cannot be read as {f.type}: {e}"
+                        ) from e
+                arrays.append(values)
+            yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(wanted))
 
     def _sliced(
         self,
@@ -125,6 +228,19 @@ class ParquetSource(PartedSource):
                         return
         except (pa.ArrowException, OSError) as e:
             raise DataError(f"{name}: failed to read Parquet rows from row {row}: {e}") from e
+
+
+def _conflicts(a: pa.Schema, b: pa.Schema) -> str:
+    """The columns of both whose types do not unify, as ``'x' is string, expected int64``."""
+    bad = []
+    for f in a:
+        if b.get_field_index(f.name) < 0:
+            continue
+        try:
+            pa.unify_schemas([pa.schema([f]), pa.schema([b.field(f.name)])], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            bad.append(f"{f.name!r} is {b.field(f.name).type}, expected {f.type}")
+    return "; ".join(bad) or _schema_diff(a, b)
 
 
 def _schema_diff(a: pa.Schema, b: pa.Schema) -> str:

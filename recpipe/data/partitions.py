@@ -351,6 +351,12 @@ class PartitionedSource(PartedSource):
             self._schema = pa.schema([*data, *(pa.field(k, pa.string()) for k in self.keys)])
         return self._schema
 
+    def schema_notes(self) -> list[str]:
+        return self.inner.schema_notes()
+
+    def column_gaps(self) -> dict[str, list[str]]:
+        return self.inner.column_gaps()
+
     def part_partition(self, index: int) -> Partition:
         """The partition part ``index`` belongs to."""
         return self.partitions[self._part_partition[index]]

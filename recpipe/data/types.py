@@ -179,6 +179,15 @@ class PartedSource:
         """Rows in all parts together."""
         return sum(self.part_rows())
 
+    def schema_notes(self) -> list[str]:
+        """What reading parts of different schemas as one dataset did (:mod:`recpipe.data.parquet`); none by
+        default."""
+        return []
+
+    def column_gaps(self) -> dict[str, list[str]]:
+        """Each column that some parts lack → those parts' names (read as nulls there); none by default."""
+        return {}
+
     def iter_batches(
         self,
         shard: Shard = Shard(0, 1),

@@ -151,12 +151,34 @@ def source_schema(uri: str, csv: CsvOptions | None = None) -> pa.Schema:
 
 
 def check_source(
-    spec: FeatureSpec, uri: str, csv: CsvOptions | None = None, with_labels: bool = True
+    spec: FeatureSpec,
+    uri: str,
+    csv: CsvOptions | None = None,
+    with_labels: bool = True,
+    partitions: str | None = None,
 ) -> None:
-    """:func:`check_schema` of the data at ``uri`` (:func:`source_schema`).
+    """:func:`check_schema` of the data at ``uri`` (:func:`source_schema`; only the ``partitions`` selected,
+    when given), and no column the config reads missing from some of its files (files of different schemas
+    read as one dataset give such a file's rows nulls: :mod:`recpipe.data.parquet`).
 
     Raises:
         SchemaMismatch: the data does not fit ``spec``.
         DataError: nothing to read at ``uri``.
     """
-    check_schema(spec, source_schema(uri, csv), uri, with_labels)
+    from recpipe.data.sources import SYNTHETIC, open_source
+
+    if uri.startswith(SYNTHETIC):
+        check_schema(spec, source_schema(uri, csv), uri, with_labels)
+        return
+    source = open_source(uri, csv=csv, partitions=partitions)
+    schema = source.schema()
+    problems = schema_problems(spec, schema, with_labels)
+    need = required_columns(spec, with_labels)
+    for column, files in getattr(source, "column_gaps", dict)().items():
+        if column in need:
+            problems.append(
+                f"column {column!r} ({need[column][0]}) is missing from {len(files)} file(s), e.g. {files[0]}: "
+                "its rows there would read as missing; select data that has it (data.partitions)"
+            )
+    if problems:
+        raise SchemaMismatch(uri, problems, list(schema.names))

@@ -42,7 +42,7 @@ def check_data_fits(cfg: RecpipeConfig, source: str) -> None:
     from recpipe.features.schema_check import SchemaMismatch, check_source
 
     try:
-        check_source(build_feature_spec(cfg), source, cfg.csv_options())
+        check_source(build_feature_spec(cfg), source, cfg.csv_options(), partitions=cfg.data.partitions)
     except SchemaMismatch as err:
         raise ParameterError("data_source", str(err)) from None
 

@@ -64,12 +64,15 @@ class IngestResult:
     partitions: list[str] = field(default_factory=list)
     eval_partitions: list[str] = field(default_factory=list)
     partition_digests: dict[str, str] = field(default_factory=dict)
+    # Files of different schemas read as one dataset: what was unified (recpipe.data.parquet), eval's prefixed.
+    schema_notes: list[str] = field(default_factory=list)
 
 
 # Run tags of the partitions an ingest read (recpipe.tracking.lineage reads them).
 TAG_PARTITIONS = "data_partitions"
 TAG_PARTITION_DIGESTS = "data_partition_digests"
 TAG_EVAL_PARTITIONS = "eval_partitions"
+TAG_SCHEMA_NOTES = "data_schema_notes"
 
 
 def configured_sources(
@@ -285,7 +288,7 @@ def run(
     """
     with failing(log, "ingest"):
         if spec is not None:
-            check_source(spec, source, csv)
+            check_source(spec, source, csv, partitions=partitions)
             if eval_source is not None:
                 check_source(spec, eval_source, csv)
         if out_dir is None:  # only the two splits are kept: work beside them, then clean up
@@ -326,6 +329,8 @@ def _log_ingest(log: RunLog, r: IngestResult) -> None:
         if r.eval_partitions:
             tags[TAG_EVAL_PARTITIONS] = ",".join(r.eval_partitions)
         log.set_tags(tags)
+    if r.schema_notes:
+        log.set_tags({TAG_SCHEMA_NOTES: json.dumps(r.schema_notes)})
 
 
 def _partition_split(src: Source, source: str, partitions: str, split: SplitConfig) -> tuple[str, set[str]]:
@@ -488,6 +493,10 @@ def _ingest(
         partitions=[n for n in names if n not in eval_names],
         eval_partitions=[n for n in names if n in eval_names or kind == "fraction"],
         partition_digests={n: h.hexdigest() for n, h in hashes.items()},
+        schema_notes=[
+            *src.schema_notes(),
+            *(f"eval: {n}" for n in (eval_src.schema_notes() if eval_src else [])),
+        ],
     )
     (out / "_meta.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     return result

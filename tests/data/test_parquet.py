@@ -95,8 +95,46 @@ def test_schema_mismatch_names_file_and_column(
     pq.write_table(
         make_rows(5, 9).set_column(0, "row", pa.array(["5", "6", "7", "8"])), tmp_path / "b.parquet"
     )
-    with pytest.raises(DataError, match=r"b\.parquet: schema differs .*'row' is string, expected int64"):
+    with pytest.raises(
+        DataError,
+        match=r"b\.parquet: schema does not unify with .*a\.parquet's: 'row' is string, expected int64$",
+    ):
         ParquetSource(str(tmp_path)).schema()
+
+
+def test_daily_files_whose_schema_evolved_read_as_one_dataset(
+    tmp_path: Path, make_rows: Callable[[int, int], pa.Table]
+) -> None:
+    """A column added one day, an int32 that became an int64, columns in another order, a writer's dictionary
+    strings: one dataset in the unified schema, the gaps null, every change said."""
+    day1 = make_rows(0, 3).set_column(0, "row", pa.array([0, 1, 2], pa.int32()))
+    day2 = make_rows(3, 5).append_column("region", pa.array(["hz", None]))
+    day3 = make_rows(5, 6).select(["score", "name", "row"])
+    day3 = day3.set_column(1, "name", day3.column("name").dictionary_encode())
+    for i, t in enumerate((day1, day2, day3)):
+        pq.write_table(t, tmp_path / f"part-{i}.parquet")
+    src = ParquetSource(str(tmp_path))
+    assert src.schema() == pa.schema([("row", pa.int64()), ("name", pa.string()), ("score", pa.float64()),
+                                      ("region", pa.string())])  # fmt: skip
+    rows = pa.Table.from_batches([sb.batch for sb in src.iter_batches(Shard(0, 1), batch_rows=2)])
+    assert rows.column("row").to_pylist() == list(range(6))
+    assert rows.column("name").to_pylist() == [f"n{i}" for i in range(6)]
+    assert rows.column("region").to_pylist() == [None, None, None, "hz", None, None]
+    assert src.column_gaps() == {
+        "region": [str(tmp_path / "part-0.parquet"), str(tmp_path / "part-2.parquet")]
+    }
+    assert src.schema_notes() == [
+        "column 'row' is int32 in some files: read as int64",
+        f"column 'region' is absent from 2 of 3 files (first {tmp_path / 'part-0.parquet'}): read as null there",
+    ]
+    # A column asked for alone, from files that lack it; and every shard adds up to the rows.
+    assert [v for sb in src.iter_batches(columns=["region"]) for v in sb.batch.column(0).to_pylist()] == [
+        None, None, None, "hz", None, None]  # fmt: skip
+    shards = [sb.batch.column("row").to_pylist() for k in range(3) for sb in src.iter_batches(Shard(k, 3))]
+    assert sum(shards, []) == list(range(6))
+    # Files that agree are read as they are, with nothing to say.
+    same = ParquetSource(str(tmp_path / "part-0.parquet"))
+    assert same.schema_notes() == [] and same.column_gaps() == {}
 
 
 def test_empty_folder_and_missing_path(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from recpipe import tracking
 from recpipe.cli.main import main
-from recpipe.config import DataConfig, SplitConfig
+from recpipe.config import DataConfig, SplitConfig, load_config
 from recpipe.data.synthetic import generate
 from recpipe.stages import ingest
 
@@ -172,3 +172,45 @@ def test_recpipe_ingest_partitions_flag_and_the_configs_own_split(tmp_path, caps
     meta = json.loads((kept / "_meta.json").read_text())
     assert (meta["split"], meta["train_rows"], meta["eval_rows"]) == ("given", 400, 400)
     assert meta["eval_source"] == str(held_out)
+
+
+def test_days_whose_schema_evolved_are_read_together_unless_a_read_column_is_missing(tmp_path):
+    """The newest day's log gained a column and narrowed an id's type: ingest reads all days in one schema and
+    says so (result, _meta.json, run tag). A column the config reads missing from a day is refused, naming the
+    file, unless the selected partitions all have it."""
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.schema_check import SchemaMismatch
+
+    _taobao_days(tmp_path / "logs")
+    newest = tmp_path / "logs" / "dt=20260103" / "part-00000.parquet"
+    table = pq.read_table(newest)
+    table = table.set_column(
+        table.schema.get_field_index("brand"), "brand", table.column("brand").cast(pa.int32())
+    )
+    pq.write_table(table.append_column("app_version", pa.array(["9.1"] * table.num_rows)), newest)
+    spec = build_feature_spec(load_config(TAOBAO))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    log = tracking.open_run_log(tracking.start_or_resume_run(uri, "recpipe-tests"), uri)
+    r = ingest.run(str(tmp_path / "logs"), tmp_path / "d", "clk", partitions="last:3", spec=spec, log=log)
+    assert (r.train_rows, r.eval_rows) == (800, 400)
+    assert r.schema_notes == [
+        "column 'brand' is int32 in some files: read as int64",
+        f"column 'app_version' is absent from 2 of 3 files (first {tmp_path / 'logs' / 'dt=20260101' / 'part-00000.parquet'}): "
+        "read as null there",
+    ]
+    assert json.loads((tmp_path / "d" / "_meta.json").read_text())["schema_notes"] == r.schema_notes
+    assert (
+        json.loads(tracking.run_summary(log.run_id, uri=uri)["tags"]["data_schema_notes"]) == r.schema_notes
+    )
+    assert pq.read_table(r.eval_dir).column("app_version").to_pylist() == ["9.1"] * 400
+    # The newest day lost a column a feature reads: refused, naming the file; the days that have it still read.
+    pq.write_table(table.drop_columns(["cate_id"]), newest)
+    with pytest.raises(
+        SchemaMismatch,
+        match=r"column 'cate_id' \(feature 'cate_id'\) is missing from 1 file\(s\), e\.g\. .*dt=20260103",
+    ):
+        ingest.run(str(tmp_path / "logs"), tmp_path / "e", "clk", partitions="last:3", spec=spec)
+    ok = ingest.run(
+        str(tmp_path / "logs"), tmp_path / "f", "clk", partitions="dt=20260101..20260102", spec=spec
+    )
+    assert (ok.train_rows, ok.eval_rows, ok.schema_notes) == (400, 400, [])
