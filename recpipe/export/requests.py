@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from recpipe.data.types import DataError
 from recpipe.export.scorer import OUTPUTS
 from recpipe.features.raw import records_to_arrow, values_to_arrow
 
@@ -74,9 +75,11 @@ def read_json_body(body: bytes) -> tuple[pa.Table, Any]:
             f"the body must hold exactly one of {list(ROW_FORMATS)}, got {formats or 'neither'}"
         )
     rows = doc[formats[0]]
-    return (records_table(rows) if formats[0] == "dataframe_records" else split_table(rows)), doc.get(
-        "params"
-    )
+    try:
+        table = records_table(rows) if formats[0] == "dataframe_records" else split_table(rows)
+    except DataError as err:  # a column's values that make no Arrow column (lists nested unevenly)
+        raise bad_request(str(err)) from None
+    return table, doc.get("params")
 
 
 def _params(params: Any) -> tuple[str, str | None]:
@@ -162,7 +165,7 @@ def split_table(split: Any) -> pa.Table:
                 f"dataframe_split.data row {i} must be a list of {len(columns)} values, got {got}"
             )
     return pa.Table.from_arrays(
-        [values_to_arrow([row[j] for row in data]) for j in range(len(columns))], names=columns
+        [values_to_arrow([row[j] for row in data], columns[j]) for j in range(len(columns))], names=columns
     )
 
 

@@ -27,7 +27,7 @@ from recpipe.features.hashing import fnv1a64, to_string_array
 from recpipe.features.kinds.base import FeatureKind, HistoryOut
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.outputs import outputs_of, with_feature_outputs
-from recpipe.features.raw import ColumnContract, column_kinds, normalize
+from recpipe.features.raw import ColumnContract, column_kinds, history_delimiters, normalize
 from recpipe.features.spec import DenseFeature, FeatureSpec, FeatureSpecError, SequenceFeature, SparseFeature
 
 # The FeatureKind field that computes each sort of FeatureSpec entry.
@@ -184,7 +184,10 @@ class FeatureGenerator:
         # rows): per call, label_only_columns ran once per needed column (a 4-row serving call's FG 2.3 -> 1.85 ms).
         label_only = spec.label_only_columns()
         self.contract = ColumnContract(
-            column_kinds(spec, with_labels), label_only, frozenset(dictionary_columns)
+            column_kinds(spec, with_labels),
+            label_only,
+            frozenset(dictionary_columns),
+            history_delimiters(spec),
         )
         need = spec.input_columns()
         self._need = need if with_labels else [c for c in need if c not in label_only]

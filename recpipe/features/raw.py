@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from recpipe.config.features import feature_output
+from recpipe.data.types import DataError
 from recpipe.features.columns import MAX_EXACT_INT, dictionary_cached, integral_ids, is_string
 from recpipe.features.kinds.base import ColumnKind
 from recpipe.features.kinds.registry import feature_kind
@@ -70,6 +72,14 @@ class ColumnContract(NamedTuple):
     kinds: dict[str, ColumnKind]
     label_only: set[str]
     dictionary: frozenset[str] = frozenset()
+    # Each history column's item and sub-value delimiters: a list column of items is read as the text it stands
+    # for (:func:`history_text`).
+    histories: dict[str, tuple[str, str]] = {}
+
+
+def history_delimiters(spec: FeatureSpec) -> dict[str, tuple[str, str]]:
+    """Each history column of ``spec`` → its (item delimiter, sub-value delimiter)."""
+    return {s.column: (s.delimiter, s.sub_delimiter) for s in spec.sequences}
 
 
 def normalize(
@@ -85,7 +95,9 @@ def normalize(
         contract (ColumnContract | None): the spec's columns for ``with_labels``, computed before (else here).
     """
     if contract is None:
-        contract = ColumnContract(column_kinds(spec, with_labels), spec.label_only_columns())
+        contract = ColumnContract(
+            column_kinds(spec, with_labels), spec.label_only_columns(), histories=history_delimiters(spec)
+        )
     names = list(batch.schema.names)
     arrays = list(batch.columns)
     changed = False
@@ -98,7 +110,10 @@ def normalize(
             arrays.append(pa.nulls(batch.num_rows, _NATURAL[kind]))
             changed = True
             continue
-        arr = normalize_column(batch.column(i), kind, column if column in contract.dictionary else None)
+        arr = batch.column(i)
+        if column in contract.histories and _is_list(arr.type):
+            arr = history_text(arr, *contract.histories[column], column)
+        arr = normalize_column(arr, kind, column if column in contract.dictionary else None)
         if arr is not batch.column(i):
             arrays[i] = arr
             changed = True
@@ -136,6 +151,53 @@ def normalize_column(arr: pa.Array, kind: ColumnKind, keep_dictionary: str | Non
     return arr
 
 
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _joined(lists: pa.Array, delimiter: str) -> pa.Array:
+    """Each list of ``lists`` (of numbers or text) as its values' text joined by ``delimiter``; a null value is
+    empty text (an empty item or sub-value), a null list stays null."""
+    values = pc.list_flatten(lists)
+    if not (is_string(values.type) or pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        raise TypeError(values.type)
+    text = pc.fill_null(values if is_string(values.type) else pc.cast(values, pa.string()), "")
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
+    rebuilt = pa.ListArray.from_arrays(offsets, text, mask=pc.is_null(lists))
+    return pc.binary_join(rebuilt, delimiter)
+
+
+def history_text(arr: pa.Array, delimiter: str, sub_delimiter: str, column: str) -> pa.Array:
+    """A history given as a list column (Parquet, ODPS ``ARRAY``, a JSON array) as the text it stands for:
+    each item a value (``[11, 12]`` → ``"11|12"``) or the list of its sub-values (``[[11, 3], [12, 4]]`` →
+    ``"11\x033|12\x034"``), numbers as their text; a null item or sub-value is empty, a null list no history.
+
+    Raises:
+        DataError: items of another type (structs, maps, lists nested deeper), naming the column.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_large_list(arr.type):
+        arr = arr.cast(pa.list_(arr.type.value_type))
+    item = arr.type.value_type
+    try:
+        if _is_list(item):  # items of sub-values
+            flat = pc.list_flatten(arr)
+            if pa.types.is_large_list(flat.type):
+                flat = flat.cast(pa.list_(flat.type.value_type))
+            items = pc.fill_null(_joined(flat, sub_delimiter), "")
+            lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+            offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
+            arr = pa.ListArray.from_arrays(offsets, items, mask=pc.is_null(arr))
+        return _joined(arr, delimiter)
+    except TypeError:
+        raise DataError(
+            f"column {column!r}: a history as a list column holds items of values or of lists of sub-values "
+            f"(numbers or text), got {arr.type}"
+        ) from None
+
+
 def _has_empty(dictionary: pa.Array) -> bool:
     return bool(pc.any(pc.equal(dictionary, "")).as_py())
 
@@ -170,7 +232,7 @@ def to_arrow(rows: Any) -> pa.Table:
         raise TypeError(
             f"raw rows must be a DataFrame, an Arrow table or JSON records, got {type(rows).__name__}"
         )
-    arrays = [values_to_arrow(rows[c]) for c in rows.columns]
+    arrays = [values_to_arrow(rows[c], str(c)) for c in rows.columns]
     return pa.Table.from_arrays(arrays, names=[str(c) for c in rows.columns])
 
 
@@ -185,19 +247,37 @@ def records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
     for record in records:
         names.update(dict.fromkeys(record))
     return pa.Table.from_arrays(
-        [values_to_arrow([r.get(c) for r in records]) for c in names], names=[str(c) for c in names]
+        [values_to_arrow([r.get(c) for r in records], str(c)) for c in names], names=[str(c) for c in names]
     )
 
 
-def values_to_arrow(values: Any) -> pa.Array:
+def values_to_arrow(values: Any, column: str = "?") -> pa.Array:
     """One column's raw values (a list, a pandas Series) → an Arrow array: its own type where one holds them
-    all (None and NaN null), else text (:func:`_as_text`)."""
+    all (None and NaN null), else text (:func:`_as_text`); lists (a history's items, a multi-value id's values)
+    mixing numbers and text are lists of text.
+
+    Raises:
+        DataError: lists nested to different depths in one column (``column`` named).
+    """
     try:
         return pa.array(values, from_pandas=True)
     # an object column mixing numbers and text, or holding an integer no 64-bit type holds (a JSON id of 2**70
     # is its digits, as the same id sent as text)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        if any(isinstance(v, (list, tuple)) for v in values):
+            try:
+                return pa.array([_as_texts(v) for v in values])
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+                raise DataError(
+                    f"column {column!r}: its lists mix values and lists at one depth (a history's items are all "
+                    f"values or all lists of sub-values): {err}"
+                ) from None
         return pa.array([_as_text(v) for v in values], type=pa.string())
+
+
+def _as_texts(v: Any) -> Any:
+    """``v`` with every value in it (at any depth of lists) as :func:`_as_text`'s text."""
+    return [_as_texts(x) for x in v] if isinstance(v, (list, tuple)) else _as_text(v)
 
 
 def _as_text(v: Any) -> str | None:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from recpipe.config import CsvOptions
 from recpipe.config.features import feature_output
 from recpipe.data.types import DataError
-from recpipe.features.kinds.base import ANY, IDS, LIST_OF, NUMERIC, TEXT
+from recpipe.features.kinds.base import ANY, HISTORY, IDS, LIST_OF, NUMERIC, TEXT
 from recpipe.features.kinds.registry import feature_kind
 from recpipe.features.spec import FeatureSpec, SequenceFeature
 
@@ -50,6 +50,13 @@ def _is_number(t: pa.DataType) -> bool:
 def _readable(t: pa.DataType, need: str) -> bool:
     if pa.types.is_null(t):  # an all-null column: every row takes the feature's default
         return True
+    if need == HISTORY:  # text, or items: values, or lists of sub-values (recpipe.features.raw.history_text)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            t = t.value_type
+            if pa.types.is_list(t) or pa.types.is_large_list(t):
+                t = t.value_type
+            return _is_string(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
+        return _is_string(t)
     if need.endswith(LIST_OF):  # a multi-value feature: its values, or a list of them
         need = need.removesuffix(LIST_OF)
         if pa.types.is_list(t) or pa.types.is_large_list(t):

@@ -24,7 +24,7 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,11 +51,12 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def parse_context(context: str | Mapping[str, Any]) -> dict[str, Any]:
-    """The context as a dict of column → one value (JSON object text, or a mapping already).
+def parse_context(context: str | Mapping[str, Any], histories: Collection[str] = ()) -> dict[str, Any]:
+    """The context as a dict of column → one value (JSON object text, or a mapping already); a column of
+    ``histories`` may hold its items as a list (:func:`recpipe.features.raw.history_text`).
 
     Raises:
-        DataError: not JSON, not an object, a column given twice, or a list/object value.
+        DataError: not JSON, not an object, a column given twice, or a list/object value elsewhere.
     """
     if isinstance(context, str):
         try:
@@ -68,11 +69,13 @@ def parse_context(context: str | Mapping[str, Any]) -> dict[str, Any]:
             f"got {type(context).__name__}"
         )
     for k, v in context.items():
+        if isinstance(v, (list, tuple)) and k in histories:
+            continue
         if isinstance(v, (list, tuple, dict, Mapping)):
             raise DataError(
                 f"{WHERE}: column {k!r} holds {type(v).__name__} {str(v)[:60]!r}; the context holds one value "
-                f"per column (a history or a multi-value id as its text, items joined by \\x1d); per-row "
-                f"values go in the rows"
+                f"per column (a multi-value id as its text, values joined by \\x1d; only a history may be a list "
+                f"of its items); per-row values go in the rows"
             )
     return dict(context)
 
@@ -91,7 +94,7 @@ def context_table(
         DataError: see :func:`parse_context`; a column that is no input column of the model; a column that is
             in the rows too (which one would win is a guess).
     """
-    ctx = parse_context(context)
+    ctx = parse_context(context, {s.column for s in spec.sequences})
     known = column_kinds(spec, with_labels=False)
     unknown = [c for c in ctx if c not in known]
     if unknown:

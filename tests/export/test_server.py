@@ -171,6 +171,35 @@ def test_the_application_scores_every_body_form_as_the_scorer(app_and_rows):
     )
 
 
+def test_a_history_sent_as_a_json_array_scores_as_its_text(app_and_rows):
+    """A client holding the history as an array of items (each a list of sub-values, numbers or text) gets the
+    probabilities of the same history sent as ``|`` / ``\x03`` text; arrays nested unevenly are a 400."""
+    app, scorer, rows = app_and_rows
+    records = json.loads(json.dumps(rows.to_pylist()))
+    want = scorer.predict(rows)
+    histories = [r["click_50_seq"] for r in records]
+    assert any(h == "" for h in histories) or any(h is None for h in histories) or len(histories) == 16
+    for r in records:
+        h = r["click_50_seq"]
+        items = (
+            [] if not h else [[int(x) if x.isdigit() else x for x in it.split("\x03")] for it in h.split("|")]
+        )
+        r["click_50_seq"] = None if h is None else items
+    if records[0]["click_50_seq"]:
+        records[0]["click_50_seq"][0][0] = str(
+            records[0]["click_50_seq"][0][0]
+        )  # one id as text among numbers
+    status, body = _call(app, "POST", "/invocations", _body({"dataframe_records": records}), JSON_HEADERS)
+    assert status == 200, body
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=0, atol=1e-6)
+    records[1]["click_50_seq"] = [11, 12]  # items as values where the others are lists
+    status, body = _call(app, "POST", "/invocations", _body({"dataframe_records": records}), JSON_HEADERS)
+    assert (
+        status == 400
+        and "column 'click_50_seq': its lists mix values and lists" in json.loads(body)["message"]
+    )
+
+
 def test_the_application_answers_errors_with_their_status(app_and_rows):
     app, _, rows = app_and_rows
     records = json.loads(json.dumps(rows.slice(0, 3).to_pylist()))
@@ -221,6 +250,15 @@ def test_the_application_scores_the_context_form_with_the_shared_history_program
     )
     assert status == 200 and calls == [40]  # rows without a context: the tiled program
     np.testing.assert_allclose(json.loads(answer)["predictions"], want, rtol=0, atol=1e-6)
+    # The user's history as a JSON array of items in the context: the same scores, the shared program again.
+    history = context["click_50_seq"]
+    assert history, "the one user has a history"
+    listed = {**context, "click_50_seq": [[int(x) if x.isdigit() else x for x in item.split("\x03")]
+                                          for item in history.split("|")]}  # fmt: skip
+    body = {"dataframe_split": split, "params": {"context": json.dumps(listed)}}
+    status, answer = _call(app, "POST", "/invocations", _body(body), JSON_HEADERS)
+    assert status == 200 and calls == [40, 40], answer
+    np.testing.assert_allclose(json.loads(answer)["predictions"], want, rtol=0, atol=tolerance)
 
 
 def test_a_server_worker_keeps_the_loaded_model_out_of_the_garbage_collectors_scans(din_export, monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 
 from recpipe.config import load_config
 from recpipe.data.synthetic import generate
+from recpipe.data.types import DataError
 from recpipe.features.build import build_feature_spec
 from recpipe.features.fg import FeatureGenerator
 from recpipe.features.schema_check import schema_problems
@@ -89,3 +90,64 @@ def test_the_registered_input_example_holds_decimals_as_json_numbers(rows: pa.Ta
     assert example["price"][1] == rows.column("price")[1].as_py()
     assert example["cate_id"].tolist() == rows.column("cate_id").to_pylist()[:2]
     json.dumps(example.to_dict(orient="split"))
+
+
+def _as_items(history: pa.ChunkedArray) -> pa.Array:
+    """The history text as a list column of items (an empty history an empty list, a null one null)."""
+    h = history.combine_chunks()
+    empty = pc.fill_null(pc.equal(h, ""), False)
+    return pc.if_else(empty, pa.scalar([], pa.list_(pa.string())), pc.split_pattern(h, "|"))
+
+
+def _nest(items: pa.Array, value_type: pa.DataType) -> pa.Array:
+    """Each item split into its sub-values, cast to ``value_type``."""
+    subs = pc.split_pattern(pc.list_flatten(items), "\x03")
+    if value_type != pa.string():  # an empty sub-value is a null number
+        values = pc.list_flatten(subs)
+        values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values).cast(value_type)
+        subs = pa.ListArray.from_arrays(subs.offsets, values)
+    lengths = pc.fill_null(pc.list_value_length(items), 0).to_numpy(zero_copy_only=False)
+    offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
+    return pa.ListArray.from_arrays(offsets, subs, mask=pc.is_null(items))
+
+
+HISTORY_FORMS = {
+    "items as text": lambda h: _as_items(h),
+    "items as large_list": lambda h: _as_items(h).cast(pa.large_list(pa.string())),
+    "items of sub-value text": lambda h: _nest(_as_items(h), pa.string()),
+    "items of integer sub-values (ODPS ARRAY<ARRAY<BIGINT>>)": lambda h: _nest(_as_items(h), pa.int64()),
+}
+
+
+@pytest.mark.parametrize("form", list(HISTORY_FORMS))
+def test_a_history_as_a_list_column_reads_as_its_text(rows: pa.Table, form: str) -> None:
+    """Histories stored as ARRAY columns (Parquet lists, ODPS ARRAY, JSON arrays in a request) read as the
+    ``|`` / ``\\x03`` text they stand for."""
+    spec = build_feature_spec(load_config(CONFIG))
+    history = rows.column("click_50_seq")
+    assert pc.sum(pc.equal(history, "")).as_py() > 0  # empty histories among them
+    rows = rows.set_column(rows.schema.get_field_index("click_50_seq"), "click_50_seq",
+                           pa.array(np.where(np.arange(rows.num_rows) == 3, None, history.to_numpy(zero_copy_only=False))))  # fmt: skip
+    listed = rows.set_column(
+        rows.schema.get_field_index("click_50_seq"),
+        "click_50_seq",
+        HISTORY_FORMS[form](rows.column("click_50_seq")),
+    )
+    assert schema_problems(spec, listed.schema) == []
+    for start in (0, 7):  # a slice: offsets that do not start at 0
+        want, got = FeatureGenerator(spec)(rows.slice(start)), FeatureGenerator(spec)(listed.slice(start))
+        for g, w, gl, wl in zip(got.values, want.values, got.lengths, want.lengths, strict=True):
+            np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(gl, wl)
+
+
+def test_history_text_of_items_sub_values_and_nulls() -> None:
+    from recpipe.features.raw import history_text
+
+    arr = pa.array([[[11, 3], None, [12, None]], [], None, [[7]]], pa.list_(pa.list_(pa.int64())))
+    assert history_text(arr, "|", "\x03", "h").to_pylist() == ["11\x033||12\x03", "", None, "7"]
+    assert history_text(pa.array([["a", None, "b"]]), ";", "#", "h").to_pylist() == ["a;;b"]
+    assert history_text(pa.array([[1.5, 2.0]]), "|", "\x03", "h").to_pylist() == ["1.5|2"]
+    structs = pa.array([[{"id": 1, "cate": 2}]])
+    with pytest.raises(DataError, match=r"column 'h': a history as a list column .* got list<item: struct"):
+        history_text(structs, "|", "\x03", "h")

@@ -40,7 +40,7 @@ from recpipe.features.columns import (
     parse_uint,
     to_float,
 )
-from recpipe.features.kinds.base import TEXT, ColumnKind, FeatureKind, FitNeeds, HistoryOut, SpecParts
+from recpipe.features.kinds.base import HISTORY, ColumnKind, FeatureKind, FitNeeds, HistoryOut, SpecParts
 from recpipe.features.kinds.id import id_entry
 from recpipe.features.spec import (
     FeatureSpecError,
@@ -557,7 +557,7 @@ def histories(s: SequenceFeature, feats: list[SparseFeature], batch: pa.RecordBa
 
 
 def column(entry: SequenceFeature) -> tuple[ColumnKind, str]:
-    return "sequence", TEXT
+    return "sequence", HISTORY
 
 
 KIND = FeatureKind(name="sequence", build=build, column=column, needs=needs, sequence=histories)
