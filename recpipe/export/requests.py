@@ -18,7 +18,9 @@ from recpipe.features.raw import records_to_arrow, values_to_arrow
 JSON = "application/json"
 CSV = "text/csv"
 PARQUET = "application/vnd.apache.parquet"
-ROW_FORMATS = ("dataframe_records", "dataframe_split")
+# MLflow's scoring protocol's row forms: pandas' records and split orients, and TF Serving's row (``instances``: a
+# list of row objects) and columnar (``inputs``: an object of column → values) forms.
+ROW_FORMATS = ("dataframe_records", "dataframe_split", "instances", "inputs")
 PARAMS = ("output", "context")
 # A retrieval model's (two towers: each user row's top-K items): ``k`` (default recpipe.export.retriever.DEFAULT_K).
 RETRIEVAL_PARAMS = ("k",)
@@ -76,7 +78,12 @@ def read_json_body(body: bytes) -> tuple[pa.Table, Any]:
         )
     rows = doc[formats[0]]
     try:
-        table = records_table(rows) if formats[0] == "dataframe_records" else split_table(rows)
+        if formats[0] in ("dataframe_records", "instances"):
+            table = records_table(rows, formats[0])
+        elif formats[0] == "inputs":
+            table = columns_table(rows)
+        else:
+            table = split_table(rows)
     except DataError as err:  # a column's values that make no Arrow column (lists nested unevenly)
         raise bad_request(str(err)) from None
     return table, doc.get("params")
@@ -128,16 +135,31 @@ def whole_param(
     return value
 
 
-def records_table(rows: Any) -> pa.Table:
-    """``dataframe_records``: a list of row objects."""
+def records_table(rows: Any, form: str = "dataframe_records") -> pa.Table:
+    """``dataframe_records`` (or ``instances``, ``form``): a list of row objects."""
     if not isinstance(rows, list):
-        raise bad_request(f"dataframe_records must be a list of row objects, got {type(rows).__name__}")
+        raise bad_request(f"{form} must be a list of row objects, got {type(rows).__name__}")
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise bad_request(
-                f"dataframe_records row {i} must be an object (column -> value), got {type(row).__name__}"
-            )
+            raise bad_request(f"{form} row {i} must be an object (column -> value), got {type(row).__name__}")
     return records_to_arrow(rows)
+
+
+def columns_table(columns: Any) -> pa.Table:
+    """``inputs``: an object of column → its values, one per row (every column as many)."""
+    if not isinstance(columns, dict) or not all(isinstance(v, list) for v in columns.values()):
+        got = (
+            type(columns).__name__
+            if not isinstance(columns, dict)
+            else "an object whose values are not all lists"
+        )
+        raise bad_request(f"inputs must be an object of column -> list of values (one per row), got {got}")
+    lengths = {name: len(values) for name, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise bad_request(f"inputs' columns must hold as many values each, got {lengths}")
+    return pa.Table.from_arrays(
+        [values_to_arrow(values, name) for name, values in columns.items()], names=list(columns)
+    )
 
 
 def split_table(split: Any) -> pa.Table:

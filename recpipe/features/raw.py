@@ -264,6 +264,10 @@ def values_to_arrow(values: Any, column: str = "?") -> pa.Array:
     # an object column mixing numbers and text, or holding an integer no 64-bit type holds (a JSON id of 2**70
     # is its digits, as the same id sent as text)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        if any(_is_scalar_array(v) for v in values):
+            # MLflow's server parses ``instances`` into object arrays of 0-d arrays (``array(None, dtype=object)``
+            # for a JSON null): their values, or a null would be read as the text "None"
+            return values_to_arrow([v.item() if _is_scalar_array(v) else v for v in values], column)
         if any(isinstance(v, (list, tuple)) for v in values):
             try:
                 return pa.array([_as_texts(v) for v in values])
@@ -273,6 +277,10 @@ def values_to_arrow(values: Any, column: str = "?") -> pa.Array:
                     f"values or all lists of sub-values): {err}"
                 ) from None
         return pa.array([_as_text(v) for v in values], type=pa.string())
+
+
+def _is_scalar_array(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.ndim == 0
 
 
 def _as_texts(v: Any) -> Any:

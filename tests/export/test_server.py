@@ -75,7 +75,12 @@ def test_json_records_become_the_same_columns_as_through_pandas_and_large_ids_ke
         (_body([{"user_id": 1}]), "must be a JSON object"),
         (_body({"dataframe_records": [], "dataframe_split": {}}), "exactly one of"),
         (_body({"params": {}}), "exactly one of"),
-        (_body({"dataframe_records": [], "inputs": []}), "unknown keys ['inputs']"),
+        (_body({"dataframe_records": [], "inputs": []}), "exactly one of"),
+        (_body({"dataframe_records": [], "rows": []}), "unknown keys ['rows']"),
+        (_body({"instances": [{"user_id": 1}, [2]]}), "instances row 1 must be an object"),
+        (_body({"inputs": [[1, 2]]}), "inputs must be an object of column -> list of values"),
+        (_body({"inputs": {"user_id": 1}}), "an object whose values are not all lists"),
+        (_body({"inputs": {"user_id": [1, 2], "price": [1.5]}}), "must hold as many values each"),
         (
             _body({"dataframe_records": [{"user_id": 1}], "params": {"outptu": "logit"}}),
             "unknown params ['outptu']",
@@ -158,6 +163,14 @@ def test_the_application_scores_every_body_form_as_the_scorer(app_and_rows):
         rtol=0,
         atol=1e-6,
     )
+    # TF Serving's row and columnar forms, as MLflow's protocol takes them.
+    status, body = _call(app, "POST", "/invocations", _body({"instances": records}), JSON_HEADERS)
+    assert status == 200, body
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=0, atol=1e-6)
+    columns = {c: [r.get(c) for r in records] for c in records[0]}
+    status, body = _call(app, "POST", "/invocations", _body({"inputs": columns}), JSON_HEADERS)
+    assert status == 200, body
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=0, atol=1e-6)
     status, body = _call(
         app,
         "POST",

@@ -103,6 +103,22 @@ def test_nulls_and_absent_optional_columns_are_missing_values(served):
     np.testing.assert_allclose(predictions(b), want, atol=1e-6)
 
 
+def test_tf_serving_row_and_columnar_forms_with_nulls_score_like_records(served):
+    """MLflow's protocol also takes TF Serving's ``instances`` (rows) and ``inputs`` (columns). MLflow's server
+    parses ``instances`` into arrays of 0-d arrays, a JSON null among them ``array(None)``: read as a missing
+    value, not as the text "None" (a hashed id's category "None", or a bad number)."""
+    records = _features(served["rows"])[:8]
+    records[0] |= {"brand": None, "price": None, "pid": None}
+    records[3] |= {"click_50_seq": None}
+    want = load_backend(served["export"] / "rtp").predict(records)
+    status, body = invoke(served["url"], {"instances": records})
+    assert status == 200, body
+    np.testing.assert_allclose(predictions(body), want, atol=1e-6)
+    status, body = invoke(served["url"], {"inputs": {c: [r[c] for r in records] for c in records[0]}})
+    assert status == 200, body
+    np.testing.assert_allclose(predictions(body), want, atol=1e-6)
+
+
 def test_logits_on_request(served):
     records = _features(served["rows"])[:5]
     status, body = invoke(served["url"], {"dataframe_records": records, "params": {"output": "logit"}})
