@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from recpipe.data.types import DataError
@@ -54,10 +55,20 @@ def _scheme(uri: str) -> str | None:
 
 def filesystem_of(uri: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem of ``uri`` and the path on it (local paths made absolute)."""
-    if _scheme(uri) is None:
+    scheme = _scheme(uri)
+    if scheme is None:
         local = uri.split("://", 1)[1] if uri.startswith("file://") else uri
         return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(local))
-    return pafs.FileSystem.from_uri(uri)
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except pa.ArrowInvalid as err:
+        if "Unrecognized filesystem type" not in str(err):
+            raise
+        raise DataError(
+            f"data source {uri!r}: no filesystem reads {scheme}:// here; recpipe reads local paths, file://, s3:// "
+            "(and S3-compatible stores through AWS_ENDPOINT_URL), gs://, hdfs://, odps:// tables and synthetic: "
+            "data (an oss:// bucket: mount it, or read it through an S3-compatible endpoint)"
+        ) from None
 
 
 def strip_compression(name: str) -> str:

@@ -103,3 +103,8 @@ def test_check_source_names_what_is_unreadable(parquet_dir: Path, monkeypatch: p
     check_source("odps://proj/tables/t/dt=20240101")
     with pytest.raises(ValueError, match="empty"):
         check_source(" ")
+
+
+def test_a_scheme_no_filesystem_reads_is_an_error_naming_the_ones_that_are() -> None:
+    with pytest.raises(DataError, match=r"'oss://bucket/logs': no filesystem reads oss:// here; .* s3:// "):
+        open_source("oss://bucket/logs")
