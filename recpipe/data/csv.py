@@ -189,15 +189,19 @@ class CsvSource(PartedSource):
             explicit = {c: pa.string() for c in self._options.text_columns}
             explicit.update({k: ARROW_TYPES[v] for k, v in self._options.column_types.items()})
             inferred: pa.Schema | None = None
+            where = self.uri
             for i in range(len(self._files.paths)):
                 reader = self._open(i, explicit, None, _RowRecorder())
                 if reader is not None:
-                    inferred = reader.schema
+                    inferred, where = reader.schema, self._files.name(i)
                     reader.close()
                     break
             if inferred is None:  # every file is empty
                 names = self._options.columns or []
                 inferred = pa.schema([(n, explicit.get(n, pa.string())) for n in names])
+            twice = sorted({n for n in inferred.names if inferred.names.count(n) > 1})
+            if twice:  # which one a feature would read is a guess
+                raise DataError(f"{where}: columns {twice} are named more than once in {inferred.names}")
             unknown = sorted(set(self._options.column_types) - set(inferred.names))
             if unknown:
                 raise ValueError(

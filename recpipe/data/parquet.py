@@ -137,6 +137,9 @@ class ParquetSource(PartedSource):
                 schema = meta.schema.to_arrow_schema()
         except (pa.ArrowException, OSError) as e:
             raise DataError(f"{self._files.name(i)}: not a readable Parquet file: {e}") from e
+        twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+        if twice:  # which one a feature would read is a guess
+            raise DataError(f"{self._files.name(i)}: columns {twice} are named more than once")
         groups = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         return _FileLayout(meta.num_rows, groups, schema)
 

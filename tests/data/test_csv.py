@@ -187,3 +187,18 @@ def test_a_byte_order_mark_on_every_file_is_no_header_text(tmp_path: Path) -> No
         (tmp_path / f"part-{i}.csv").write_bytes("\ufeffa,b\n1,x\n".encode())
     source = open_source(str(tmp_path))
     assert source.schema().names == ["a", "b"] and source.num_rows() == 2
+
+
+def test_a_column_named_twice_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """Which of two ``price`` columns a feature would read is a guess: refused, in CSV and Parquet alike."""
+    import pyarrow.parquet as pq
+
+    (tmp_path / "part-0.csv").write_text("id,price,price\n1,2.5,3.5\n")
+    with pytest.raises(DataError, match=r"part-0.csv: columns \['price'\] are named more than once"):
+        open_source(str(tmp_path)).schema()
+    table = pa.Table.from_arrays(
+        [pa.array([1]), pa.array([2.5]), pa.array([3.5])], names=["id", "price", "price"]
+    )
+    pq.write_table(table, tmp_path / "part-0.parquet")
+    with pytest.raises(DataError, match=r"part-0.parquet: columns \['price'\] are named more than once"):
+        open_source(str(tmp_path / "part-0.parquet")).schema()
