@@ -156,7 +156,8 @@ def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
 
 def resolve_files(uri: str) -> DataFiles:
     """The files of ``uri``: one file, every data file of a folder (recursively, sorted; names starting
-    with ``_`` or ``.``, and folder markers, skipped; Parquet files preferred over CSV over others), or a glob's matches.
+    with ``_`` or ``.``, and folder markers, skipped; Parquet files preferred over CSV over others), or a
+    glob's matches.
 
     Args:
         uri (str): a local path or ``s3://``, ``gs://``, ``hdfs://``, ``file://`` URI, optionally a glob.

@@ -43,8 +43,8 @@ class ParquetSource(PartedSource):
     ``[i*N//k, (i+1)*N//k)`` and only the row groups that overlap them.
 
     Row counts and schemas come from the footers (read once, lazily). A zero-byte file counts as an
-    empty file; a file whose footer cannot be read, or whose schema differs from the first file's,
-    raises :class:`DataError` naming it.
+    empty file; a file whose footer cannot be read, that names a column twice, or whose schema does not
+    unify with the first file's (module docstring) raises :class:`DataError` naming it.
 
     Args:
         uri (str): a ``.parquet`` file, a folder (all ``*.parquet`` below it, sorted) or a glob; local
@@ -94,9 +94,8 @@ class ParquetSource(PartedSource):
                     raise DataError(
                         f"{name(i)}: schema does not unify with {name(with_rows[0])}'s: {_conflicts(first, schema)}"
                     ) from None
-            raise DataError(
-                f"{self.uri}: the files' schemas do not unify"
-            ) from None  # pairwise fine, all not
+            # Each file unifies with the first, yet not all of them together (two widen one column apart).
+            raise DataError(f"{self.uri}: the files' schemas do not unify") from None
         unified = pa.schema(list(unified))  # no file's metadata (pandas', Spark's) speaks for all of them
         total = len(with_rows)
         for field in unified:

@@ -204,9 +204,8 @@ def newest(partitions: Sequence[Partition]) -> list[Partition]:
     if not partitions:
         return []
     key = partitions[0].keys[0]
-    last = max(
-        (p.value(key) for p in partitions), key=order
-    )  # HIVE_NULL sorts first: max is it only if alone
+    # HIVE_NULL sorts first: the max is it only when it is alone.
+    last = max((p.value(key) for p in partitions), key=order)
     return [p for p in partitions if p.value(key) == last]
 
 

@@ -163,7 +163,8 @@ def _read_columns(uri: str, columns: list[str]) -> Any:
 
 
 def _floats(column: Any) -> np.ndarray:
-    """A label or probability column as float64, nulls 0: numbers, booleans or numeric text (as FG reads a label)."""
+    """A label or probability column as float64, nulls 0: numbers, booleans or numeric text (as FG reads
+    a label)."""
     import pyarrow as pa
 
     return np.asarray(column.cast(pa.float64()).fill_null(0.0).to_numpy(), dtype=np.float64)

@@ -134,9 +134,8 @@ def normalize_column(arr: pa.Array, kind: ColumnKind, keep_dictionary: str | Non
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), _NATURAL[kind])
-    if pa.types.is_decimal(
-        arr.type
-    ):  # ODPS / Hive DECIMAL: a whole-number id as its exact text, else a float64
+    if pa.types.is_decimal(arr.type):
+        # ODPS / Hive DECIMAL: a whole-number id as its exact text, else a float64
         arr = pc.cast(arr, pa.string() if kind == "id" and arr.type.scale == 0 else pa.float64())
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         empty = pc.equal(arr, "")
@@ -171,7 +170,7 @@ def _joined(lists: pa.Array, delimiter: str) -> pa.Array:
 def history_text(arr: pa.Array, delimiter: str, sub_delimiter: str, column: str) -> pa.Array:
     """A history given as a list column (Parquet, ODPS ``ARRAY``, a JSON array) as the text it stands for:
     each item a value (``[11, 12]`` → ``"11|12"``) or the list of its sub-values (``[[11, 3], [12, 4]]`` →
-    ``"11\x033|12\x034"``), numbers as their text; a null item or sub-value is empty, a null list no history.
+    ``"11\\x033|12\\x034"``), numbers as their text; a null item or sub-value is empty, a null list no history.
 
     Raises:
         DataError: items of another type (structs, maps, lists nested deeper), naming the column.

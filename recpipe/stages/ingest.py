@@ -156,14 +156,9 @@ def epoch_seconds(values: pa.Array | pa.ChunkedArray, column: str, where: str, u
     seconds = pc.divide(pc.cast(values, pa.float64(), safe=False), float(TICKS_PER_SECOND[unit]))
     top = pc.max(seconds).as_py()
     if top is not None and top > _MAX_PLAUSIBLE_SECONDS:
-        finer = next(
-            (
-                u
-                for u in ("ms", "us", "ns")
-                if top / TICKS_PER_SECOND[u] * TICKS_PER_SECOND[unit] <= _MAX_PLAUSIBLE_SECONDS
-            ),
-            "ns",
-        )
+        ticks = top * TICKS_PER_SECOND[unit]  # the largest value as written
+        plausible = [u for u in ("ms", "us", "ns") if ticks / TICKS_PER_SECOND[u] <= _MAX_PLAUSIBLE_SECONDS]
+        finer = plausible[0] if plausible else "ns"
         raise types.DataError(
             f"{what}: {pc.max(values).as_py()} is no time in {unit!r} (data.split.time_unit; that would be "
             f"after the year 5000); if the column counts {finer}, set data.split.time_unit: {finer}"
