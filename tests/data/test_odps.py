@@ -270,3 +270,53 @@ def test_stand_in_matches_pyodps_signatures() -> None:
     assert isinstance(inspect.getattr_static(TunnelArrowReader, "count"), property)
     assert {"partition", "arrow", "columns"} <= set(inspect.signature(Table.open_reader).parameters)
     assert "project" in inspect.signature(odps.ODPS.get_table).parameters
+
+
+def test_a_table_of_odps_warehouse_types_reads_as_the_generated_rows(tmp_path) -> None:
+    """What pyodps' Arrow reader gives for an ODPS table typed as warehouses type it: ``time_stamp DATETIME``
+    (timestamp[ms]), ``price DECIMAL(18,2)``, ``click_50_seq ARRAY<STRING>`` (one item each), ``clk BOOLEAN``.
+    FG reads it as the generated rows; the time split reads the DATETIME as the epoch seconds."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from recpipe.config import load_config
+    from recpipe.data.synthetic import generate
+    from recpipe.features.build import build_feature_spec
+    from recpipe.features.fg import FeatureGenerator
+    from recpipe.stages.ingest import epoch_seconds
+
+    generate("taobao", rows=300, out=tmp_path)
+    rows = pq.read_table(tmp_path)
+    price = pc.divide(pc.round(pc.multiply(rows.column("price"), 100.0)), 100.0)
+    rows = rows.set_column(rows.schema.get_field_index("price"), "price", price)
+    history = rows.column("click_50_seq").combine_chunks()
+    items = pc.if_else(
+        pc.fill_null(pc.equal(history, ""), False),
+        pa.scalar([], pa.list_(pa.string())),
+        pc.split_pattern(history, "|"),
+    )
+    typed = {
+        "time_stamp": pc.multiply(rows.column("time_stamp"), 1000).cast(pa.timestamp("ms")),
+        "price": rows.column("price").cast(pa.decimal128(18, 2)),
+        "click_50_seq": items,
+        "clk": rows.column("clk").cast(pa.bool_()),
+    }
+    odps_rows = rows
+    for name, values in typed.items():
+        odps_rows = odps_rows.set_column(odps_rows.schema.get_field_index(name), name, values)
+    client = FakeOdps({("ads", "clicks"): FakeTable({None: odps_rows}, [])})
+    source = open_source("odps://ads/tables/clicks", client=client)
+    assert source.schema().field("time_stamp").type == pa.timestamp("ms")
+    read = pa.Table.from_batches([sb.batch for sb in source.iter_batches(batch_rows=64)])
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "din_taobao_small.yaml"
+    spec = build_feature_spec(load_config(config))
+    want, got = FeatureGenerator(spec)(rows), FeatureGenerator(spec)(read)
+    np.testing.assert_array_equal(got.dense, want.dense)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    for g, w in zip([*got.values, *got.lengths], [*want.values, *want.lengths], strict=True):
+        np.testing.assert_array_equal(g, w)
+    seconds = epoch_seconds(read.column("time_stamp"), "time_stamp", source.uri)
+    assert seconds.to_pylist() == [float(s) for s in rows.column("time_stamp").to_pylist()]
