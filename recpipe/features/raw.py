@@ -23,6 +23,7 @@ numpy and pyarrow only (pandas only when it is what the caller passed).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,7 +35,7 @@ from recpipe.data.types import DataError
 from recpipe.features.columns import MAX_EXACT_INT, dictionary_cached, integral_ids, is_string
 from recpipe.features.kinds.base import ColumnKind
 from recpipe.features.kinds.registry import feature_kind
-from recpipe.features.spec import FeatureSpec
+from recpipe.features.spec import FeatureSpec, sub_value_positions
 
 _NATURAL: dict[str, pa.DataType] = {
     "id": pa.int64(),
@@ -72,14 +73,24 @@ class ColumnContract(NamedTuple):
     kinds: dict[str, ColumnKind]
     label_only: set[str]
     dictionary: frozenset[str] = frozenset()
-    # Each history column's item and sub-value delimiters: a list column of items is read as the text it stands
-    # for (:func:`history_text`).
-    histories: dict[str, tuple[str, str]] = {}
+    # Each history column's item and sub-value delimiters and its sub-values' names: a list column of items is read
+    # as the text it stands for (:func:`history_text`).
+    histories: dict[str, tuple[str, str, tuple[str, ...]]] = {}
 
 
-def history_delimiters(spec: FeatureSpec) -> dict[str, tuple[str, str]]:
-    """Each history column of ``spec`` → its (item delimiter, sub-value delimiter)."""
-    return {s.column: (s.delimiter, s.sub_delimiter) for s in spec.sequences}
+def history_delimiters(spec: FeatureSpec) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """Each history column of ``spec`` → its item delimiter, sub-value delimiter and sub-values' names in item
+    order (the sub-features' names: ``adgroup_id`` of the key ``click_50_seq__adgroup_id``)."""
+    out = {}
+    for s in spec.sequences:
+        feats = [spec.feature(k) for k in s.sub_features]
+        names: list[str] = []
+        for f, at in zip(feats, sub_value_positions(feats), strict=True):
+            if at == len(names):  # a vector sub-value's keys after its first read the same position
+                name = f.name.removeprefix(f"{s.name}__")
+                names.append(name.rsplit("__", 1)[0] if "index" in f.params else name)
+        out[s.column] = (s.delimiter, s.sub_delimiter, tuple(names))
+    return out
 
 
 def normalize(
@@ -112,7 +123,8 @@ def normalize(
             continue
         arr = batch.column(i)
         if column in contract.histories and _is_list(arr.type):
-            arr = history_text(arr, *contract.histories[column], column)
+            delimiter, sub_delimiter, sub_values = contract.histories[column]
+            arr = history_text(arr, delimiter, sub_delimiter, column, sub_values)
         arr = normalize_column(arr, kind, column if column in contract.dictionary else None)
         if arr is not batch.column(i):
             arrays[i] = arr
@@ -167,19 +179,27 @@ def _joined(lists: pa.Array, delimiter: str) -> pa.Array:
     return pc.binary_join(rebuilt, delimiter)
 
 
-def history_text(arr: pa.Array, delimiter: str, sub_delimiter: str, column: str) -> pa.Array:
+def history_text(
+    arr: pa.Array, delimiter: str, sub_delimiter: str, column: str, names: Sequence[str] = ()
+) -> pa.Array:
     """A history given as a list column (Parquet, ODPS ``ARRAY``, a JSON array) as the text it stands for:
-    each item a value (``[11, 12]`` → ``"11|12"``) or the list of its sub-values (``[[11, 3], [12, 4]]`` →
-    ``"11\\x033|12\\x034"``), numbers as their text; a null item or sub-value is empty, a null list no history.
+    each item a value (``[11, 12]`` → ``"11|12"``), the list of its sub-values (``[[11, 3], [12, 4]]`` →
+    ``"11\\x033|12\\x034"``), or a struct holding the sub-values ``names`` as fields (Spark's
+    ``collect_list(struct(adgroup_id, cate_id))``; other fields are not read), numbers as their text; a null item
+    or sub-value is empty, a null list no history.
 
     Raises:
-        DataError: items of another type (structs, maps, lists nested deeper), naming the column.
+        DataError: items of another type (maps, lists nested deeper), or structs lacking a sub-value's field,
+            naming the column.
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_large_list(arr.type):
         arr = arr.cast(pa.list_(arr.type.value_type))
     item = arr.type.value_type
+    if pa.types.is_struct(item):
+        arr = _struct_items(arr, sub_delimiter, column, names)
+        item = arr.type.value_type
     try:
         if _is_list(item):  # items of sub-values
             flat = pc.list_flatten(arr)
@@ -195,6 +215,33 @@ def history_text(arr: pa.Array, delimiter: str, sub_delimiter: str, column: str)
             f"column {column!r}: a history as a list column holds items of values or of lists of sub-values "
             f"(numbers or text), got {arr.type}"
         ) from None
+
+
+def _struct_items(arr: pa.Array, sub_delimiter: str, column: str, names: Sequence[str]) -> pa.Array:
+    """A list column of struct items → a list column of each item's sub-value text (``names``' fields joined)."""
+    fields = [arr.type.value_type.field(i).name for i in range(arr.type.value_type.num_fields)]
+    missing = [n for n in names if n not in fields]
+    if not names or missing:
+        raise DataError(
+            f"column {column!r}: a history's struct items hold its sub-values by name {list(names)}; "
+            f"the structs have fields {fields}" + (f", not {missing}" if missing else "")
+        )
+    flat = pc.list_flatten(arr)
+    parts = []
+    for n in names:
+        values = flat.field(n)
+        if not (
+            is_string(values.type) or pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
+        ):
+            raise DataError(
+                f"column {column!r}: struct field {n!r} is {values.type}; expected numbers or text"
+            )
+        parts.append(pc.fill_null(values if is_string(values.type) else pc.cast(values, pa.string()), ""))
+    text = pc.binary_join_element_wise(*parts, sub_delimiter)
+    text = pc.if_else(pc.is_null(flat), pa.scalar("", pa.string()), text)  # a null item: empty
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
+    return pa.ListArray.from_arrays(offsets, text, mask=pc.is_null(arr))
 
 
 def _has_empty(dictionary: pa.Array) -> bool:

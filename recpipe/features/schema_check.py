@@ -53,6 +53,8 @@ def _readable(t: pa.DataType, need: str) -> bool:
     if need == HISTORY:  # text, or items: values, or lists of sub-values (recpipe.features.raw.history_text)
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             t = t.value_type
+            if pa.types.is_struct(t):  # sub-values by name, checked by FG
+                return True
             if pa.types.is_list(t) or pa.types.is_large_list(t):
                 t = t.value_type
             return _is_string(t) or pa.types.is_integer(t) or pa.types.is_floating(t)

@@ -111,11 +111,25 @@ def _nest(items: pa.Array, value_type: pa.DataType) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, subs, mask=pc.is_null(items))
 
 
+def _structs(items: pa.Array) -> pa.Array:
+    """Each item as a struct of its sub-values by name, as Spark's ``collect_list(struct(...))`` writes them:
+    fields in another order than the config's, ids as integers, and a field the model does not read."""
+    nested = _nest(items, pa.int64())
+    flat = pc.list_flatten(nested)
+    field = lambda i: pc.list_element(flat, i)  # noqa: E731
+    structs = pa.StructArray.from_arrays(
+        [field(2), field(0), pa.array(["x"] * len(flat)), field(1)],
+        names=["brand", "adgroup_id", "shop", "cate_id"],
+    )
+    return pa.ListArray.from_arrays(nested.offsets, structs, mask=pc.is_null(nested))
+
+
 HISTORY_FORMS = {
     "items as text": lambda h: _as_items(h),
     "items as large_list": lambda h: _as_items(h).cast(pa.large_list(pa.string())),
     "items of sub-value text": lambda h: _nest(_as_items(h), pa.string()),
     "items of integer sub-values (ODPS ARRAY<ARRAY<BIGINT>>)": lambda h: _nest(_as_items(h), pa.int64()),
+    "items as structs of named sub-values (ARRAY<STRUCT<...>>)": lambda h: _structs(_as_items(h)),
 }
 
 
@@ -148,6 +162,11 @@ def test_history_text_of_items_sub_values_and_nulls() -> None:
     assert history_text(arr, "|", "\x03", "h").to_pylist() == ["11\x033||12\x03", "", None, "7"]
     assert history_text(pa.array([["a", None, "b"]]), ";", "#", "h").to_pylist() == ["a;;b"]
     assert history_text(pa.array([[1.5, 2.0]]), "|", "\x03", "h").to_pylist() == ["1.5|2"]
-    structs = pa.array([[{"id": 1, "cate": 2}]])
-    with pytest.raises(DataError, match=r"column 'h': a history as a list column .* got list<item: struct"):
-        history_text(structs, "|", "\x03", "h")
+    structs = pa.array([[{"id": 1, "cate": 2}, None, {"id": 3, "cate": None}], None])
+    assert history_text(structs, "|", "\x03", "h", ("id", "cate")).to_pylist() == ["1\x032||3\x03", None]
+    with pytest.raises(
+        DataError, match=r"column 'h': a history's struct items .* \['id', 'cate'\], not \['brand'\]"
+    ):
+        history_text(structs, "|", "\x03", "h", ("id", "brand"))
+    with pytest.raises(DataError, match=r"column 'h': a history as a list column .* got list<item: map"):
+        history_text(pa.array([[[("a", 1)]]], pa.list_(pa.map_(pa.string(), pa.int64()))), "|", "\x03", "h")

@@ -32,7 +32,7 @@ ColumnKind = Literal["id", "float", "sequence", "text"]
 NUMERIC = "a numeric (or numeric text) column"
 IDS = "an integer or string column for ids"
 TEXT = "a string column"
-# A history: its text, or a list column of its items (each a value, or a list of its sub-values).
+# A history: its text, or a list column of its items (each a value, a list of its sub-values, or a struct of them).
 HISTORY = "a string column (or a list column of items)"
 ANY = "any column"
 # Appended to a need: a list column of such values is read too (a multi-value feature's Parquet lists).
