@@ -173,41 +173,14 @@ class ParquetSource(PartedSource):
                 first_group_row = offset if first_group_row is None else first_group_row
             offset += n
         name = self._files.name(piece.file_index)
+        first = first_group_row or 0
         if self._unified is None:
-            return self._sliced(piece, groups, first_group_row or 0, batch_rows, columns, name)
-        return self._conformed(piece, groups, first_group_row or 0, batch_rows, columns, name)
-
-    def _conformed(
-        self,
-        piece: FileSlice,
-        groups: list[int],
-        row: int,
-        batch_rows: int,
-        columns: list[str] | None,
-        name: str,
-    ) -> Iterator[pa.RecordBatch]:
-        """The piece's rows in the unified schema: a column the file lacks as nulls, a narrower one widened."""
-        assert self._unified is not None
+            return self._sliced(piece, groups, first, batch_rows, columns, name)
         own = self._layout()[piece.file_index].schema
         assert own is not None
         wanted = [self._unified.field(c) for c in (columns if columns is not None else self._unified.names)]
         present = [f.name for f in wanted if own.get_field_index(f.name) >= 0]
-        for batch in self._sliced(piece, groups, row, batch_rows, present, name):
-            arrays = []
-            for f in wanted:
-                if own.get_field_index(f.name) < 0:
-                    arrays.append(pa.nulls(batch.num_rows, f.type))
-                    continue
-                values = batch.column(f.name)
-                if values.type != f.type:
-                    try:
-                        values = values.cast(f.type)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                        raise DataError(
-                            f"{name}: column {f.name!r} ({values.type}) cannot be read as {f.type}: {e}"
-                        ) from e
-                arrays.append(values)
-            yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(wanted))
+        return _conformed(self._sliced(piece, groups, first, batch_rows, present, name), own, wanted, name)
 
     def _sliced(
         self,
@@ -230,6 +203,29 @@ class ParquetSource(PartedSource):
                         return
         except (pa.ArrowException, OSError) as e:
             raise DataError(f"{name}: failed to read Parquet rows from row {row}: {e}") from e
+
+
+def _conformed(
+    batches: Iterator[pa.RecordBatch], own: pa.Schema, wanted: list[pa.Field], name: str
+) -> Iterator[pa.RecordBatch]:
+    """A file's batches (schema ``own``) in the unified schema's ``wanted`` fields: a column the file lacks as
+    nulls, a narrower one widened."""
+    for batch in batches:
+        arrays = []
+        for f in wanted:
+            if own.get_field_index(f.name) < 0:
+                arrays.append(pa.nulls(batch.num_rows, f.type))
+                continue
+            values = batch.column(f.name)
+            if values.type != f.type:
+                try:
+                    values = values.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise DataError(
+                        f"{name}: column {f.name!r} ({values.type}) cannot be read as {f.type}: {e}"
+                    ) from e
+            arrays.append(values)
+        yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(wanted))
 
 
 def _conflicts(a: pa.Schema, b: pa.Schema) -> str:
