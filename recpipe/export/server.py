@@ -3,12 +3,15 @@
 The protocol is MLflow's (``mlflow models serve``), so a client of one is a client of the other:
 
 - ``POST /invocations`` with ``Content-Type: application/json``: ``{"dataframe_records": [{…}, …]}`` or
-  ``{"dataframe_split": {"columns": [...], "data": [[...], ...]}}``, optionally ``"params": {"output":
+  ``{"dataframe_split": {"columns": [...], "data": [[...], ...]}}`` (or TF Serving's ``instances`` / ``inputs``,
+  as MLflow reads them), optionally ``"params": {"output":
   "logit"}`` and ``"params": {"context": "<JSON object text>"}`` (one user × N candidates: the columns every
   row shares, sent once); ``text/csv`` and ``application/vnd.apache.parquet`` bodies are rows too. Answer
   ``{"predictions": [p, …]}`` (a multi-task model: one object per row, ``{"probability_clk": …, …}``).
+- A body may be sent ``Content-Encoding: gzip`` (a ranking request of hundreds of candidates compresses ~10×).
 - A bad request is HTTP 400 ``{"error_code": "BAD_REQUEST", "message": …}`` naming its row and column (or the
-  field of the body that is wrong); a body of another type 415, one over :data:`MAX_BODY_BYTES` 413, a request
+  field of the body that is wrong); a body of another type or encoding 415, one over :data:`MAX_BODY_BYTES` 413
+  (as sent or once decompressed), a request
   slower than the timeout 504, a failure of the server itself 500 (logged with its traceback).
 - A retrieval export (two towers, :class:`~recpipe.export.retriever.Retriever`): the same bodies hold user rows and
   ``"params": {"k": K}`` (default 50, at most the catalogue); the answer is one object per row, best item first,
@@ -37,6 +40,7 @@ import json
 import logging
 import os
 import traceback
+import zlib
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -225,7 +229,9 @@ class ScoringApp:
             return await _answer(send, 405, b"use POST /invocations\n", "text/plain")
         try:
             mime = _content_type(_header(scope, b"content-type"))
-            body = await _body(receive, _header(scope, b"content-length"))
+            body = _decoded(
+                await _body(receive, _header(scope, b"content-length")), _header(scope, b"content-encoding")
+            )
             payload = await asyncio.wait_for(self._invoke(body, mime), self.timeout_s)
         except RequestError as err:
             if err.status >= 500:
@@ -283,6 +289,32 @@ async def _body(receive: Any, length: str | None) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+def _decoded(body: bytes, encoding: str | None) -> bytes:
+    """The body as sent (``identity``), or decompressed (``gzip``), at most :data:`MAX_BODY_BYTES` either way.
+
+    Raises:
+        RequestError: another encoding (415), gzip that does not decompress (400), or more than the most the
+            server reads once decompressed (413).
+    """
+    coding = (encoding or "identity").strip().lower()
+    if coding == "identity":
+        return body
+    if coding not in ("gzip", "x-gzip"):
+        raise RequestError(415, f"Content-Encoding {encoding!r} is not read; send the body as it is, or gzip")
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(body, MAX_BODY_BYTES + 1)
+    except zlib.error as err:
+        raise RequestError(400, f"bad request: the gzip body does not decompress ({err})") from None
+    if len(out) > MAX_BODY_BYTES or inflate.unconsumed_tail:
+        raise RequestError(
+            413, f"the body is over {MAX_BODY_BYTES} bytes decompressed, the most the server reads"
+        )
+    if not inflate.eof:
+        raise RequestError(400, "bad request: the gzip body is cut short")
+    return out
 
 
 async def _error(send: Send, status: int, message: str) -> None:

@@ -213,6 +213,32 @@ def test_a_history_sent_as_a_json_array_scores_as_its_text(app_and_rows):
     )
 
 
+def test_a_gzip_body_is_read_within_the_body_limit(app_and_rows, monkeypatch):
+    """``Content-Encoding: gzip`` (a client compressing hundreds of candidates): the same scores; an encoding the
+    server does not read is a 415, gzip that is corrupt or cut short a 400, one inflating past the limit a 413."""
+    import gzip
+
+    from recpipe.export import server
+
+    app, scorer, rows = app_and_rows
+    body = _body({"dataframe_records": json.loads(json.dumps(rows.to_pylist()))})
+    packed = gzip.compress(body)
+    status, answer = _call(app, "POST", "/invocations", packed, [*JSON_HEADERS, ("content-encoding", "gzip")])
+    assert status == 200, answer
+    np.testing.assert_allclose(json.loads(answer)["predictions"], scorer.predict(rows), rtol=0, atol=1e-6)
+    status, answer = _call(app, "POST", "/invocations", packed, [*JSON_HEADERS, ("content-encoding", "br")])
+    assert status == 415 and "Content-Encoding 'br' is not read" in json.loads(answer)["message"]
+    status, answer = _call(
+        app, "POST", "/invocations", packed[:-12], [*JSON_HEADERS, ("content-encoding", "gzip")]
+    )
+    assert status == 400 and "cut short" in json.loads(answer)["message"]
+    status, answer = _call(app, "POST", "/invocations", body, [*JSON_HEADERS, ("content-encoding", "gzip")])
+    assert status == 400 and "does not decompress" in json.loads(answer)["message"]
+    monkeypatch.setattr(server, "MAX_BODY_BYTES", len(body) - 1)  # the packed body fits, inflated it does not
+    status, answer = _call(app, "POST", "/invocations", packed, [*JSON_HEADERS, ("content-encoding", "gzip")])
+    assert status == 413 and "decompressed" in json.loads(answer)["message"]
+
+
 def test_the_application_answers_errors_with_their_status(app_and_rows):
     app, _, rows = app_and_rows
     records = json.loads(json.dumps(rows.slice(0, 3).to_pylist()))
