@@ -8,7 +8,7 @@ The protocol is MLflow's (``mlflow models serve``), so a client of one is a clie
   "logit"}`` and ``"params": {"context": "<JSON object text>"}`` (one user × N candidates: the columns every
   row shares, sent once); ``text/csv`` and ``application/vnd.apache.parquet`` bodies are rows too. Answer
   ``{"predictions": [p, …]}`` (a multi-task model: one object per row, ``{"probability_clk": …, …}``).
-- A body may be sent ``Content-Encoding: gzip`` (a ranking request of hundreds of candidates compresses ~10×).
+- A body may be sent ``Content-Encoding: gzip`` (500 generated Taobao rows as records: 226 kB, 30 kB gzipped).
 - A bad request is HTTP 400 ``{"error_code": "BAD_REQUEST", "message": …}`` naming its row and column (or the
   field of the body that is wrong); a body of another type or encoding 415, one over :data:`MAX_BODY_BYTES` 413
   (as sent or once decompressed), a request
