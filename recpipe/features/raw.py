@@ -166,17 +166,29 @@ def _is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t)
 
 
-def _joined(lists: pa.Array, delimiter: str) -> pa.Array:
-    """Each list of ``lists`` (of numbers or text) as its values' text joined by ``delimiter``; a null value is
-    empty text (an empty item or sub-value), a null list stays null."""
-    values = pc.list_flatten(lists)
+def _item_text(values: pa.Array) -> pa.Array:
+    """Values (numbers or text) as text, a null one empty (an empty item or sub-value).
+
+    Raises:
+        TypeError: values of another type.
+    """
     if not (is_string(values.type) or pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
         raise TypeError(values.type)
-    text = pc.fill_null(values if is_string(values.type) else pc.cast(values, pa.string()), "")
+    return pc.fill_null(values if is_string(values.type) else pc.cast(values, pa.string()), "")
+
+
+def _relisted(lists: pa.Array, values: pa.Array) -> pa.Array:
+    """``values``, one for each element of ``lists`` in order, grouped as ``lists`` groups its elements (a null
+    list stays null)."""
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
     offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
-    rebuilt = pa.ListArray.from_arrays(offsets, text, mask=pc.is_null(lists))
-    return pc.binary_join(rebuilt, delimiter)
+    return pa.ListArray.from_arrays(offsets, values, mask=pc.is_null(lists))
+
+
+def _joined(lists: pa.Array, delimiter: str) -> pa.Array:
+    """Each list of ``lists`` (of numbers or text) as its values' text (:func:`_item_text`) joined by
+    ``delimiter``; a null list stays null."""
+    return pc.binary_join(_relisted(lists, _item_text(pc.list_flatten(lists))), delimiter)
 
 
 def history_text(
@@ -194,21 +206,13 @@ def history_text(
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if pa.types.is_large_list(arr.type):
-        arr = arr.cast(pa.list_(arr.type.value_type))
     item = arr.type.value_type
     if pa.types.is_struct(item):
         arr = _struct_items(arr, sub_delimiter, column, names)
         item = arr.type.value_type
     try:
         if _is_list(item):  # items of sub-values
-            flat = pc.list_flatten(arr)
-            if pa.types.is_large_list(flat.type):
-                flat = flat.cast(pa.list_(flat.type.value_type))
-            items = pc.fill_null(_joined(flat, sub_delimiter), "")
-            lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
-            offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
-            arr = pa.ListArray.from_arrays(offsets, items, mask=pc.is_null(arr))
+            arr = _relisted(arr, pc.fill_null(_joined(pc.list_flatten(arr), sub_delimiter), ""))
         return _joined(arr, delimiter)
     except TypeError:
         raise DataError(
@@ -229,19 +233,15 @@ def _struct_items(arr: pa.Array, sub_delimiter: str, column: str, names: Sequenc
     flat = pc.list_flatten(arr)
     parts = []
     for n in names:
-        values = flat.field(n)
-        if not (
-            is_string(values.type) or pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
-        ):
+        try:
+            parts.append(_item_text(flat.field(n)))
+        except TypeError:
             raise DataError(
-                f"column {column!r}: struct field {n!r} is {values.type}; expected numbers or text"
-            )
-        parts.append(pc.fill_null(values if is_string(values.type) else pc.cast(values, pa.string()), ""))
+                f"column {column!r}: struct field {n!r} is {flat.field(n).type}; expected numbers or text"
+            ) from None
     text = pc.binary_join_element_wise(*parts, sub_delimiter)
     text = pc.if_else(pc.is_null(flat), pa.scalar("", pa.string()), text)  # a null item: empty
-    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
-    offsets = pa.array(np.concatenate(([0], np.cumsum(lengths))), pa.int32())
-    return pa.ListArray.from_arrays(offsets, text, mask=pc.is_null(arr))
+    return _relisted(arr, text)
 
 
 def _has_empty(dictionary: pa.Array) -> bool:
