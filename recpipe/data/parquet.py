@@ -83,19 +83,16 @@ class ParquetSource(PartedSource):
         """The dataset schema of files whose schemas differ (module docstring), its notes and gaps."""
         name = self._files.name
         schemas = [_values_schema(layouts[i].schema) for i in with_rows]
-        try:
-            unified = pa.unify_schemas(schemas, promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        unified = _unified(schemas)
+        if unified is None:
             first = schemas[0]
             for i, schema in zip(with_rows[1:], schemas[1:], strict=True):
-                try:
-                    pa.unify_schemas([first, schema], promote_options="permissive")
-                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                if _unified([first, schema]) is None:
                     raise DataError(
                         f"{name(i)}: schema does not unify with {name(with_rows[0])}'s: {_conflicts(first, schema)}"
-                    ) from None
+                    )
             # Each file unifies with the first, yet not all of them together (two widen one column apart).
-            raise DataError(f"{self.uri}: the files' schemas do not unify") from None
+            raise DataError(f"{self.uri}: the files' schemas do not unify")
         unified = pa.schema(list(unified))  # no file's metadata (pandas', Spark's) speaks for all of them
         total = len(with_rows)
         for field in unified:
@@ -228,16 +225,21 @@ def _conformed(
         yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(wanted))
 
 
+def _unified(schemas: list[pa.Schema]) -> pa.Schema | None:
+    """``schemas`` unified as Arrow's permissive promotion does (module docstring), or None where it cannot."""
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+
+
 def _conflicts(a: pa.Schema, b: pa.Schema) -> str:
     """The columns of both whose types do not unify, as ``'x' is string, expected int64``."""
-    bad = []
-    for f in a:
-        if b.get_field_index(f.name) < 0:
-            continue
-        try:
-            pa.unify_schemas([pa.schema([f]), pa.schema([b.field(f.name)])], promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            bad.append(f"{f.name!r} is {b.field(f.name).type}, expected {f.type}")
+    bad = [
+        f"{f.name!r} is {b.field(f.name).type}, expected {f.type}"
+        for f in a
+        if b.get_field_index(f.name) >= 0 and _unified([pa.schema([f]), pa.schema([b.field(f.name)])]) is None
+    ]
     return "; ".join(bad) or _schema_diff(a, b)
 
 

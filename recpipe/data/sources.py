@@ -26,7 +26,7 @@ from recpipe.data.partitions import (
     select,
 )
 from recpipe.data.synthetic import generate
-from recpipe.data.types import PartedSource, Source
+from recpipe.data.types import PartedSource
 
 SYNTHETIC = "synthetic:"
 ODPS = "odps://"
@@ -170,8 +170,10 @@ def open_source(
     generate_into: str | Path | None = None,
     partitions: str | None = None,
     **odps_kwargs: Any,
-) -> Source:
-    """The :class:`Source` for ``uri`` (only the partitions ``partitions`` selects, when given).
+) -> PartedSource:
+    """The :class:`Source` for ``uri`` (only the partitions ``partitions`` selects, when given): a
+    :class:`~recpipe.data.types.PartedSource`, whose ``schema_notes()`` and ``column_gaps()`` say how files of
+    different schemas were read together.
 
     ``synthetic:`` URIs (:func:`parse_synthetic`) are generated into the folder ``generate_into`` first,
     then read as Parquet. ``odps://`` URIs open an :class:`OdpsSource` (``odps_kwargs``, e.g. ``client=``,

@@ -183,7 +183,7 @@ def check_source(
     schema = source.schema()
     problems = schema_problems(spec, schema, with_labels)
     need = required_columns(spec, with_labels)
-    for column, files in getattr(source, "column_gaps", dict)().items():
+    for column, files in source.column_gaps().items():
         if column in need:
             problems.append(
                 f"column {column!r} ({need[column][0]}) is missing from {len(files)} file(s), e.g. {files[0]}: "
