@@ -124,6 +124,11 @@ def test_epoch_seconds_of_each_form() -> None:
         (pa.array([1767744000123456]), "ms", r"no time in 'ms'.*set data.split.time_unit: us"),
         (pa.array(["2026-01-07", "yesterday"]), "s", r"'yesterday'.*neither a number nor an ISO-8601 time"),
         (pa.array(["07/01/2026 10:00"]), "s", r"'07/01/2026 10:00'"),
+        (
+            pa.array(["2026-01-07 10:00:00", "2026-01-07T10:00:00+08:00"]),
+            "s",
+            r"with a UTC offset and without one",
+        ),
         (pa.array([[1, 2]]), "s", r"is list<item: int64>; expected seconds since the epoch"),
         (pa.array([True]), "s", r"is bool; expected"),
     ],
