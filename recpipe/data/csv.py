@@ -29,6 +29,13 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
     "bool": pa.bool_(),
 }
+
+
+def _is_utf8(encoding: str) -> bool:
+    """Whether ``encoding`` (a Python codec name: ``utf8``, ``UTF-8``, ``utf_8``…) is UTF-8."""
+    return codecs.lookup(encoding).name == "utf-8"
+
+
 CRITEO_COLUMNS = ["label", *(f"I{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 27))]
 _BLOCK_SIZE = 1 << 22
 _CONVERSION_ERROR = re.compile(
@@ -152,7 +159,7 @@ class CsvSource(PartedSource):
         if m is not None and types is not None:
             return self._conversion_error(i, int(m.group(1)), types, row0)
         hint = ""
-        if "invalid UTF8" in str(e) and self._options.encoding.replace("-", "").lower() in ("utf8", "utf_8"):
+        if "invalid UTF8" in str(e) and _is_utf8(self._options.encoding):
             hint = " (not UTF-8? name the files' encoding in data.csv.encoding, e.g. gbk)"
         return DataError(f"{name}: cannot parse CSV: {e}{hint}")
 
@@ -242,7 +249,7 @@ class CsvSource(PartedSource):
             while b"\n" not in head and (chunk := f.read(1 << 16)):
                 head += chunk
         codec = self._options.encoding
-        if codecs.lookup(codec).name == "utf-8":  # a byte order mark (Excel's, exports') is no header text
+        if _is_utf8(codec):  # a byte order mark (Excel's, exports') is no header text
             codec = "utf-8-sig"
         line = head.split(b"\n", 1)[0].decode(codec, "replace").rstrip("\r")
         return [name.strip('"') for name in line.split(self._delimiter)]
