@@ -49,9 +49,16 @@ _TORCHRUN_FAILURE = re.compile(r"^(torch\.distributed\.elastic\.multiprocessing\
 
 
 def _prune(folder: Path, keep: int) -> None:
-    """Remove all but the ``keep`` newest command logs in ``folder`` (every command writes one)."""
-    logs = sorted(folder.glob("*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in logs[keep:]:
+    """Remove all but the ``keep`` newest command logs in ``folder`` (every command writes one). Commands run
+    side by side prune the same folder: a log another one removed meanwhile is simply gone."""
+    stamped = []
+    for log in folder.glob("*.log"):
+        try:
+            stamped.append((log.stat().st_mtime, log))
+        except FileNotFoundError:
+            continue
+    stamped.sort(key=lambda pair: pair[0], reverse=True)
+    for _, old in stamped[keep:]:
         old.unlink(missing_ok=True)
 
 

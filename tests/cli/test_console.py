@@ -100,6 +100,30 @@ def test_the_log_folder_keeps_the_newest_logs_only(tmp_path, monkeypatch):
     )
 
 
+def test_a_log_another_command_pruned_meanwhile_does_not_fail_this_one(tmp_path, monkeypatch):
+    """Commands run side by side prune one folder: a log listed and then removed by another is skipped (a CI
+    run failed a command with FileNotFoundError from the prune)."""
+    import recpipe.cli.console as console
+
+    monkeypatch.setattr(console, "KEEP_LOGS", 2)
+    for i in range(4):
+        old = tmp_path / f"train-{i}.log"
+        old.write_text("x")
+        os.utime(old, (1000 + i, 1000 + i))
+    listed = Path.glob
+
+    def racing(self, pattern):
+        found = list(listed(self, pattern))
+        (tmp_path / "train-0.log").unlink(missing_ok=True)  # the other command's prune, between list and stat
+        return iter(found)
+
+    monkeypatch.setattr(Path, "glob", racing)
+    with Session("fit", directory=tmp_path) as s:
+        pass
+    monkeypatch.setattr(Path, "glob", listed)
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == sorted(["train-3.log", s.log_path.name])
+
+
 def test_session_keeps_warnings_in_the_log_and_shows_one_line_per_failure(tmp_path, capsys):
     import warnings
 
