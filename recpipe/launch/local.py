@@ -21,7 +21,6 @@ from typing import Any
 from recpipe.config import RecpipeConfig, load_config
 from recpipe.launch.command import worker_command
 from recpipe.launch.errors import LaunchError
-from recpipe.train.ports import free_port
 
 _ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n(.*?)\n=+", re.S)
 # A lone process's traceback; once its process group is up, torch's excepthook prefixes every line with
@@ -63,7 +62,9 @@ def local_world(workers: int, gpus_per_worker: int, nproc_per_node: int | None) 
 
 
 def torchrun_command(worker: Sequence[str], nproc_per_node: int) -> list[str]:
-    """``python -m torch.distributed.run`` of ``worker`` on this node (c10d rendezvous on a free local port).
+    """``python -m torch.distributed.run`` of ``worker`` on this node: c10d rendezvous on port 0, so the OS gives
+    torchrun's agent a free port when it binds it and the ranks read it from the agent (a port picked before the
+    launch could be taken by another process while torchrun imports torch).
 
     Args:
         worker (Sequence[str]): :func:`~recpipe.launch.command.worker_command`'s arguments.
@@ -74,7 +75,7 @@ def torchrun_command(worker: Sequence[str], nproc_per_node: int) -> list[str]:
         "--nproc-per-node", str(nproc_per_node),
         "--nnodes", "1",
         "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+        "--rdzv-endpoint", "127.0.0.1:0",
         "--max-restarts", "0",
         *worker,
     ]  # fmt: skip

@@ -2,7 +2,7 @@
 
 One code path for every world size: a process started by torchrun joins its group (``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK`` from the environment, the launcher's contract); a process started
-alone forms a 1-process gloo group on a free port, so DistributedModelParallel, the planner and
+alone forms a 1-process gloo group (an in-process store), so DistributedModelParallel, the planner and
 DCP checkpoints behave the same with one rank as with eight.
 """
 
@@ -30,7 +30,6 @@ from torchrec.modules.mc_embedding_modules import BaseManagedCollisionEmbeddingC
 from torchrec.streamable import Pipelineable
 
 from recpipe.batch import Batch
-from recpipe.train.ports import free_port
 from recpipe.train.zch import (
     ZCH_KERNEL,
     ZCH_SHARDING,
@@ -82,8 +81,8 @@ class DistEnv:
 def init_distributed() -> DistEnv:
     """Join (or, alone, create) the default process group and pick this rank's device.
 
-    Under torchrun the environment names the group; without it a 1-process gloo group is created on a
-    free local port. An existing default group is reused.
+    Under torchrun the environment names the group; without it a 1-process gloo group is created on an
+    in-process store. An existing default group is reused.
     """
     use_cuda = torch.cuda.is_available()
     backend = "nccl" if use_cuda else "gloo"
@@ -96,9 +95,8 @@ def init_distributed() -> DistEnv:
         if "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ:
             dist.init_process_group(backend=backend)
         else:
-            dist.init_process_group(
-                backend=backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
-            )
+            # one process: its rendezvous is an in-process store, no port to pick (or lose to another process)
+            dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
         owns = True
     world = dist.get_world_size()
     cpu_group = dist.new_group(backend="gloo") if backend != "gloo" else dist.group.WORLD
