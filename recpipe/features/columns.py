@@ -32,8 +32,10 @@ class BadRows:
     arr_rows: np.ndarray | None = None  # position in ``arr`` of each bad row (default: the row itself)
 
 
-# The largest magnitude below which every integral float64 is an exact int64.
-MAX_EXACT_INT = 2.0**63
+# The magnitude below which an integral float64 is the integer it was written from: float64 holds every integer up
+# to 2**53 and only some past it, so a float id of 2**53 or more (pandas writes an int64 column with nulls as
+# float64) may have lost its last digits and is not taken as an integer id (a mod mapping refuses its text).
+MAX_EXACT_INT = 2.0**53
 
 
 def integral_ids(arr: pa.Array) -> pa.Array | None:

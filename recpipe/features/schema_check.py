@@ -67,8 +67,15 @@ def _readable(t: pa.DataType, need: str) -> bool:
         return need == ANY
     if need == NUMERIC:
         return _is_number(t) or _is_string(t)
-    if need == IDS:  # a DECIMAL(p, 0) holds whole numbers
-        return pa.types.is_integer(t) or _is_string(t) or (pa.types.is_decimal(t) and t.scale == 0)
+    if (
+        need == IDS
+    ):  # a DECIMAL(p, 0) holds whole numbers; floats: pandas' integers with nulls (FG checks each)
+        return (
+            pa.types.is_integer(t)
+            or _is_string(t)
+            or pa.types.is_floating(t)
+            or (pa.types.is_decimal(t) and t.scale == 0)
+        )
     if need == TEXT:
         return _is_string(t)
     return True

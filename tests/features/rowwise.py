@@ -36,7 +36,7 @@ def _missing(v: object) -> bool:
 def _id_value(v: object) -> object:
     """``123.0`` is id 123; another float is its text."""
     if isinstance(v, float):
-        return int(v) if v == math.floor(v) and abs(v) < 2.0**63 else str(v)
+        return int(v) if v == math.floor(v) and abs(v) < 2.0**53 else str(v)
     return v
 
 

@@ -170,3 +170,52 @@ def test_history_text_of_items_sub_values_and_nulls() -> None:
         history_text(structs, "|", "\x03", "h", ("id", "brand"))
     with pytest.raises(DataError, match=r"column 'h': a history as a list column .* got list<item: map"):
         history_text(pa.array([[[("a", 1)]]], pa.list_(pa.map_(pa.string(), pa.int64()))), "|", "\x03", "h")
+
+
+def test_a_day_written_by_pandas_reads_as_the_generated_rows(rows: pa.Table, tmp_path: Path) -> None:
+    """What ``df[mask].to_parquet(f"dt={day}/part.parquet")`` leaves: integer id columns with nulls as float64
+    (NaN), the frame's index as ``__index_level_0__`` and ``dt`` in the file as well as in the folder's name. The
+    schema check refused the float ids ("expected an integer or string column for ids, got double"); FG reads
+    integral floats as the ids they were, NaN as missing."""
+    import pyarrow.parquet as pq
+
+    from recpipe.data.sources import open_source
+    from recpipe.features.schema_check import check_source
+
+    spec = build_feature_spec(load_config(CONFIG))
+    nulled = np.arange(rows.num_rows) % 11 == 3
+    for column in ("brand", "cate_id", "user_id"):
+        ids = rows.column(column).to_numpy()
+        rows = rows.set_column(rows.schema.get_field_index(column), column, pa.array(ids, mask=nulled))
+    frame = rows.to_pandas()
+    assert str(frame["brand"].dtype) == "float64"  # pandas' integers with nulls
+    frame = frame[frame.index % 5 != 0]  # a filtered frame keeps its index: written as a column
+    frame["dt"] = "20260101"
+    (tmp_path / "dt=20260101").mkdir()
+    frame.to_parquet(tmp_path / "dt=20260101" / "part.parquet")
+    assert "__index_level_0__" in pq.read_schema(tmp_path / "dt=20260101" / "part.parquet").names
+
+    check_source(spec, str(tmp_path), partitions="latest")
+    read = pa.Table.from_batches(
+        [b.batch for b in open_source(str(tmp_path), partitions="latest").iter_batches()]
+    )
+    want = FeatureGenerator(spec)(rows.filter(pa.array(np.arange(rows.num_rows) % 5 != 0)))
+    got = FeatureGenerator(spec)(read)
+    np.testing.assert_array_equal(got.dense, want.dense)
+    np.testing.assert_array_equal(got.labels, want.labels)
+    for g, w, gl, wl in zip(got.values, want.values, got.lengths, want.lengths, strict=True):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(gl, wl)
+
+
+def test_a_float_id_past_2_53_is_a_bad_id_not_a_nearby_one(rows: pa.Table) -> None:
+    """float64 holds every integer up to 2**53 only: a float id past it may have lost digits (pandas' float64 of
+    the int64 id 2**55 + 1 is 2**55), so it is not taken as an integer (it was read as the id 2**55, another id
+    than the one the warehouse holds); a bucketed id names the row."""
+    spec = build_feature_spec(load_config(CONFIG))
+    brand = rows.column("brand").to_numpy().astype(np.float64)
+    brand[7] = float(2**55 + 1)
+    table = rows.set_column(rows.schema.get_field_index("brand"), "brand", pa.array(brand))
+    assert schema_problems(spec, table.schema) == []
+    with pytest.raises(DataError, match=r"row 7, column 'brand'.*got '3\.60287970189639\d*e\+16'"):
+        FeatureGenerator(spec)(table)
