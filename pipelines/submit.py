@@ -114,7 +114,8 @@ def kfp_cron(expression: str) -> str:
         expression (str): e.g. ``"0 3 * * *"`` (03:00 every day) or ``"0 0 3 * * 1-5"``.
 
     Raises:
-        ValueError: not 5 or 6 fields, or a field out of its range, naming the field.
+        ValueError: not 5 or 6 fields, or a field out of its range, naming the field; a ``CRON_TZ=`` /
+            ``TZ=`` prefix (robfig/cron v3's), which KFP's scheduler does not read.
 
     Example::
 
@@ -122,6 +123,12 @@ def kfp_cron(expression: str) -> str:
         '0 0 3 * * *'
     """
     text = expression.strip()
+    if re.match(r"(CRON_)?TZ=", text):
+        raise ValueError(
+            f"cron {expression!r}: KFP's cron takes no time zone; its recurring runs fire in the time zone of "
+            "KFP's scheduledworkflow controller (CRON_SCHEDULE_TIMEZONE, set by cronScheduleTimezone in "
+            "pipeline-install-config; UTC by default): give the time in that zone, without the TZ= prefix"
+        )
     if text.lower() in CRON_DESCRIPTORS:
         return CRON_DESCRIPTORS[text.lower()]
     fields = text.split()

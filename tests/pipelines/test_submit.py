@@ -42,6 +42,9 @@ def test_kfp_cron_sends_six_fields(given, sent):
         ("0 3 L * *", "'L' is not *, a value (1-31)"),
         ("0 ? * * *", "hour field '?'"),  # '?' only for the day fields
         ("0 3 * FOO *", "month field 'FOO'"),
+        # robfig/cron v3's zone prefix: KFP's scheduler (v1) has none, its zone is the controller's
+        ("CRON_TZ=Asia/Shanghai 0 3 * * *", "KFP's cron takes no time zone"),
+        ("TZ=UTC 0 3 * * *", "cronScheduleTimezone in pipeline-install-config"),
     ],
 )
 def test_kfp_cron_refuses_what_kfp_would_misread(given, text):
