@@ -67,9 +67,8 @@ def _readable(t: pa.DataType, need: str) -> bool:
         return need == ANY
     if need == NUMERIC:
         return _is_number(t) or _is_string(t)
-    if (
-        need == IDS
-    ):  # a DECIMAL(p, 0) holds whole numbers; floats: pandas' integers with nulls (FG checks each)
+    # A DECIMAL(p, 0) holds whole numbers; a float column is pandas' integers with nulls (FG checks each value).
+    if need == IDS:
         return (
             pa.types.is_integer(t)
             or _is_string(t)

@@ -130,18 +130,21 @@ def epoch_seconds(values: pa.Array | pa.ChunkedArray, column: str, where: str, u
         except pa.ArrowInvalid:
             parsed = _parse_iso(values)
             if parsed is None:
-                bad = [
-                    v
-                    for v in pc.unique(values).to_pylist()
-                    if v is not None and _parse_iso(pa.array([v])) is None
-                ]
-                if not bad:  # every value parses alone: some carry a UTC offset, others none
+                bad = next(
+                    (
+                        v
+                        for v in pc.unique(values).to_pylist()
+                        if v is not None and _parse_iso(pa.array([v])) is None
+                    ),
+                    None,
+                )
+                if bad is None:  # every value parses alone: some carry a UTC offset, others none
                     raise types.DataError(
                         f"{what}: ISO-8601 times with a UTC offset and without one in one column; which zone the "
                         "others are in is a guess: write every time with its offset, or none"
                     ) from None
                 raise types.DataError(
-                    f"{what}: {bad[0]!r} is neither a number nor an ISO-8601 time; expected seconds since the "
+                    f"{what}: {bad!r} is neither a number nor an ISO-8601 time; expected seconds since the "
                     "epoch, a timestamp, a date, or text like 2026-01-07 13:45:00"
                 ) from None
             values, t = parsed, parsed.type

@@ -15,7 +15,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from local_http import free_port
 from torch import nn
 
 from recpipe.export.api import export
@@ -130,7 +129,7 @@ def test_a_crash_at_any_file_operation_keeps_the_previous_export(dlrm, tmp_path,
 
 @pytest.fixture
 def one_rank():
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 
